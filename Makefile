@@ -1,0 +1,29 @@
+# Gatehouse. `make demo` and `make test` work on a fresh machine with only Python 3.11+ installed.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint render e2e-kind bench soak clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+## demo: render the example Agent into the AgentConfig the runtime runs
+demo: $(STAMP)
+	$(VENV)/bin/gatehouse render -f examples/file-manager/agent.yaml \
+		-f examples/file-manager/modelconfig.yaml -f examples/file-manager/mcp-server.yaml
+
+## test: lint, then every test (unit, golden, end-to-end on 127.0.0.1)
+test: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) .gatehouse .pytest_cache

@@ -1,0 +1,138 @@
+"""``AgentConfig``: the one contract between the operator and the runtime.
+
+The operator writes it as ``config.json`` into the ``<agent>-config`` Secret; the runtime reads it with
+``gatehouse-runtime serve --config``. Both sides import this module, so a field added here is added for both.
+Secret values never appear here: only the names of the environment variables that carry them and the
+Secret keys those variables come from.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION: Literal["gatehouse.dev/agent-config/v1"] = "gatehouse.dev/agent-config/v1"
+MODEL_API_KEY_ENV = "GATEHOUSE_MODEL_API_KEY"
+
+
+class ConfigModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SecretEnvRef(ConfigModel):
+    """A secret value delivered as an environment variable ``env`` from Secret ``secret``/``key``."""
+
+    env: str
+    secret: str
+    key: str
+
+
+class ScriptedToolCall(ConfigModel):
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScriptedRule(ConfigModel):
+    match: str
+    tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
+    reply: str = ""
+
+
+class ScriptedModel(ConfigModel):
+    provider: Literal["Scripted"] = "Scripted"
+    model: str
+    rules: list[ScriptedRule] = Field(default_factory=list)
+    no_match_reply: str | None = None
+
+
+class GeminiModel(ConfigModel):
+    provider: Literal["Gemini"] = "Gemini"
+    model: str
+    api_key: SecretEnvRef | None = None
+    base_url: str | None = None
+
+
+class LiteLLMModel(ConfigModel):
+    """OpenAI, Anthropic, Ollama and generic LiteLLM models, all served through LiteLLM."""
+
+    provider: Literal["OpenAI", "Anthropic", "Ollama", "LiteLLM"]
+    model: str
+    api_key: SecretEnvRef | None = None
+    base_url: str | None = None
+
+
+ModelSettings = Annotated[ScriptedModel | GeminiModel | LiteLLMModel, Field(discriminator="provider")]
+
+
+class HeaderRef(ConfigModel):
+    name: str
+    value_from: SecretEnvRef
+
+
+class McpServerConfig(ConfigModel):
+    name: str
+    url: str
+    protocol: Literal["STREAMABLE_HTTP", "SSE"] = "STREAMABLE_HTTP"
+    timeout_seconds: float = 30.0
+    tool_names: list[str]
+    require_approval: list[str] = Field(default_factory=list)
+    headers: list[HeaderRef] = Field(default_factory=list)
+
+
+class RuleConfig(ConfigModel):
+    tool: str
+    action: Literal["require", "allow", "deny"]
+    arg: str | None = None
+    glob: str | None = None
+    regex: str | None = None
+
+
+class ApprovalPolicy(ConfigModel):
+    """The effective policy. Per-server ``require_approval`` lives on :class:`McpServerConfig`."""
+
+    require_for_all_tools: bool = False
+    exempt: list[str] = Field(default_factory=list)
+    rules: list[RuleConfig] = Field(default_factory=list)
+    timeout_seconds: float = 900.0
+    on_timeout: Literal["deny", "approve"] = "deny"
+    allow_session_grants: bool = False
+
+
+class HumanTools(ConfigModel):
+    hitl_request: bool = False
+
+
+class SkillConfig(ConfigModel):
+    id: str
+    name: str
+    description: str = ""
+    tags: list[str] = Field(default_factory=list)
+    examples: list[str] = Field(default_factory=list)
+
+
+class CardConfig(ConfigModel):
+    name: str
+    description: str = ""
+    version: str = "0.1.0"
+    skills: list[SkillConfig] = Field(default_factory=list)
+
+
+class AgentConfig(ConfigModel):
+    schema_version: Literal["gatehouse.dev/agent-config/v1"] = SCHEMA_VERSION
+    name: str
+    namespace: str = "default"
+    description: str = ""
+    instruction: str = ""
+    model: ModelSettings
+    mcp_servers: list[McpServerConfig] = Field(default_factory=list)
+    approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
+    human_tools: HumanTools = Field(default_factory=HumanTools)
+    card: CardConfig
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> AgentConfig:
+        return cls.model_validate_json(text)

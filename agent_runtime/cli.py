@@ -1,0 +1,60 @@
+"""Command line: ``gatehouse`` (users' commands) and ``gatehouse-runtime`` (what the operator runs).
+
+Each command is a thin shell over a module that does the work; heavy imports happen inside commands.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from agent_runtime.errors import TranslationError
+
+app = typer.Typer(help="Gatehouse: a human approval gate for AI agents.", no_args_is_help=True)
+runtime_app = typer.Typer(help="Gatehouse agent runtime.", no_args_is_help=True)
+err = Console(stderr=True)
+
+
+@app.command()
+def render(
+    files: list[Path] = typer.Option(..., "-f", "--file", help="Manifest files (Agent, ModelConfig, RemoteMCPServer)."),
+    agent: str | None = typer.Option(None, "--agent", help="Agent to render when the files hold several."),
+) -> None:
+    """Translate manifests into the AgentConfig JSON the runtime runs (what the operator mounts)."""
+    from agent_runtime.manifests import select_agent_config
+
+    try:
+        config = select_agent_config(files, agent)
+    except (TranslationError, FileNotFoundError) as exc:
+        _fail(exc)
+    typer.echo(config.to_json(), nl=False)
+
+
+def _fail(exc: Exception) -> None:
+    if isinstance(exc, TranslationError):
+        err.print("[bold red]invalid manifests:[/]")
+        for problem in exc.problems:
+            err.print(f"  - {problem}")
+    else:
+        err.print(f"[bold red]error:[/] {exc}")
+    raise typer.Exit(2)
+
+
+def main() -> None:
+    app()
+
+
+def runtime_main() -> None:
+    runtime_app()
+
+
+@runtime_app.callback()
+def _runtime() -> None:
+    """Serve one agent over A2A."""
+
+
+@app.callback()
+def _gatehouse() -> None:
+    """Gatehouse: a human approval gate for AI agents."""

@@ -1,0 +1,81 @@
+"""The approval policy, evaluated at call time: may this call run, must it wait for a human, or is it refused?
+
+Pure: a function of the AgentConfig and the call. Order of evaluation (first that applies wins):
+
+1. ``approval.rules`` in order — a rule applies when its tool matches and its ``when`` condition (if any)
+   matches the argument (paths normalised first); its action decides: ``require``, ``allow`` or ``deny``.
+2. ``mcpServer.requireApproval`` of the server that offers the tool → require.
+3. ``approval.requireForAllTools`` unless the tool is in ``exempt`` → require.
+4. Otherwise the call runs.
+
+Anything unexpected in the arguments (a rule's argument that is not a string, say) makes a ``require``
+or ``deny`` rule apply rather than silently not match: doubt gates, it never allows.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agent_runtime.agent_config import AgentConfig, RuleConfig
+from agent_runtime.globs import glob_match, normalise_path
+
+Verdict = Literal["allow", "require", "deny"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: Verdict
+    hint: str
+
+
+
+def _rule_matches(rule: RuleConfig, args: dict[str, Any]) -> bool:
+    if rule.arg is None:
+        return True
+    if rule.arg not in args:
+        return False
+    value = args[rule.arg]
+    if not isinstance(value, str):
+        # Fail closed: an odd argument type cannot slip past a gating rule.
+        return rule.action != "allow"
+    if rule.glob is not None:
+        return glob_match(rule.glob, value)
+    assert rule.regex is not None
+    return re.search(rule.regex, normalise_path(value)) is not None
+
+
+def _describe(rule: RuleConfig) -> str:
+    if rule.arg is None:
+        return f"rule for {rule.tool}"
+    matcher = f"glob {rule.glob!r}" if rule.glob is not None else f"regex {rule.regex!r}"
+    return f"argument {rule.arg!r} matches {matcher}"
+
+
+def evaluate(config: AgentConfig, server: str | None, tool: str, args: dict[str, Any]) -> Decision:
+    """Decide one call of ``tool`` (offered by MCP server ``server``, or None for built-in tools)."""
+    for rule in config.approval.rules:
+        if rule.tool == tool and _rule_matches(rule, args):
+            if rule.action == "deny":
+                return Decision("deny", f"refused by policy: {_describe(rule)}")
+            if rule.action == "require":
+                return Decision("require", f"approval required: {_describe(rule)}")
+            return Decision("allow", f"allowed by policy: {_describe(rule)}")
+    for mcp in config.mcp_servers:
+        if mcp.name == server and tool in mcp.require_approval:
+            return Decision("require", f"{tool} on {mcp.name} requires approval (requireApproval)")
+    if config.approval.require_for_all_tools and tool not in config.approval.exempt:
+        return Decision("require", "every tool requires approval (requireForAllTools)")
+    return Decision("allow", "not gated")
+
+
+def server_of(config: AgentConfig, tool: str) -> str | None:
+    """The MCP server that offers ``tool`` (tool names are unique per agent; the translator checks it)."""
+    for mcp in config.mcp_servers:
+        if tool in mcp.tool_names:
+            return mcp.name
+    return None
+
+
+__all__ = ["Decision", "Verdict", "evaluate", "server_of"]

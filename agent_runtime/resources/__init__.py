@@ -1,0 +1,24 @@
+"""Pydantic models of the four Gatehouse custom resources, one module per CRD in ``crds/``."""
+
+from agent_runtime.resources.agent import Agent, AgentSpec
+from agent_runtime.resources.common import API_VERSION, GROUP, VERSION, ObjectMeta, SecretKeyRef
+from agent_runtime.resources.mcp_server import RemoteMCPServer, RemoteMCPServerSpec
+from agent_runtime.resources.model_config import ModelConfig, ModelConfigSpec
+from agent_runtime.resources.tool_approval import ToolApproval, ToolApprovalSpec, ToolApprovalStatus
+
+__all__ = [
+    "API_VERSION",
+    "GROUP",
+    "VERSION",
+    "Agent",
+    "AgentSpec",
+    "ModelConfig",
+    "ModelConfigSpec",
+    "ObjectMeta",
+    "RemoteMCPServer",
+    "RemoteMCPServerSpec",
+    "SecretKeyRef",
+    "ToolApproval",
+    "ToolApprovalSpec",
+    "ToolApprovalStatus",
+]

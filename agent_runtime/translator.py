@@ -1,0 +1,221 @@
+"""Translate ``Agent`` (+ its ``ModelConfig`` and ``RemoteMCPServer``s) into an :class:`AgentConfig`.
+
+A pure function: no I/O, no clock, no environment. The operator calls it on every reconcile and the
+runtime calls it for ``serve -f manifest.yaml``. Every problem is collected with the field path of the
+resource it concerns, so one run reports all of them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from agent_runtime import agent_config as ac
+from agent_runtime.durations import parse_duration
+from agent_runtime.errors import Problem, TranslationError
+from agent_runtime.globs import glob_to_regex
+from agent_runtime.resources import Agent, ModelConfig, RemoteMCPServer
+
+HITL_TOOL_NAMES = ("hitl_request", "human_intervention_request")
+
+
+def env_name(*parts: str) -> str:
+    """A stable environment variable name for a secret reference, e.g. GATEHOUSE_MCP_FILES_AUTHORIZATION."""
+    return "_".join(re.sub(r"[^A-Za-z0-9]+", "_", p).strip("_").upper() for p in ("GATEHOUSE", *parts))
+
+
+def _check_regex(pattern: str, path: str, problems: list[Problem]) -> None:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        problems.append(Problem(path, f"invalid regex {pattern!r}: {exc}"))
+
+
+def _duration(value: str, path: str, problems: list[Problem]) -> float:
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        problems.append(Problem(path, str(exc)))
+        return 0.0
+
+
+def _model(agent: Agent, model_configs: Mapping[str, ModelConfig], problems: list[Problem]) -> ac.ModelSettings | None:
+    ref = agent.spec.model_config_ref
+    found = model_configs.get(ref)
+    if found is None:
+        problems.append(
+            Problem("spec.modelConfig", f"ModelConfig {ref!r} not found in namespace {agent.namespace!r}")
+        )
+        return None
+    spec = found.spec
+    where = f"ModelConfig {ref!r} spec"
+    if spec.provider == "Scripted":
+        if spec.api_key_secret:
+            problems.append(Problem(f"{where}.apiKeySecret", "the Scripted provider takes no API key"))
+        rules = []
+        for i, rule in enumerate(spec.scripted.rules if spec.scripted else []):
+            _check_regex(rule.match, f"{where}.scripted.rules[{i}].match", problems)
+            calls = [ac.ScriptedToolCall(name=c.name, args=c.args) for c in rule.tool_calls]
+            rules.append(ac.ScriptedRule(match=rule.match, tool_calls=calls, reply=rule.reply))
+        no_match = spec.scripted.no_match_reply if spec.scripted else None
+        return ac.ScriptedModel(model=spec.model, rules=rules, no_match_reply=no_match)
+    if spec.scripted is not None:
+        problems.append(Problem(f"{where}.scripted", f"only the Scripted provider takes a scripted block, not {spec.provider}"))
+    api_key = None
+    if spec.api_key_secret and not spec.api_key_secret_key:
+        problems.append(Problem(f"{where}.apiKeySecretKey", "required when apiKeySecret is set"))
+    elif spec.api_key_secret_key and not spec.api_key_secret:
+        problems.append(Problem(f"{where}.apiKeySecret", "required when apiKeySecretKey is set"))
+    elif spec.api_key_secret and spec.api_key_secret_key:
+        api_key = ac.SecretEnvRef(env=ac.MODEL_API_KEY_ENV, secret=spec.api_key_secret, key=spec.api_key_secret_key)
+    if spec.provider == "Gemini":
+        return ac.GeminiModel(model=spec.model, api_key=api_key, base_url=spec.base_url)
+    return ac.LiteLLMModel(provider=spec.provider, model=spec.model, api_key=api_key, base_url=spec.base_url)
+
+
+def _servers(
+    agent: Agent, mcp_servers: Mapping[str, RemoteMCPServer], problems: list[Problem]
+) -> list[ac.McpServerConfig]:
+    out: list[ac.McpServerConfig] = []
+    offered_by: dict[str, str] = {}
+    seen: set[str] = set()
+    for i, tool in enumerate(agent.spec.tools):
+        ref = tool.mcp_server
+        path = f"spec.tools[{i}].mcpServer"
+        if ref.name in seen:
+            problems.append(Problem(f"{path}.name", f"RemoteMCPServer {ref.name!r} is listed more than once"))
+            continue
+        seen.add(ref.name)
+        for j, name in enumerate(ref.tool_names):
+            if name in HITL_TOOL_NAMES and agent.spec.human_tools.hitl_request:
+                problems.append(Problem(f"{path}.toolNames[{j}]", f"{name!r} is reserved for the built-in human tool"))
+            elif name in offered_by:
+                problems.append(
+                    Problem(f"{path}.toolNames[{j}]", f"tool {name!r} is also offered by server {offered_by[name]!r}")
+                )
+            else:
+                offered_by[name] = ref.name
+        for j, name in enumerate(ref.require_approval):
+            if name not in ref.tool_names:
+                problems.append(
+                    Problem(
+                        f"{path}.requireApproval[{j}]",
+                        f"{name!r} is not in toolNames of server {ref.name!r} ({', '.join(ref.tool_names)})",
+                    )
+                )
+        server = mcp_servers.get(ref.name)
+        if server is None:
+            problems.append(Problem(f"{path}.name", f"RemoteMCPServer {ref.name!r} not found in namespace {agent.namespace!r}"))
+            continue
+        where = f"RemoteMCPServer {ref.name!r} spec"
+        if not re.match(r"^https?://", server.spec.url):
+            problems.append(Problem(f"{where}.url", f"must be an http:// or https:// URL, got {server.spec.url!r}"))
+        timeout = _duration(server.spec.timeout, f"{where}.timeout", problems)
+        headers = [
+            ac.HeaderRef(
+                name=h.name,
+                value_from=ac.SecretEnvRef(
+                    env=env_name("MCP", ref.name, h.name), secret=h.secret_key_ref.name, key=h.secret_key_ref.key
+                ),
+            )
+            for h in server.spec.headers_from
+        ]
+        out.append(
+            ac.McpServerConfig(
+                name=ref.name,
+                url=server.spec.url,
+                protocol=server.spec.protocol,
+                timeout_seconds=timeout,
+                tool_names=list(ref.tool_names),
+                require_approval=list(ref.require_approval),
+                headers=headers,
+            )
+        )
+    return out
+
+
+def _policy(agent: Agent, problems: list[Problem]) -> ac.ApprovalPolicy:
+    spec = agent.spec.approval
+    known = {name for t in agent.spec.tools for name in t.mcp_server.tool_names}
+    if agent.spec.human_tools.hitl_request:
+        known.update(HITL_TOOL_NAMES)
+    for i, name in enumerate(spec.exempt):
+        if name not in known:
+            problems.append(Problem(f"spec.approval.exempt[{i}]", f"unknown tool {name!r}; known tools: {sorted(known)}"))
+    rules = []
+    for i, rule in enumerate(spec.rules):
+        path = f"spec.approval.rules[{i}]"
+        if rule.tool not in known:
+            problems.append(Problem(f"{path}.tool", f"unknown tool {rule.tool!r}; known tools: {sorted(known)}"))
+        when = rule.when
+        if when is not None and when.regex is not None:
+            _check_regex(when.regex, f"{path}.when.regex", problems)
+        if when is not None and when.glob is not None:
+            glob_to_regex(when.glob)  # always compiles; kept here so a future syntax error surfaces at translation
+        rules.append(
+            ac.RuleConfig(
+                tool=rule.tool,
+                action=rule.action,
+                arg=when.arg if when else None,
+                glob=when.glob if when else None,
+                regex=when.regex if when else None,
+            )
+        )
+    timeout = _duration(spec.timeout, "spec.approval.timeout", problems)
+    return ac.ApprovalPolicy(
+        require_for_all_tools=spec.require_for_all_tools,
+        exempt=list(spec.exempt),
+        rules=rules,
+        timeout_seconds=timeout,
+        on_timeout=spec.on_timeout,
+        allow_session_grants=spec.allow_session_grants,
+    )
+
+
+def translate(
+    agent: Agent,
+    model_configs: Mapping[str, ModelConfig],
+    mcp_servers: Mapping[str, RemoteMCPServer],
+) -> ac.AgentConfig:
+    """Build the AgentConfig for ``agent``; raise :class:`TranslationError` listing every problem."""
+    problems: list[Problem] = []
+    model = _model(agent, model_configs, problems)
+    servers = _servers(agent, mcp_servers, problems)
+    policy = _policy(agent, problems)
+    if problems or model is None:
+        raise TranslationError(problems)
+    spec = agent.spec
+    card = ac.CardConfig(
+        name=agent.name,
+        description=spec.description,
+        skills=[ac.SkillConfig(**s.model_dump()) for s in spec.a2a_config.skills],
+    )
+    return ac.AgentConfig(
+        name=agent.name,
+        namespace=agent.namespace,
+        description=spec.description,
+        instruction=spec.system_message,
+        model=model,
+        mcp_servers=servers,
+        approval=policy,
+        human_tools=ac.HumanTools(hitl_request=spec.human_tools.hitl_request),
+        card=card,
+    )
+
+
+def referenced_secrets(config: ac.AgentConfig) -> set[str]:
+    """Names of the Secrets an AgentConfig's environment comes from (the operator watches them)."""
+    names = {h.value_from.secret for s in config.mcp_servers for h in s.headers}
+    api_key = getattr(config.model, "api_key", None)
+    if api_key is not None:
+        names.add(api_key.secret)
+    return names
+
+
+def secret_env(config: ac.AgentConfig) -> list[ac.SecretEnvRef]:
+    """Every environment variable the runtime expects from a Secret, in a stable order."""
+    refs = [h.value_from for s in config.mcp_servers for h in s.headers]
+    api_key = getattr(config.model, "api_key", None)
+    if api_key is not None:
+        refs.insert(0, api_key)
+    return refs

@@ -1,0 +1,173 @@
+"""The CRDs in crds/: structural, consistent with the pydantic models, and their CEL rules do what they say."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from agent_runtime.resources import Agent, ModelConfig, RemoteMCPServer, ToolApproval
+from tests.support.crd_validation import cel_errors, load_crds, schema_for, validate
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+MODELS: dict[str, type[BaseModel]] = {
+    "Agent": Agent,
+    "ModelConfig": ModelConfig,
+    "RemoteMCPServer": RemoteMCPServer,
+    "ToolApproval": ToolApproval,
+}
+
+
+def _example_docs() -> list[dict[str, Any]]:
+    docs = []
+    for path in sorted(EXAMPLES.rglob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
+
+
+def test_all_four_crds_exist_with_status_and_printer_columns() -> None:
+    crds = load_crds()
+    assert set(crds) == set(MODELS)
+    for kind, crd in crds.items():
+        assert crd["spec"]["group"] == "gatehouse.dev"
+        (version,) = crd["spec"]["versions"]
+        assert version["name"] == "v1alpha1"
+        assert version["subresources"] == {"status": {}}, kind
+        assert version["additionalPrinterColumns"], kind
+    columns = [c["name"].upper() for c in crds["ToolApproval"]["spec"]["versions"][0]["additionalPrinterColumns"]]
+    assert columns == ["AGENT", "TOOL", "PHASE", "AGE"]
+
+
+def _structural(schema: dict[str, Any], path: str) -> None:
+    """Every node has a type (or preserves unknown fields), as the API server demands of a structural schema."""
+    assert "type" in schema or schema.get("x-kubernetes-preserve-unknown-fields"), path
+    for name, sub in schema.get("properties", {}).items():
+        _structural(sub, f"{path}.{name}")
+    if "items" in schema:
+        _structural(schema["items"], f"{path}[]")
+    for banned in ("$ref", "anyOf", "oneOf", "allOf"):
+        assert banned not in schema, f"{path} uses {banned}"
+
+
+@pytest.mark.parametrize("kind", sorted(MODELS))
+def test_schemas_are_structural(kind: str) -> None:
+    _structural(schema_for(kind), kind)
+
+
+def _schema_fields(schema: dict[str, Any]) -> set[str]:
+    return set(schema.get("properties", {}))
+
+
+def _model_fields(model: type[BaseModel]) -> set[str]:
+    return {f.alias or name for name, f in model.model_fields.items()}
+
+
+def _pairs(schema: dict[str, Any], model: type[BaseModel], path: str) -> list[tuple[str, set[str], set[str]]]:
+    """Walk schema and model together; collect (path, schema fields, model fields) for every object."""
+    out = [(path, _schema_fields(schema), _model_fields(model))]
+    for name, field in model.model_fields.items():
+        sub = schema.get("properties", {}).get(field.alias or name)
+        if sub is None:
+            continue
+        if sub.get("type") == "array":
+            sub = sub["items"]
+        inner = _nested_model(field.annotation)
+        if inner is not None and "properties" in sub:
+            out += _pairs(sub, inner, f"{path}.{field.alias or name}")
+    return out
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    candidates = [annotation, *getattr(annotation, "__args__", ())]
+    for c in candidates:
+        for inner in [c, *getattr(c, "__args__", ())]:
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                return inner
+    return None
+
+
+@pytest.mark.parametrize("kind", sorted(MODELS))
+def test_crd_spec_and_pydantic_model_declare_the_same_fields(kind: str) -> None:
+    spec_schema = schema_for(kind)["properties"]["spec"]
+    spec_model = MODELS[kind].model_fields["spec"].annotation
+    for path, in_schema, in_model in _pairs(spec_schema, spec_model, "spec"):
+        assert in_schema == in_model, f"{kind} {path}: only in CRD {in_schema - in_model}, only in model {in_model - in_schema}"
+
+
+def test_examples_pass_schema_and_cel_and_parse() -> None:
+    docs = _example_docs()
+    assert {d["kind"] for d in docs} >= {"Agent", "ModelConfig", "RemoteMCPServer"}
+    for doc in docs:
+        assert validate(doc) == [], doc["metadata"]["name"]
+        MODELS[doc["kind"]].model_validate(doc)
+
+
+def _agent(**mcp: Any) -> dict[str, Any]:
+    server = {"name": "files", "toolNames": ["read_file", "delete_file"], **mcp}
+    return {
+        "apiVersion": "gatehouse.dev/v1alpha1",
+        "kind": "Agent",
+        "metadata": {"name": "a"},
+        "spec": {"modelConfig": "m", "tools": [{"type": "McpServer", "mcpServer": server}]},
+    }
+
+
+REQUIRE_MSG = "every requireApproval entry must also be listed in toolNames of the same mcpServer"
+
+
+@pytest.mark.parametrize(
+    ("require", "ok"),
+    [(None, True), ([], True), (["delete_file"], True), (["delete_file", "read_file"], True),
+     (["delete_files"], False), (["delete_file", "rm"], False)],
+)
+def test_cel_require_approval_subset_of_tool_names(require: list[str] | None, ok: bool) -> None:
+    obj = _agent() if require is None else _agent(requireApproval=require)
+    errors = cel_errors(obj)
+    assert (errors == []) is ok
+    if not ok:
+        assert errors == [f"spec.tools[0].mcpServer: {REQUIRE_MSG}"]
+
+
+@pytest.mark.parametrize(
+    ("when", "ok"),
+    [({"arg": "path", "glob": "**/.env*"}, True), ({"arg": "path", "regex": "^/etc"}, True),
+     ({"arg": "path"}, False), ({"arg": "path", "glob": "*", "regex": ".*"}, False)],
+)
+def test_cel_rule_needs_exactly_one_matcher(when: dict[str, str], ok: bool) -> None:
+    obj = _agent()
+    obj["spec"]["approval"] = {"rules": [{"tool": "read_file", "when": when}]}
+    assert (cel_errors(obj) == []) is ok
+
+
+@pytest.mark.parametrize(
+    ("spec", "ok"),
+    [({"provider": "Scripted", "model": "s", "scripted": {"rules": []}}, True),
+     ({"provider": "OpenAI", "model": "gpt", "apiKeySecret": "k", "apiKeySecretKey": "key"}, True),
+     ({"provider": "OpenAI", "model": "gpt", "apiKeySecret": "k"}, False),
+     ({"provider": "OpenAI", "model": "gpt", "scripted": {"rules": []}}, False)],
+)
+def test_cel_model_config(spec: dict[str, Any], ok: bool) -> None:
+    obj = {"apiVersion": "gatehouse.dev/v1alpha1", "kind": "ModelConfig", "metadata": {"name": "m"}, "spec": spec}
+    assert (cel_errors(obj) == []) is ok
+
+
+def test_schema_rejects_bad_values() -> None:
+    obj = _agent()
+    obj["spec"]["approval"] = {"timeout": "forever", "onTimeout": "maybe"}
+    obj["spec"]["tools"][0]["type"] = "Http"
+    errors = validate(obj)
+    assert any("spec.approval.timeout" in e for e in errors)
+    assert any("spec.approval.onTimeout" in e for e in errors)
+    assert any("spec.tools[0].type" in e for e in errors)
+
+
+def test_defaults_are_applied_like_the_api_server() -> None:
+    obj = _agent()
+    from tests.support.crd_validation import apply_defaults
+
+    defaulted = apply_defaults(schema_for("Agent"), copy.deepcopy(obj))
+    assert defaulted["spec"]["tools"][0]["mcpServer"]["kind"] == "RemoteMCPServer"

@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import pytest
+
+from agent_runtime.agent_config import (
+    AgentConfig,
+    ApprovalPolicy,
+    CardConfig,
+    McpServerConfig,
+    RuleConfig,
+    ScriptedModel,
+)
+from agent_runtime.globs import glob_match, normalise_path
+from agent_runtime.policy import evaluate, server_of
+
+
+def _config(**policy: object) -> AgentConfig:
+    return AgentConfig(
+        name="a",
+        model=ScriptedModel(model="s"),
+        card=CardConfig(name="a"),
+        mcp_servers=[
+            McpServerConfig(name="files", url="http://x/mcp", tool_names=["read_file", "write_file", "delete_file"],
+                            require_approval=["delete_file"]),
+            McpServerConfig(name="other", url="http://y/mcp", tool_names=["search"]),
+        ],
+        approval=ApprovalPolicy(**policy),
+    )
+
+
+ENV_RULE = RuleConfig(tool="read_file", action="require", arg="path", glob="**/.env*")
+
+
+@pytest.mark.parametrize(
+    ("path", "verdict"),
+    [(".env", "require"), ("/data/.env", "require"), ("/data/.env.local", "require"), ("a/b/../.env", "require"),
+     ("/data//x/./../.env", "require"), ("notes.txt", "allow"), ("/data/env", "allow"), ("/data/.env/../a", "allow")],
+)
+def test_glob_rule_gates_env_files_after_normalisation(path: str, verdict: str) -> None:
+    assert evaluate(_config(rules=[ENV_RULE]), "files", "read_file", {"path": path}).verdict == verdict
+
+
+def test_require_approval_is_scoped_to_its_server() -> None:
+    config = _config()
+    assert evaluate(config, "files", "delete_file", {}).verdict == "require"
+    assert evaluate(config, "other", "delete_file", {}).verdict == "allow"
+    assert server_of(config, "delete_file") == "files"
+
+
+def test_require_for_all_tools_with_exempt() -> None:
+    config = _config(require_for_all_tools=True, exempt=["search"])
+    assert evaluate(config, "files", "read_file", {"path": "a"}).verdict == "require"
+    assert evaluate(config, "other", "search", {"q": "x"}).verdict == "allow"
+
+
+def test_rules_first_match_wins_and_deny_refuses() -> None:
+    rules = [
+        RuleConfig(tool="write_file", action="deny", arg="path", regex=r"^/etc/"),
+        RuleConfig(tool="write_file", action="allow", arg="path", glob="/tmp/**"),
+        RuleConfig(tool="write_file", action="require"),
+    ]
+    config = _config(rules=rules)
+    assert evaluate(config, "files", "write_file", {"path": "/tmp/../etc/passwd"}).verdict == "deny"
+    assert evaluate(config, "files", "write_file", {"path": "/tmp/a/b.txt"}).verdict == "allow"
+    assert evaluate(config, "files", "write_file", {"path": "/home/x"}).verdict == "require"
+
+
+def test_non_string_argument_never_slips_past_a_gating_rule() -> None:
+    config = _config(rules=[ENV_RULE])
+    assert evaluate(config, "files", "read_file", {"path": [".env"]}).verdict == "require"
+    allow = _config(rules=[RuleConfig(tool="delete_file", action="allow", arg="path", glob="/tmp/**")])
+    assert evaluate(allow, "files", "delete_file", {"path": {"p": "/tmp/x"}}).verdict == "require"
+
+
+@pytest.mark.parametrize(
+    ("raw", "normal"), [("//a//b/", "/a/b"), ("a/./b/../c", "a/c"), ("/../x", "/x"), ("a\\..\\b", "b"), ("", "")]
+)
+def test_normalise_path(raw: str, normal: str) -> None:
+    assert normalise_path(raw) == normal
+
+
+def test_glob_segments() -> None:
+    assert glob_match("/data/*.txt", "/data/a.txt")
+    assert not glob_match("/data/*.txt", "/data/sub/a.txt")
+    assert glob_match("/data/**", "/data/sub/a.txt")
+    assert glob_match("file?.md", "file1.md")
+    assert not glob_match("file?.md", "file/.md")

@@ -1,0 +1,65 @@
+"""Golden-file tests of the translator: tests/testdata/translator/<case>/{input.yaml,expected.json}.
+
+``expected.json`` is either the AgentConfig or ``{"errors": [{"path", "message"}]}``; ``crd.json`` holds
+what the CRDs' schemas and CEL rules say about each input document. Regenerate with
+``pytest tests/test_translator_golden.py --update-golden`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agent_runtime.errors import TranslationError
+from agent_runtime.manifests import load_manifests
+from agent_runtime.translator import translate
+from tests.support.crd_validation import validate
+
+CASES = Path(__file__).parent / "testdata" / "translator"
+
+
+def _cases() -> list[str]:
+    return sorted(p.name for p in CASES.iterdir() if (p / "input.yaml").exists())
+
+
+def _translate(case: Path) -> dict[str, Any]:
+    try:
+        manifests = load_manifests([case / "input.yaml"])
+        (agent,) = manifests.agents.values()
+        return json.loads(translate(agent, manifests.model_configs, manifests.mcp_servers).to_json())
+    except TranslationError as exc:
+        return {"errors": [{"path": p.path, "message": p.message} for p in exc.problems]}
+
+
+def _crd_verdicts(case: Path) -> dict[str, list[str]]:
+    docs = [d for d in yaml.safe_load_all((case / "input.yaml").read_text()) if d]
+    return {f"{d['kind']}/{d['metadata']['name']}": validate(d) for d in docs}
+
+
+def _check(path: Path, actual: Any, update: bool) -> None:
+    text = json.dumps(actual, indent=2, sort_keys=True) + "\n"
+    if update or not path.exists():
+        path.write_text(text)
+        if not update:
+            pytest.fail(f"{path} did not exist; written now - review it and run again")
+    assert json.loads(path.read_text()) == actual, f"{path} differs; rerun with --update-golden and review the diff"
+
+
+@pytest.mark.parametrize("name", _cases())
+def test_translation_matches_golden(name: str, update_golden: bool) -> None:
+    case = CASES / name
+    _check(case / "expected.json", _translate(case), update_golden)
+
+
+@pytest.mark.parametrize("name", _cases())
+def test_crd_verdicts_match_golden(name: str, update_golden: bool) -> None:
+    case = CASES / name
+    _check(case / "crd.json", _crd_verdicts(case), update_golden)
+
+
+def test_there_are_cases() -> None:
+    assert len(_cases()) >= 6
