@@ -1,0 +1,245 @@
+"""The public wire contract of a paused task (see README "Wire contract" and shared DESIGN.md).
+
+One module owns every shape that crosses A2A for approvals, and the one parser of decisions. The server,
+the CLI chat client and the tests all use it, so they cannot drift apart.
+
+Security rule of this module: :func:`parse_decision` returns approvals only for a message that names
+every pending request exactly once, or approves all of them explicitly. Anything malformed, partial,
+ambiguous or unknown raises :class:`DecisionError` with a message saying what was wrong and how to answer;
+it never yields a partial approval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+INTERRUPT_TOOL_APPROVAL = "tool_approval"
+INTERRUPT_HITL = "hitl_request"
+
+APPROVE_WORDS = frozenset({"approve", "approved", "yes", "proceed"})
+DENY_WORDS = frozenset({"deny", "denied", "reject", "no", "cancel"})
+
+Scope = Literal["once", "session"]
+
+
+class WireModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ActionRequest(WireModel):
+    """One gated call waiting for a decision, as the client sees it."""
+
+    id: str
+    name: str
+    args: dict[str, Any]
+    call_id: str
+    hint: str = ""
+    expires_at: str
+    approval: str | None = None
+
+
+class ApprovalInterrupt(WireModel):
+    """The data part of an input-required status message for gated tool calls."""
+
+    interrupt_type: Literal["tool_approval"] = INTERRUPT_TOOL_APPROVAL
+    action_requests: list[ActionRequest] = Field(min_length=1)
+
+
+# --- decisions (client -> server) ---------------------------------------------------------------
+
+
+class ApproveAll(WireModel):
+    decision_type: Literal["approve"]
+    scope: Scope = "once"
+    reason: str = ""
+
+
+class DenyAll(WireModel):
+    decision_type: Literal["deny"]
+    reason: str = ""
+
+
+class BatchItem(WireModel):
+    id: str
+    decision: Literal["approve", "deny"]
+    reason: str = ""
+
+
+class Batch(WireModel):
+    decision_type: Literal["batch"]
+    decisions: dict[str, Literal["approve", "deny"]] | list[BatchItem]
+    reasons: dict[str, str] = Field(default_factory=dict)
+    scope: Scope = "once"
+
+
+class Answer(WireModel):
+    decision_type: Literal["answer"]
+    answers: dict[str, str]
+
+
+class Confirm(WireModel):
+    decision_type: Literal["confirm"]
+
+
+class Cancel(WireModel):
+    decision_type: Literal["cancel"]
+
+
+DECISION_MODELS: dict[str, type[WireModel]] = {
+    "approve": ApproveAll,
+    "deny": DenyAll,
+    "batch": Batch,
+    "answer": Answer,
+    "confirm": Confirm,
+    "cancel": Cancel,
+}
+
+HOW_TO_ANSWER = (
+    'Answer with one data part: {"decision_type": "approve"} or {"decision_type": "deny", "reason": "..."} '
+    'for every pending request, or {"decision_type": "batch", "decisions": {"<id>": "approve"|"deny", ...}, '
+    '"reasons": {"<id>": "..."}} naming each pending id exactly once; or the single word approve or deny.'
+)
+
+
+class DecisionError(ValueError):
+    """A decision message that changes nothing. ``str(exc)`` is what the client is told."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        super().__init__(f"{problem} Nothing was decided; the request is still pending. {HOW_TO_ANSWER}")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    approved: bool
+    reason: str = ""
+    scope: Scope = "once"
+
+
+def _text_word(text: str) -> str:
+    return text.strip().strip(".!").strip().lower()
+
+
+def parse_payload(data_parts: list[Any], text: str) -> WireModel | str:
+    """Parse the shape of a decision message: a validated model, or the fallback word ``approve``/``deny``."""
+    if len(data_parts) > 1:
+        raise DecisionError(f"The message has {len(data_parts)} data parts; send exactly one.")
+    if data_parts:
+        data = data_parts[0]
+        if not isinstance(data, dict):
+            raise DecisionError("The data part is not a JSON object.")
+        kind = data.get("decision_type")
+        if kind not in DECISION_MODELS:
+            raise DecisionError(
+                f"Unknown decision_type {kind!r}; expected one of {', '.join(sorted(DECISION_MODELS))}."
+            )
+        try:
+            return DECISION_MODELS[kind].model_validate(data)
+        except ValidationError as exc:
+            details = "; ".join(
+                f"{'.'.join(str(x) for x in e['loc']) or 'message'}: {e['msg']}" for e in exc.errors()
+            )
+            raise DecisionError(f"Malformed {kind} decision ({details}).") from None
+    word = _text_word(text)
+    if word in APPROVE_WORDS:
+        return "approve"
+    if word in DENY_WORDS:
+        return "deny"
+    if not word:
+        raise DecisionError("The message is empty.")
+    raise DecisionError(f"Could not read a decision from the text {text.strip()[:80]!r}.")
+
+
+def parse_decision(
+    data_parts: list[Any], text: str, pending_ids: list[str], *, allow_session: bool
+) -> dict[str, Verdict]:
+    """Turn a decision message into one verdict per pending id, or raise :class:`DecisionError`."""
+    if not pending_ids:
+        raise DecisionError("There is no pending request on this task.")
+    payload = parse_payload(data_parts, text)
+    if payload == "approve":
+        return {i: Verdict(True) for i in pending_ids}
+    if payload == "deny":
+        return {i: Verdict(False, "") for i in pending_ids}
+    if isinstance(payload, ApproveAll):
+        _check_scope(payload.scope, allow_session)
+        return {i: Verdict(True, payload.reason, payload.scope) for i in pending_ids}
+    if isinstance(payload, DenyAll):
+        return {i: Verdict(False, payload.reason) for i in pending_ids}
+    if isinstance(payload, Batch):
+        return _batch(payload, pending_ids, allow_session)
+    raise DecisionError(
+        f"A {payload.decision_type!r} decision answers a hitl_request question; this task waits for a tool approval."  # type: ignore[attr-defined]
+    )
+
+
+def _check_scope(scope: Scope, allow_session: bool) -> None:
+    if scope == "session" and not allow_session:
+        raise DecisionError("Session grants are not allowed by this agent's policy (allowSessionGrants is false).")
+
+
+def _batch(batch: Batch, pending_ids: list[str], allow_session: bool) -> dict[str, Verdict]:
+    if isinstance(batch.decisions, list):
+        ids = [item.id for item in batch.decisions]
+        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        if duplicates:
+            raise DecisionError(f"Duplicate ids in decisions: {', '.join(duplicates)}.")
+        decided = {item.id: (item.decision, item.reason) for item in batch.decisions}
+    else:
+        decided = {k: (v, "") for k, v in batch.decisions.items()}
+    unknown = sorted(set(decided) - set(pending_ids))
+    missing = [i for i in pending_ids if i not in decided]
+    if unknown or missing:
+        parts = []
+        if unknown:
+            parts.append(f"unknown ids: {', '.join(unknown)}")
+        if missing:
+            parts.append(f"missing ids: {', '.join(missing)}")
+        raise DecisionError(
+            f"A batch must decide every pending request exactly once ({'; '.join(parts)}). "
+            f"Pending ids: {', '.join(pending_ids)}."
+        )
+    stray = sorted(set(batch.reasons) - set(decided))
+    if stray:
+        raise DecisionError(f"Reasons given for unknown ids: {', '.join(stray)}.")
+    if any(d == "approve" for d, _ in decided.values()):
+        _check_scope(batch.scope, allow_session)
+    out = {}
+    for request_id in pending_ids:
+        decision, reason = decided[request_id]
+        reason = batch.reasons.get(request_id, reason)
+        approved = decision == "approve"
+        out[request_id] = Verdict(approved, reason, batch.scope if approved else "once")
+    return out
+
+
+# --- helpers for clients ------------------------------------------------------------------------
+
+
+def approve_all(scope: Scope = "once") -> dict[str, Any]:
+    return {"decision_type": "approve"} if scope == "once" else {"decision_type": "approve", "scope": scope}
+
+
+def deny_all(reason: str) -> dict[str, Any]:
+    return {"decision_type": "deny", "reason": reason}
+
+
+def batch(decisions: dict[str, bool], reasons: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "decision_type": "batch",
+        "decisions": {k: "approve" if v else "deny" for k, v in decisions.items()},
+        "reasons": dict(reasons or {}),
+    }
+
+
+def describe_requests(requests: list[ActionRequest]) -> str:
+    """The human-readable text part that accompanies the data part of a pause."""
+    lines = [f"Approval needed for {len(requests)} tool call{'s' if len(requests) != 1 else ''}:"]
+    for r in requests:
+        args = ", ".join(f"{k}={v!r}" for k, v in r.args.items())
+        lines.append(f"- [{r.id}] {r.name}({args}) — {r.hint} (expires {r.expires_at})")
+    lines.append('Reply "approve" or "deny", or send a decision data part (see the agent\'s README).')
+    return "\n".join(lines)

@@ -1,0 +1,89 @@
+"""The decision parser: every malformed, partial or ambiguous decision changes nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent_runtime import wire
+from agent_runtime.wire import DecisionError, Verdict, parse_decision
+
+PENDING = ["apr-1", "apr-2"]
+
+
+def _parse(data: Any = None, text: str = "", allow_session: bool = False) -> dict[str, Verdict]:
+    return parse_decision([] if data is None else [data], text, PENDING, allow_session=allow_session)
+
+
+def test_approve_and_deny_all() -> None:
+    assert _parse({"decision_type": "approve"}) == {i: Verdict(True) for i in PENDING}
+    assert _parse({"decision_type": "deny", "reason": "no"}) == {i: Verdict(False, "no") for i in PENDING}
+
+
+def test_batch_each_id_once() -> None:
+    got = _parse(wire.batch({"apr-1": True, "apr-2": False}, {"apr-2": "too risky"}))
+    assert got == {"apr-1": Verdict(True), "apr-2": Verdict(False, "too risky")}
+    listed = {"decision_type": "batch", "decisions": [{"id": "apr-2", "decision": "deny", "reason": "r"},
+                                                      {"id": "apr-1", "decision": "approve"}]}
+    assert _parse(listed) == {"apr-1": Verdict(True), "apr-2": Verdict(False, "r")}
+
+
+@pytest.mark.parametrize("word", ["approve", "Approved.", " yes ", "proceed!"])
+def test_text_fallback_approves(word: str) -> None:
+    assert all(v.approved for v in _parse(text=word).values())
+
+
+@pytest.mark.parametrize("word", ["deny", "Denied", "reject", "no", "cancel"])
+def test_text_fallback_denies(word: str) -> None:
+    assert not any(v.approved for v in _parse(text=word).values())
+
+
+@pytest.mark.parametrize(
+    ("data", "text", "needle"),
+    [
+        (None, "yes please, but not the second", "Could not read a decision"),
+        (None, "", "empty"),
+        (None, "approve deny", "Could not read"),
+        ({"decision_type": "maybe"}, "", "Unknown decision_type 'maybe'"),
+        ({"decision": "approve"}, "", "Unknown decision_type None"),
+        ({"decision_type": "batch", "decisions": {"apr-1": "approve"}}, "", "missing ids: apr-2"),
+        ({"decision_type": "batch", "decisions": {"apr-1": "approve", "apr-2": "approve", "apr-9": "deny"}}, "",
+         "unknown ids: apr-9"),
+        ({"decision_type": "batch", "decisions": [{"id": "apr-1", "decision": "approve"},
+                                                  {"id": "apr-1", "decision": "approve"},
+                                                  {"id": "apr-2", "decision": "approve"}]}, "", "Duplicate ids"),
+        ({"decision_type": "batch", "decisions": {"apr-1": "approve", "apr-2": "yes"}}, "", "Malformed batch"),
+        ({"decision_type": "batch", "decisions": {"apr-1": "approve", "apr-2": "deny"}, "reasons": {"apr-3": "x"}},
+         "", "Reasons given for unknown ids"),
+        ({"decision_type": "approve", "scope": "session"}, "", "Session grants are not allowed"),
+        ({"decision_type": "approve", "scope": "forever"}, "", "Malformed approve"),
+        ({"decision_type": "approve", "ids": ["apr-1"]}, "", "Malformed approve"),
+        ({"decision_type": "answer", "answers": {"apr-1": "x"}}, "", "hitl_request"),
+        ("approve", "", "not a JSON object"),
+    ],
+)
+def test_malformed_decisions_change_nothing(data: Any, text: str, needle: str) -> None:
+    with pytest.raises(DecisionError) as info:
+        _parse(data, text)
+    assert needle in str(info.value)
+    assert "still pending" in str(info.value)
+
+
+def test_two_data_parts_are_ambiguous() -> None:
+    with pytest.raises(DecisionError, match="2 data parts"):
+        parse_decision([{"decision_type": "approve"}, {"decision_type": "deny"}], "", PENDING, allow_session=False)
+
+
+def test_data_part_wins_over_text() -> None:
+    assert not any(v.approved for v in _parse({"decision_type": "deny"}, text="approve").values())
+
+
+def test_session_scope_where_allowed() -> None:
+    got = _parse({"decision_type": "approve", "scope": "session"}, allow_session=True)
+    assert {v.scope for v in got.values()} == {"session"}
+
+
+def test_nothing_pending() -> None:
+    with pytest.raises(DecisionError, match="no pending request"):
+        parse_decision([{"decision_type": "approve"}], "", [], allow_session=False)
