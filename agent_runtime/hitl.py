@@ -1,0 +1,228 @@
+"""``hitl_request``: the model asks the human a question with options, optionally confirmed.
+
+Pure parts only: the tool's argument model, the pause payload, the answer state machine and the result
+the model receives. The runtime wires them into its pause/resume path. Kept apart from tool approvals on
+purpose: an approval decision never answers a question and an answer never approves a tool
+(:func:`apply_message` rejects approval payloads; :func:`agent_runtime.wire.parse_decision` rejects answers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from agent_runtime import wire
+
+TOOL_NAME = "hitl_request"
+ALIASES = ("hitl_request", "human_intervention_request")
+
+CONFIRM_WORDS = frozenset({"confirm", "confirmed", "yes"})
+CANCEL_WORDS = frozenset({"cancel", "canceled", "cancelled", "no"})
+
+HOW_TO_ANSWER = (
+    'Answer with {"decision_type": "answer", "answers": {"<id>": "<one of the options>"}} (or the exact text '
+    'of one option), or {"decision_type": "cancel"}.'
+)
+HOW_TO_CONFIRM = 'Answer with {"decision_type": "confirm"} or {"decision_type": "cancel"} (or the word confirm or cancel).'
+
+
+class HitlArgs(BaseModel):
+    """The arguments the model may pass. Anything else (a free-text answer mode, say) is rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    question: str = Field(min_length=1)
+    options: list[str] = Field(min_length=1)
+    # The tool's public argument names are camelCase (they are what the model sees).
+    requireConfirmation: bool = False
+    confirmationMessage: str | None = None
+    timeoutMs: int | None = Field(default=None, gt=0)
+    defaultOption: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    @field_validator("question")
+    @classmethod
+    def _question_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("question must not be blank")
+        return value
+
+    @field_validator("options")
+    @classmethod
+    def _options_distinct(cls, value: list[str]) -> list[str]:
+        if any(not o.strip() for o in value):
+            raise ValueError("options must not be empty")
+        duplicates = sorted({o for o in value if value.count(o) > 1})
+        if duplicates:
+            raise ValueError(f"options must be distinct; duplicated: {duplicates}")
+        return value
+
+    @model_validator(mode="after")
+    def _default_is_an_option(self) -> HitlArgs:
+        if self.defaultOption is not None and self.defaultOption not in self.options:
+            raise ValueError(f"defaultOption {self.defaultOption!r} is not one of the options {self.options}")
+        return self
+
+
+def validate_args(args: dict[str, Any]) -> HitlArgs | str:
+    """The validated arguments, or a clear validation message for the model (nothing pauses then)."""
+    try:
+        return HitlArgs.model_validate(args)
+    except ValidationError as exc:
+        details = "; ".join(
+            f"{'.'.join(str(x) for x in e['loc']) or 'arguments'}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
+        )
+        return f"invalid hitl_request arguments: {details}"
+
+
+Stage = Literal["answer", "confirm", "done"]
+Status = Literal["confirmed", "canceled", "timeout", "error"]
+Source = Literal["user", "timeout", "system"]
+
+
+class HitlResult(BaseModel):
+    """What the model receives as the tool's result."""
+
+    ok: bool
+    status: Status
+    confirmed: bool
+    selected_option: str | None
+    source: Source
+    request_id: str
+    message: str
+
+
+class HitlPrompt(BaseModel):
+    """One question as the client sees it in the pause's data part."""
+
+    id: str
+    question: str
+    options: list[str]
+    require_confirmation: bool
+    confirmation_message: str | None = None
+    default_option: str | None = None
+    stage: Literal["answer", "confirm"]
+    selected_option: str | None = None
+    expires_at: str
+
+
+class HitlInterrupt(BaseModel):
+    interrupt_type: Literal["hitl_request"] = wire.INTERRUPT_HITL
+    requests: list[HitlPrompt] = Field(min_length=1)
+
+
+@dataclass(frozen=True)
+class HitlState:
+    request_id: str
+    args: HitlArgs
+    stage: Stage = "answer"
+    selected: str | None = None
+
+    def prompt(self, expires_at: str) -> HitlPrompt:
+        assert self.stage != "done"
+        return HitlPrompt(
+            id=self.request_id,
+            question=self.args.question,
+            options=list(self.args.options),
+            require_confirmation=self.args.requireConfirmation,
+            confirmation_message=self.args.confirmationMessage,
+            default_option=self.args.defaultOption,
+            stage=self.stage,  # type: ignore[arg-type]
+            selected_option=self.selected,
+            expires_at=expires_at,
+        )
+
+
+def _result(state: HitlState, status: Status, source: Source, message: str, selected: str | None) -> HitlResult:
+    ok = status == "confirmed" or (status == "timeout" and selected is not None)
+    return HitlResult(
+        ok=ok,
+        status=status,
+        confirmed=status == "confirmed",
+        selected_option=selected,
+        source=source,
+        request_id=state.request_id,
+        message=message,
+    )
+
+
+def apply_message(state: HitlState, data_parts: list[Any], text: str) -> tuple[HitlState, HitlResult | None]:
+    """Apply one user message. Returns the next state and, once finished, the result for the model.
+
+    Raises :class:`agent_runtime.wire.DecisionError`-compatible errors (``HitlError``) that change nothing.
+    """
+    if state.stage == "done":
+        raise HitlError(f"hitl request {state.request_id} was already answered.", "")
+    payload = _payload(data_parts, text, state)
+    if isinstance(payload, wire.Cancel) or payload == "cancel":
+        done = replace(state, stage="done")
+        return done, _result(done, "canceled", "user", "the user canceled", None)
+    if state.stage == "answer":
+        option = _option(payload, state)
+        if not state.args.requireConfirmation:
+            done = replace(state, stage="done", selected=option)
+            return done, _result(done, "confirmed", "user", f"the user chose {option!r}", option)
+        return replace(state, stage="confirm", selected=option), None
+    if isinstance(payload, wire.Confirm) or payload == "confirm":
+        done = replace(state, stage="done")
+        return done, _result(done, "confirmed", "user", f"the user confirmed {state.selected!r}", state.selected)
+    raise HitlError("Expected confirm or cancel.", HOW_TO_CONFIRM)
+
+
+def on_timeout(state: HitlState) -> HitlResult:
+    """A timeout never confirms: without confirmation the default option (if any) is taken."""
+    if state.stage == "answer" and not state.args.requireConfirmation and state.args.defaultOption is not None:
+        option = state.args.defaultOption
+        return _result(state, "timeout", "timeout", f"no answer in time; took the default option {option!r}", option)
+    return _result(state, "timeout", "timeout", "no answer in time; nothing was chosen or confirmed", None)
+
+
+class HitlError(wire.DecisionError):
+    """An answer that changes nothing; the prompt stays."""
+
+    def __init__(self, problem: str, how: str) -> None:
+        self.problem = problem
+        ValueError.__init__(self, f"{problem} Nothing changed; the question is still pending. {how}".strip())
+
+
+def _payload(data_parts: list[Any], text: str, state: HitlState) -> Any:
+    how = HOW_TO_ANSWER if state.stage == "answer" else HOW_TO_CONFIRM
+    if not data_parts:
+        word = text.strip().strip(".!").lower()
+        if word in CANCEL_WORDS:
+            return "cancel"
+        if state.stage == "confirm" and word in CONFIRM_WORDS:
+            return "confirm"
+        if state.stage == "answer" and text.strip() in state.args.options:
+            return wire.Answer(decision_type="answer", answers={state.request_id: text.strip()})
+        raise HitlError(f"Could not read an answer from the text {text.strip()[:80]!r}.", how)
+    try:
+        payload = wire.parse_payload(data_parts, "")
+    except wire.DecisionError as exc:
+        raise HitlError(exc.problem, how) from None
+    if isinstance(payload, wire.Answer | wire.Confirm | wire.Cancel):
+        if isinstance(payload, wire.Confirm) and state.stage != "confirm":
+            raise HitlError("Nothing to confirm yet: choose an option first.", how)
+        if isinstance(payload, wire.Answer) and state.stage != "answer":
+            raise HitlError("An option was already chosen; confirm or cancel it.", how)
+        return payload
+    raise HitlError(
+        f"A {payload.decision_type!r} decision approves or denies tool calls; this task waits for an answer to a question.",  # type: ignore[union-attr]
+        how,
+    )
+
+
+def _option(payload: Any, state: HitlState) -> str:
+    assert isinstance(payload, wire.Answer)
+    answers = payload.answers
+    if set(answers) != {state.request_id}:
+        raise HitlError(
+            f"answers must name exactly the pending question {state.request_id} (got {sorted(answers)}).", HOW_TO_ANSWER
+        )
+    option = answers[state.request_id]
+    if option not in state.args.options:
+        raise HitlError(f"{option!r} is not one of the options {state.args.options}.", HOW_TO_ANSWER)
+    return option
