@@ -132,7 +132,7 @@ def parse_payload(data_parts: list[Any], text: str) -> WireModel | str:
         if not isinstance(data, dict):
             raise DecisionError("The data part is not a JSON object.")
         kind = data.get("decision_type")
-        if kind not in DECISION_MODELS:
+        if not isinstance(kind, str) or kind not in DECISION_MODELS:
             raise DecisionError(
                 f"Unknown decision_type {kind!r}; expected one of {', '.join(sorted(DECISION_MODELS))}."
             )
