@@ -1,0 +1,217 @@
+"""``kubectl gatehouse``: list, inspect and decide ToolApprovals from the command line.
+
+Installed as the console script ``kubectl-gatehouse``, so kubectl finds it as a plugin. A decision is a
+merge patch of ``spec.decision`` guarded by the object's resourceVersion: when two approvers race, the
+API server accepts one and the other is told the request was already decided. ``decidedBy`` is the
+caller's identity from a SelfSubjectReview, which the chart's admission policy checks again server-side.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from agent_runtime.resources import GROUP, VERSION
+
+PLURAL = "toolapprovals"
+app = typer.Typer(help="Decide Gatehouse tool approvals.", no_args_is_help=True)
+out = Console()
+err = Console(stderr=True)
+
+
+class PluginError(Exception):
+    """A failure the user can act on; printed without a traceback."""
+
+
+def _api(context: str | None) -> Any:
+    from kubernetes import client, config
+
+    try:
+        config.load_kube_config(context=context)
+    except Exception:
+        try:
+            config.load_incluster_config()
+        except Exception as exc:
+            raise PluginError(f"no Kubernetes configuration found ({exc})") from None
+    return client
+
+
+def _namespace(namespace: str | None, context: str | None) -> str:
+    if namespace:
+        return namespace
+    from kubernetes import config
+
+    try:
+        _, active = config.list_kube_config_contexts()
+        return (active or {}).get("context", {}).get("namespace") or "default"
+    except Exception:
+        return "default"
+
+
+def _explain(exc: Exception, name: str, namespace: str) -> PluginError:
+    status = getattr(exc, "status", None)
+    if status == 404:
+        return PluginError(f'toolapproval "{name}" not found in namespace "{namespace}"')
+    if status == 403:
+        return PluginError(f'forbidden: you may not decide toolapproval "{name}" in namespace "{namespace}" '
+                           "(bind the gatehouse-approver ClusterRole)")
+    if status == 409:
+        return PluginError(f'toolapproval "{name}" was decided by someone else just now')
+    body = getattr(exc, "body", None) or str(exc)
+    return PluginError(f"API error: {body}")
+
+
+def _age(timestamp: str | None) -> str:
+    if not timestamp:
+        return "?"
+    seconds = int((datetime.now(UTC) - datetime.fromisoformat(timestamp.replace("Z", "+00:00"))).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+def phase_of(obj: dict[str, Any]) -> str:
+    return (obj.get("status") or {}).get("phase") or "Pending"
+
+
+def whoami(client: Any) -> str:
+    """The caller's username as the API server sees it (SelfSubjectReview)."""
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview", "metadata": {}}
+    try:
+        review = client.ApiClient().call_api(
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews", "POST", body=body,
+            response_type="object", auth_settings=["BearerToken"], _return_http_data_only=True,
+        )
+    except Exception as exc:
+        raise PluginError(f"could not determine who you are (SelfSubjectReview failed: {exc})") from None
+    username = ((review or {}).get("status") or {}).get("userInfo", {}).get("username")
+    if not username:
+        raise PluginError("could not determine who you are: the SelfSubjectReview returned no username")
+    return username
+
+
+@app.command("approvals")
+def list_approvals(
+    all_namespaces: bool = typer.Option(False, "-A", "--all-namespaces"),
+    namespace: str | None = typer.Option(None, "-n", "--namespace"),
+    agent: str | None = typer.Option(None, "--agent", help="Only this Agent's approvals."),
+    show_all: bool = typer.Option(False, "--all", help="Include decided ones, not only Pending."),
+    context: str | None = typer.Option(None, "--context"),
+) -> None:
+    """List pending tool approvals."""
+    client = _api(context)
+    api = client.CustomObjectsApi()
+    selector = f"gatehouse.dev/agent={agent}" if agent else None
+    kwargs = {"label_selector": selector} if selector else {}
+    if all_namespaces:
+        items = api.list_cluster_custom_object(GROUP, VERSION, PLURAL, **kwargs)["items"]
+    else:
+        items = api.list_namespaced_custom_object(GROUP, VERSION, _namespace(namespace, context), PLURAL, **kwargs)["items"]
+    if agent:  # also filter client-side: not every API server honours label selectors
+        items = [i for i in items if i["spec"].get("agentRef") == agent]
+    if not show_all:
+        items = [i for i in items if phase_of(i) == "Pending"]
+    if not items:
+        out.print("No pending approvals." if not show_all else "No approvals.")
+        return
+    table = Table(box=None, header_style="bold")
+    for column in (["NAMESPACE"] if all_namespaces else []) + ["NAME", "AGENT", "TOOL", "ARGS", "PHASE", "AGE"]:
+        table.add_column(column)
+    for item in sorted(items, key=lambda i: i["metadata"].get("creationTimestamp") or ""):
+        args = json.dumps(item["spec"].get("arguments") or {}, sort_keys=True)
+        row = [item["metadata"]["name"], item["spec"]["agentRef"], item["spec"]["tool"],
+               args if len(args) <= 48 else args[:45] + "...", phase_of(item), _age(item["metadata"].get("creationTimestamp"))]
+        table.add_row(*([item["metadata"]["namespace"]] if all_namespaces else []), *row)
+    out.print(table)
+
+
+def _get(client: Any, name: str, namespace: str) -> dict[str, Any]:
+    try:
+        return client.CustomObjectsApi().get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+    except Exception as exc:
+        raise _explain(exc, name, namespace) from None
+
+
+@app.command()
+def describe(
+    name: str,
+    namespace: str | None = typer.Option(None, "-n", "--namespace"),
+    context: str | None = typer.Option(None, "--context"),
+) -> None:
+    """Show one approval with its arguments pretty-printed."""
+    client = _api(context)
+    ns = _namespace(namespace, context)
+    obj = _get(client, name, ns)
+    spec, status = obj["spec"], obj.get("status") or {}
+    out.print(f"[bold]Name:[/]        {name}\n[bold]Namespace:[/]   {ns}\n[bold]Agent:[/]       {spec['agentRef']}")
+    out.print(f"[bold]Tool:[/]        {spec['tool']}\n[bold]Phase:[/]       {phase_of(obj)}")
+    out.print(f"[bold]Hint:[/]        {spec.get('hint', '')}")
+    out.print(f"[bold]Context:[/]     {spec['contextId']}\n[bold]Task:[/]        {spec['taskId']}")
+    out.print(f"[bold]Request:[/]     {spec['requestId']}")
+    out.print(f"[bold]Requested:[/]   {spec.get('requestedAt', '')}\n[bold]Expires:[/]     {spec.get('expiresAt', '')}")
+    out.print("[bold]Arguments:[/]")
+    out.print_json(json.dumps(spec.get("arguments") or {}, sort_keys=True))
+    if status.get("decidedBy") or spec.get("decision"):
+        out.print(f"[bold]Decided by:[/]  {status.get('decidedBy') or spec['decision'].get('decidedBy')}")
+        out.print(f"[bold]Decided at:[/]  {status.get('decidedAt', '')}\n[bold]Source:[/]      {status.get('source', '')}")
+        out.print(f"[bold]Reason:[/]      {status.get('reason') or (spec.get('decision') or {}).get('reason', '')}")
+
+
+def decide(client: Any, name: str, namespace: str, action: str, reason: str) -> dict[str, Any]:
+    """Write the decision; raise PluginError when it is not found, already decided or forbidden."""
+    obj = _get(client, name, namespace)
+    if obj["spec"].get("decision") or phase_of(obj) != "Pending":
+        decided = obj["spec"].get("decision") or {}
+        by = (obj.get("status") or {}).get("decidedBy") or decided.get("decidedBy") or "?"
+        raise PluginError(f'toolapproval "{name}" is already {phase_of(obj) if phase_of(obj) != "Pending" else "decided"}'
+                          f" (by {by}); nothing changed")
+    patch = {
+        "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+        "spec": {"decision": {"action": action, "reason": reason, "decidedBy": whoami(client)}},
+    }
+    try:
+        return client.CustomObjectsApi().patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, patch)
+    except Exception as exc:
+        raise _explain(exc, name, namespace) from None
+
+
+@app.command()
+def approve(
+    name: str,
+    reason: str = typer.Option("", "--reason"),
+    namespace: str | None = typer.Option(None, "-n", "--namespace"),
+    context: str | None = typer.Option(None, "--context"),
+) -> None:
+    """Approve one pending tool call; the agent runs it exactly once."""
+    ns = _namespace(namespace, context)
+    decide(_api(context), name, ns, "Approve", reason)
+    out.print(f'toolapproval "{name}" approved')
+
+
+@app.command()
+def deny(
+    name: str,
+    reason: str = typer.Option(..., "--reason", help="Told to the model so it can adapt."),
+    namespace: str | None = typer.Option(None, "-n", "--namespace"),
+    context: str | None = typer.Option(None, "--context"),
+) -> None:
+    """Deny one pending tool call with a reason."""
+    if not reason.strip():
+        raise PluginError("--reason must not be empty: the model is told why its call did not run")
+    ns = _namespace(namespace, context)
+    decide(_api(context), name, ns, "Deny", reason)
+    out.print(f'toolapproval "{name}" denied')
+
+
+def main() -> None:
+    try:
+        app()
+    except PluginError as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        raise SystemExit(1) from None
