@@ -5,6 +5,7 @@ bundled OpenAPI schemas, strict: unknown fields fail)."""
 from __future__ import annotations
 
 import copy
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -159,3 +160,9 @@ def test_notes_tell_how_to_apply_the_example_and_list_approvals() -> None:
     notes = (CHART / "templates" / "NOTES.txt").read_text()
     for line in ("kubectl apply -f examples/file-manager/", "kubectl get agents", "kubectl get toolapprovals"):
         assert line in notes
+
+
+def test_chart_app_version_is_the_project_version() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert chart["appVersion"] == project["version"], "the default image tag is the chart's appVersion"
