@@ -22,8 +22,12 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 
+## e2e-kind: the chart and image on a real kind cluster (needs a Docker engine and kind; skipped, with why, without)
+e2e-kind: $(STAMP)
+	$(PY) -m pytest -m e2e_kind -rs tests/e2e_kind
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) .gatehouse .pytest_cache
+	rm -rf $(VENV) .gatehouse .pytest_cache .cache

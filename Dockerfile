@@ -1,0 +1,30 @@
+# One image for both halves of Gatehouse.
+#
+#   runtime (default):  docker run IMAGE serve --config /etc/gatehouse/config.json
+#                       = gatehouse-runtime serve --config ...   (the operator sets the args per Agent)
+#   operator:           docker run --entrypoint kopf IMAGE run -m gatehouse_operator --standalone --all-namespaces
+#                       = kopf run -m gatehouse_operator ...   (the Helm chart sets command: [kopf] and these args)
+#
+# Build: docker build -t gatehouse:dev .     Only what .dockerignore lets through is copied.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /src
+COPY . .
+RUN pip install . \
+    && rm -rf /src \
+    && useradd --uid 10001 --user-group --create-home --home-dir /home/gatehouse gatehouse
+
+WORKDIR /home/gatehouse
+# Numeric, so that Kubernetes can verify runAsNonRoot.
+USER 10001:10001
+
+# The runtime's A2A server, or the operator's liveness endpoint (--liveness=http://0.0.0.0:8080/healthz).
+EXPOSE 8080
+
+ENTRYPOINT ["gatehouse-runtime"]
+CMD ["serve", "--config", "/etc/gatehouse/config.json"]

@@ -1,0 +1,78 @@
+{{/* Names and labels shared by every template. */}}
+
+{{- define "gatehouse.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Release-scoped name: the release name, plus the chart name unless the release name contains it. */}}
+{{- define "gatehouse.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "gatehouse.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "gatehouse.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "gatehouse.operatorSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "gatehouse.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{- define "gatehouse.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (printf "%s-operator" (include "gatehouse.fullname" .)) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "gatehouse.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "gatehouse.runtimeImage" -}}
+{{- $repo := default .Values.image.repository .Values.runtime.image.repository -}}
+{{- $tag := default (default .Chart.AppVersion .Values.image.tag) .Values.runtime.image.tag -}}
+{{- printf "%s:%s" $repo $tag -}}
+{{- end -}}
+
+{{/*
+What the operator needs in every namespace it serves. It creates a Role per Agent that grants the
+runtime toolapprovals (+ status) and events; Kubernetes only lets it grant what it holds itself
+(RBAC escalation prevention), so it holds those too. No wildcards: tests/chart/test_rbac.py checks.
+*/}}
+{{- define "gatehouse.operatorNamespacedRules" -}}
+- apiGroups: [gatehouse.dev]
+  resources: [agents, modelconfigs, remotemcpservers]
+  verbs: [get, list, watch, patch]
+- apiGroups: [gatehouse.dev]
+  resources: [agents/status]
+  verbs: [get, patch, update]
+- apiGroups: [gatehouse.dev]
+  resources: [toolapprovals]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [gatehouse.dev]
+  resources: [toolapprovals/status]
+  verbs: [get, patch, update]
+- apiGroups: [""]
+  resources: [secrets, serviceaccounts, services]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [roles, rolebindings]
+  verbs: [get, list, watch, create, patch, delete]
+{{- end -}}

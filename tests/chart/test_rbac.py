@@ -1,0 +1,120 @@
+"""The operator's RBAC is least privilege and complete: no wildcards anywhere, every permission it needs
+is granted (including what it must hold to grant it on to each agent's runtime), and with watched
+namespaces nothing namespaced is granted cluster-wide."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.chart.conftest import RELEASE_NAMESPACE, Render, of_kind
+
+# (apiGroup, resource, verbs) the operator needs, by who needs it. Namespaced unless marked cluster.
+OPERATOR_NEEDS: list[tuple[str, str, tuple[str, ...]]] = [
+    # reconciling Agents and what they refer to (kopf patches its annotations/finalizers on each)
+    ("gatehouse.dev", "agents", ("get", "list", "watch", "patch")),
+    ("gatehouse.dev", "modelconfigs", ("get", "list", "watch", "patch")),
+    ("gatehouse.dev", "remotemcpservers", ("get", "list", "watch", "patch")),
+    ("gatehouse.dev", "agents/status", ("get", "patch", "update")),
+    ("gatehouse.dev", "toolapprovals", ("get", "list", "watch")),
+    # children of an Agent
+    ("", "secrets", ("get", "list", "watch", "create", "patch", "delete")),
+    ("", "serviceaccounts", ("get", "list", "watch", "create", "patch", "delete")),
+    ("", "services", ("get", "list", "watch", "create", "patch", "delete")),
+    ("apps", "deployments", ("get", "list", "watch", "create", "patch", "delete")),
+    ("rbac.authorization.k8s.io", "roles", ("get", "list", "watch", "create", "patch", "delete")),
+    ("rbac.authorization.k8s.io", "rolebindings", ("get", "list", "watch", "create", "patch", "delete")),
+    ("", "events", ("create", "patch")),
+]
+# What the operator's Role for each runtime grants; RBAC lets it grant only what it holds itself.
+RUNTIME_ROLE_GRANTS: list[tuple[str, str, tuple[str, ...]]] = [
+    ("gatehouse.dev", "toolapprovals", ("get", "list", "watch", "create", "patch", "delete")),
+    ("gatehouse.dev", "toolapprovals/status", ("get", "patch", "update")),
+    ("", "events", ("create", "patch")),
+]
+# kopf itself, cluster-scoped.
+KOPF_CLUSTER_NEEDS: list[tuple[str, str, tuple[str, ...]]] = [
+    ("apiextensions.k8s.io", "customresourcedefinitions", ("get", "list", "watch")),
+    ("", "namespaces", ("list", "watch")),
+]
+WATCHED = ["team-a", "team-b"]
+
+
+def _roles(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return of_kind(docs, "Role", "ClusterRole")
+
+
+def test_no_wildcards_in_any_role(rendered: list[dict[str, Any]]) -> None:
+    roles = _roles(rendered)
+    assert roles
+    for role in roles:
+        for rule in role["rules"]:
+            for field in ("verbs", "resources", "apiGroups", "resourceNames", "nonResourceURLs"):
+                assert not any("*" in item for item in rule.get(field, [])), (
+                    f"{role['kind']} {role['metadata']['name']} has a wildcard in {field}: {rule}"
+                )
+
+
+def _grants(docs: list[dict[str, Any]], sa: str) -> dict[str | None, set[tuple[str, str, str]]]:
+    """What ServiceAccount ``sa`` may do, keyed by namespace (None: cluster-wide)."""
+    roles = {(r["kind"], r["metadata"].get("namespace"), r["metadata"]["name"]): r for r in _roles(docs)}
+    out: dict[str | None, set[tuple[str, str, str]]] = {}
+    for binding in of_kind(docs, "RoleBinding", "ClusterRoleBinding"):
+        if {"kind": "ServiceAccount", "name": sa, "namespace": RELEASE_NAMESPACE} not in binding["subjects"]:
+            continue
+        ns = binding["metadata"].get("namespace") if binding["kind"] == "RoleBinding" else None
+        ref = binding["roleRef"]
+        role = roles[(ref["kind"], ns if ref["kind"] == "Role" else None, ref["name"])]
+        for rule in role["rules"]:
+            out.setdefault(ns, set()).update(
+                (g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+            )
+    return out
+
+
+def _operator_sa(docs: list[dict[str, Any]]) -> str:
+    (deployment,) = of_kind(docs, "Deployment")
+    return deployment["spec"]["template"]["spec"]["serviceAccountName"]
+
+
+def _missing(granted: set[tuple[str, str, str]], needs: list[tuple[str, str, tuple[str, ...]]]) -> list[tuple[str, str, str]]:
+    return [(g, r, v) for g, r, verbs in needs for v in verbs if (g, r, v) not in granted]
+
+
+@pytest.mark.parametrize(
+    "needs", [OPERATOR_NEEDS, RUNTIME_ROLE_GRANTS, KOPF_CLUSTER_NEEDS], ids=["operator", "runtime-grants", "kopf"]
+)
+def test_operator_has_everything_it_needs_cluster_wide_by_default(render: Render, needs: list[Any]) -> None:
+    docs = render()
+    grants = _grants(docs, _operator_sa(docs))
+    assert list(grants) == [None]
+    assert _missing(grants[None], needs) == []
+
+
+def test_with_watched_namespaces_the_operator_gets_roles_there_only(render: Render) -> None:
+    docs = render("--set", "operator.watchNamespaces={team-a,team-b}")
+    grants = _grants(docs, _operator_sa(docs))
+    assert sorted(grants, key=str) == sorted([None, *WATCHED], key=str)
+    assert _missing(grants[None], KOPF_CLUSTER_NEEDS) == []
+    namespaced = {(g, r) for g, r, _ in OPERATOR_NEEDS + RUNTIME_ROLE_GRANTS}
+    assert not {(g, r) for g, r, _ in grants[None]} & namespaced, "namespaced permissions granted cluster-wide"
+    for ns in WATCHED:
+        assert _missing(grants[ns], OPERATOR_NEEDS + RUNTIME_ROLE_GRANTS) == [], ns
+
+
+def test_operator_gets_nothing_beyond_its_table(rendered: list[dict[str, Any]]) -> None:
+    allowed = {(g, r, v) for g, r, verbs in OPERATOR_NEEDS + RUNTIME_ROLE_GRANTS + KOPF_CLUSTER_NEEDS for v in verbs}
+    for ns, granted in _grants(rendered, _operator_sa(rendered)).items():
+        assert granted - allowed == set(), f"extra permissions in {ns or 'cluster'}"
+
+
+def test_user_cluster_roles(render: Render) -> None:
+    roles = {r["metadata"]["name"]: r for r in of_kind(render(), "ClusterRole")}
+    assert roles["gatehouse-approver"]["rules"] == [
+        {"apiGroups": ["gatehouse.dev"], "resources": ["toolapprovals"], "verbs": ["get", "list", "watch", "patch", "update"]},
+    ]
+    assert roles["gatehouse-viewer"]["rules"] == [
+        {"apiGroups": ["gatehouse.dev"], "resources": ["agents", "toolapprovals", "modelconfigs", "remotemcpservers"],
+         "verbs": ["get", "list", "watch"]},
+    ]

