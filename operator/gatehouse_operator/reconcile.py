@@ -119,7 +119,7 @@ def _reject(
     accepted = status.Condition("Accepted", False, reason, message)
     written = _write_status(runtime, body, accepted, status.ready_condition(deployment), None, now)
     if written:
-        kopf.warning(body, reason=reason, message=message)
+        kopf.warn(body, reason=reason, message=message)
         logger.warning("agent %s/%s not accepted (%s): %s", meta["namespace"], meta["name"], reason, message)
     return Outcome(False, reason, (), written)
 

@@ -107,7 +107,9 @@ class OperatorProcess:
 
 
 @pytest.fixture
-def operator(kube_api: RunningEmulator, monkeypatch: pytest.MonkeyPatch) -> Iterator[OperatorProcess]:
+def operator(
+    kube_api: RunningEmulator, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[OperatorProcess]:
     monkeypatch.setenv("GATEHOUSE_RESYNC_SECONDS", os.environ.get("GATEHOUSE_TEST_RESYNC_SECONDS", "3600"))
     monkeypatch.setenv("GATEHOUSE_RUNTIME_IMAGE", "ghcr.io/gatehouse/gatehouse:test")
     process = OperatorProcess()
@@ -116,3 +118,13 @@ def operator(kube_api: RunningEmulator, monkeypatch: pytest.MonkeyPatch) -> Iter
         yield process
     finally:
         process.stop()
+        report = getattr(request.node, "rep_call", None)
+        if report is not None and report.failed:  # the operator's log, shown with the failure
+            print("\n".join(process.outputs)[-30000:])
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    report: pytest.TestReport = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report

@@ -36,6 +36,7 @@ import re
 import secrets
 import threading
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,7 +149,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
-        self.resources.load_bundled()
+        with warnings.catch_warnings():  # kmock 0.8 uses importlib.resources.read_binary
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.resources.load_bundled()
         self.seed("v1/namespaces", {"metadata": {"name": "default"}})
 
     # -- set-up ---------------------------------------------------------------------------------------
@@ -197,9 +200,13 @@ class KubeEmulator(kmock.KubernetesEmulator):
     def request_count(self) -> int:
         return len(self._requests)
 
+    def requests_since(self, since: int = 0) -> list[rendering.Request]:
+        """The request log from request number ``since`` (see :attr:`request_count`) on."""
+        return list(self._requests)[since:]
+
     def writes(self, since: int = 0) -> list[rendering.Request]:
         """Requests that could change state (POST/PUT/PATCH/DELETE), from request number ``since``."""
-        return [r for r in list(self._requests)[since:] if str(r.method.value).upper() in _WRITES]
+        return [r for r in self.requests_since(since) if str(r.method.value).upper() in _WRITES]
 
     def get_object(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         key = (references.resource(resource), namespace, name)
@@ -447,7 +454,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if info is not None and info.kind:
             obj.setdefault("kind", info.kind)
 
-    def _isolate(self, res: references.resource, sub: str | None, current: dict[str, Any], wanted: dict[str, Any]) -> dict[str, Any]:
+    def _isolate(
+        self, res: references.resource, sub: str | None, current: dict[str, Any], wanted: dict[str, Any]
+    ) -> dict[str, Any]:
         """Status-subresource isolation: /status changes only status; the main resource never changes it."""
         info = self._info(res)
         new = copy.deepcopy(wanted)
@@ -498,8 +507,11 @@ class KubeEmulator(kmock.KubernetesEmulator):
         event = {"type": kind, "object": copy.deepcopy(obj)}
         self._log.append((int(obj["metadata"]["resourceVersion"]), res, event))
         for watcher in list(self._watchers):
-            if watcher.resource == res and self._matches(watcher.namespace, watcher.name, watcher.labels, watcher.fields, obj):
+            if watcher.resource == res and self._sees(watcher, obj):
                 watcher.queue.put_nowait(event)
+
+    def _sees(self, watcher: _Watcher, obj: dict[str, Any]) -> bool:
+        return self._matches(watcher.namespace, watcher.name, watcher.labels, watcher.fields, obj)
 
     async def _watch(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         res = request.resource
@@ -512,8 +524,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         async with self._lock:  # subscribe and take the snapshot atomically: nothing falls in between
             self._watchers.add(watcher)
             if since and since != "0":
-                backlog = [e for rv, r, e in self._log if r == res and rv > int(since)]
-                backlog = [e for e in backlog if self._matches(watcher.namespace, watcher.name, watcher.labels, watcher.fields, e["object"])]
+                backlog = [e for rv, r, e in self._log if r == res and rv > int(since) and self._sees(watcher, e["object"])]
             else:
                 listed = self._list(request)["items"]
                 backlog = [{"type": "ADDED", "object": o} for o in listed if watcher.name in (None, o["metadata"]["name"])]
