@@ -11,11 +11,15 @@ agent_resync           a daemon per Agent, every ``GATEHOUSE_RESYNC_SECONDS``   
 modelconfig_event      a ModelConfig added/changed/deleted                         Agents using it
 mcpserver_event        a RemoteMCPServer added/changed/deleted                     Agents using it
 secret_event           a Secret added/changed/deleted                              Agents using it
-deployment_event       a Deployment we manage changed (e.g. availableReplicas)     its Agent
+                       (our own ``<agent>-config`` Secret: edited or deleted)      its Agent
+deployment_event       a Deployment we manage changed (e.g. availableReplicas,     its Agent
+                       or edited/deleted by hand)
 =====================  ==========================================================  =====================
 
 The event handlers skip kopf's initial listing (``type is None``): ``agent_resume`` already covers every
-Agent at start-up. Handlers are synchronous; kopf runs them in worker threads.
+Agent at start-up. Other children (Service, ServiceAccount, Role, RoleBinding) are not watched, to keep
+the operator from caching every such object in the cluster: the periodic resync restores them. Handlers
+are synchronous; kopf runs them in worker threads.
 """
 
 from __future__ import annotations
@@ -107,20 +111,24 @@ def mcpserver_event(type: str | None, memo: kopf.Memo, namespace: str, name: str
     _dependents("RemoteMCPServer", type, namespace, name, memo, logger, kwargs)
 
 
-def _not_ours(labels: kopf.Labels, **_: Any) -> bool:
-    return labels.get("app.kubernetes.io/managed-by") != builders.MANAGED_BY
+def _owner_changed(type: str | None, namespace: str, labels: kopf.Labels, memo: kopf.Memo, logger: logging.Logger,
+                   kwargs: dict[str, Any]) -> None:
+    """A child we manage changed or vanished: its Agent repairs it (a no-op when nothing drifted)."""
+    agent = labels.get(builders.AGENT_LABEL)
+    if type is not None and agent:
+        _run(memo, namespace, agent, logger, kwargs)
 
 
-@kopf.on.event("v1", "secrets", when=_not_ours)
-def secret_event(type: str | None, memo: kopf.Memo, namespace: str, name: str, logger: logging.Logger,
-                 **kwargs: Any) -> None:
-    _dependents("Secret", type, namespace, name, memo, logger, kwargs)
+@kopf.on.event("v1", "secrets")
+def secret_event(type: str | None, memo: kopf.Memo, namespace: str, name: str, labels: kopf.Labels,
+                 logger: logging.Logger, **kwargs: Any) -> None:
+    if labels.get("app.kubernetes.io/managed-by") == builders.MANAGED_BY:
+        _owner_changed(type, namespace, labels, memo, logger, kwargs)
+    else:
+        _dependents("Secret", type, namespace, name, memo, logger, kwargs)
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": builders.MANAGED_BY})
 def deployment_event(type: str | None, memo: kopf.Memo, namespace: str, labels: kopf.Labels,
                      logger: logging.Logger, **kwargs: Any) -> None:
-    agent = labels.get(builders.AGENT_LABEL)
-    if type is None or type == "DELETED" or not agent:
-        return
-    _run(memo, namespace, agent, logger, kwargs)
+    _owner_changed(type, namespace, labels, memo, logger, kwargs)

@@ -179,6 +179,30 @@ def test_missing_dependency_is_reported_and_recovers_on_its_own(
     assert flipped["lastTransitionTime"] >= accepted["lastTransitionTime"]
 
 
+def test_an_invalid_spec_is_reported_with_field_paths(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster, tmp_path: Path
+) -> None:
+    _apply_example(kubectl, "modelconfig", "mcp-server")
+    agent = yaml.safe_load((EXAMPLE / "agent.yaml").read_text())
+    agent["spec"]["approval"]["exempt"] = ["no_such_tool"]  # valid for the CRD schema, not for the translator
+    kubectl("apply", "--validate=false", "-f", _write_manifest(tmp_path, agent))
+    accepted = cluster.wait_accepted("file-manager", "False")
+    assert accepted["reason"] == "InvalidSpec"
+    assert accepted["message"].startswith("spec.approval.exempt[0]: unknown tool 'no_such_tool'")
+
+
+def test_drifted_children_are_repaired(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster
+) -> None:
+    _apply_example(kubectl)
+    cluster.wait_accepted("file-manager")
+    kubectl("delete", "deployment", "file-manager")
+    wait_for(lambda: cluster.deployment("file-manager") is not None, what="the Deployment to come back")
+    kubectl("patch", "secret", "file-manager-config", "--type=merge", "-p", json.dumps({"data": {"config.json": "e30K"}}))
+    wait_for(lambda: cluster.core.read_namespaced_secret("file-manager-config", NS).data["config.json"] != "e30K",
+             what="the config Secret to be restored")
+
+
 def test_missing_and_rotated_secret(
     kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster, tmp_path: Path
 ) -> None:
