@@ -119,8 +119,9 @@ def test_applying_the_example_creates_owned_children_and_accepts(
     assert (accepted["reason"], accepted["observedGeneration"]) == ("Reconciled", 1)
     assert agent["status"]["observedGeneration"] == 1
     assert agent["status"]["configHash"] == cluster.config_hash("file-manager")
-    columns = kubectl("get", "agents", "-o", "jsonpath={.items[0].metadata.name} {.items[0].status.conditions[0].status}")
-    assert columns == "file-manager True"
+    header, row = kubectl("get", "agents").splitlines()
+    assert header.split() == ["NAME", "MODEL", "ACCEPTED", "READY", "PENDING", "AGE"]
+    assert row.split()[:4] == ["file-manager", "scripted-file-manager", "True", "False"]
 
     deployment = cluster.deployment("file-manager")
     assert deployment is not None
@@ -143,6 +144,7 @@ def test_applying_the_example_creates_owned_children_and_accepts(
     # Ready follows the Deployment's status (the emulator has no deployment controller: play its part).
     cluster.apps.patch_namespaced_deployment_status("file-manager", NS, {"status": {"availableReplicas": 1, "replicas": 1}})
     kubectl("wait", "--for=condition=Ready", "agent/file-manager", "--timeout=20s")
+    assert kubectl("get", "agents").splitlines()[1].split()[2:4] == ["True", "True"]
 
 
 def test_spec_change_rolls_a_new_config_hash(

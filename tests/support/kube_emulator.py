@@ -18,8 +18,10 @@ It also does what the real API server does and kopf-based tests lean on: ``gener
 and ``deletionTimestamp``, status-subresource isolation, PUT (replace), owner-reference garbage
 collection (foreground-free, immediate), and, for our own CRDs in ``crds/``, structural defaulting and
 schema + CEL validation via :mod:`tests.support.crd_validation`, answering 422 like the API server.
-Still missing: server-side apply, strategic merge semantics (treated as merge patch), protobuf, RBAC,
-admission and the Table format (``kubectl get`` prints NAME and AGE only; use ``-o jsonpath``).
+It answers ``kubectl get``'s Table requests too, with a CRD's ``additionalPrinterColumns`` (so
+``kubectl get agents`` shows ACCEPTED and READY). Still missing: server-side apply, strategic merge
+semantics (treated as merge patch), protobuf request bodies (``kubectl create secret`` sends protobuf:
+create built-in objects with the ``kubernetes`` client or ``kubectl apply``), RBAC and admission.
 
 :func:`serve` runs an emulator on 127.0.0.1 in a background thread with its own event loop and writes a
 kubeconfig, so kopf (in another thread), the ``kubernetes`` client and ``kubectl`` all talk real HTTP.
@@ -146,6 +148,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
     _watchers: set[_Watcher] = attrs.field(factory=set, init=False)  # type: ignore[arg-type]
     _validated: dict[references.resource, str] = attrs.field(factory=dict, init=False)
     _closing: bool = attrs.field(default=False, init=False)
+    _columns: dict[references.resource, list[dict[str, Any]]] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -175,6 +178,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
             )
             if self.validate_custom_resources and spec["names"]["kind"] in crd_validation.load_crds():
                 self._validated[res] = spec["names"]["kind"]
+            self._columns[res] = list(version.get("additionalPrinterColumns", []))
 
     def add_crds_from(self, directory: Path) -> None:
         for path in sorted(directory.glob("*.yaml")):
@@ -268,6 +272,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
             else:
                 raise kmock.KubernetesError(status=405, reason="MethodNotAllowed", message=f"{method} {request.url.path}")
         status = 201 if method == "POST" else 200
+        if method == "GET" and _wants_table(request):
+            payload = self._table(res, payload.get("items", [payload]), payload["metadata"].get("resourceVersion"))
         return aiohttp.web.json_response(payload, status=status)
 
     # -- discovery fix ----------------------------------------------------------------------------------
@@ -321,6 +327,31 @@ class KubeEmulator(kmock.KubernetesEmulator):
             "apiVersion": self._api_version(res),
             "metadata": {"resourceVersion": str(self._rv)},
             "items": items,
+        }
+
+    def _table(self, res: references.resource, objs: list[dict[str, Any]], rv: str | None) -> dict[str, Any]:
+        """The ``meta.k8s.io/v1`` Table kubectl asks for: Name, the CRD's printer columns (or Age)."""
+        columns = self._columns.get(res) or [{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
+        definitions = [{"name": "Name", "type": "string", "format": "name", "description": "", "priority": 0}]
+        definitions += [
+            {"name": c["name"], "type": "string" if c["type"] == "date" else c["type"], "format": c.get("format", ""),
+             "description": c.get("description", ""), "priority": c.get("priority", 0)}
+            for c in columns
+        ]
+        rows = []
+        for obj in objs:
+            cells: list[Any] = [obj["metadata"]["name"]]
+            for column in columns:
+                found = json_path(obj, column["jsonPath"])
+                if column["type"] == "date":
+                    cells.append(_age(found[0] if found else None))
+                else:
+                    cells.append(",".join(str(v) for v in found) if len(found) > 1 else (found[0] if found else None))
+            metadata = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
+            rows.append({"cells": cells, "object": metadata})
+        return {
+            "kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": rv or str(self._rv)},
+            "columnDefinitions": definitions, "rows": rows,
         }
 
     def _fetch(self, request: rendering.Request) -> dict[str, Any]:
@@ -534,9 +565,16 @@ class KubeEmulator(kmock.KubernetesEmulator):
         timeout = float(request.params.get("timeoutSeconds", 0) or 0)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout if timeout else None
+        table = _wants_table(request)
+
+        def encode(event: dict[str, Any]) -> bytes:
+            if table:
+                event = {"type": event["type"], "object": self._table(res, [event["object"]], None)}
+            return json.dumps(event).encode() + b"\n"
+
         try:
             for event in backlog:
-                await response.write(json.dumps(event).encode() + b"\n")
+                await response.write(encode(event))
             while not self._closing and (deadline is None or loop.time() < deadline):
                 transport = request._raw_request.transport
                 if transport is None or transport.is_closing():
@@ -545,7 +583,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
                     event = await asyncio.wait_for(watcher.queue.get(), timeout=0.5)
                 except TimeoutError:
                     continue
-                await response.write(json.dumps(event).encode() + b"\n")
+                await response.write(encode(event))
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await response.write_eof()
         except (ConnectionError, RuntimeError):
@@ -553,6 +591,40 @@ class KubeEmulator(kmock.KubernetesEmulator):
         finally:
             self._watchers.discard(watcher)
         return response
+
+
+def _wants_table(request: rendering.Request) -> bool:
+    return "as=Table" in request.headers.get("Accept", "")
+
+
+def _age(timestamp: str | None) -> str:
+    if not timestamp:
+        return "<unknown>"
+    then = datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    seconds = max(0, int((datetime.datetime.now(tz=datetime.UTC) - then).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def json_path(obj: Any, path: str) -> list[Any]:
+    """The small JSONPath subset printer columns use: ``.a.b``, ``[0]``, ``[?(@.type=="Ready")]``."""
+    values = [obj]
+    for token in re.findall(r'\.[^.\[]+|\[\?\(@\.[^=]+=="[^"]*"\)\]|\[\d+\]', path):
+        out: list[Any] = []
+        for value in values:
+            if token.startswith("[?"):
+                key, wanted = re.match(r'\[\?\(@\.([^=]+)=="([^"]*)"\)\]', token).groups()  # type: ignore[union-attr]
+                out += [v for v in (value if isinstance(value, list) else []) if isinstance(v, dict) and v.get(key) == wanted]
+            elif token.startswith("["):
+                index = int(token[1:-1])
+                if isinstance(value, list) and index < len(value):
+                    out.append(value[index])
+            elif isinstance(value, dict) and token[1:] in value:
+                out.append(value[token[1:]])
+        values = out
+    return values
 
 
 def write_kubeconfig(path: Path, server: str) -> Path:
