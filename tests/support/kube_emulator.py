@@ -194,6 +194,10 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self._objects[res, meta.get("namespace"), meta["name"]] = obj
         return obj
 
+    @property
+    def open_watches(self) -> int:
+        return len(self._watchers)
+
     def stop_watches(self) -> None:
         """Make every open watch stream end within a second (call before shutting the server down)."""
         self._closing = True
@@ -399,7 +403,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         content_type = request.headers.get("Content-Type", "")
         data = request.data
         try:
-            if replace or "json-patch" not in content_type:
+            if replace or ("json-patch" not in content_type and not isinstance(data, list)):
                 sent_rv = (data or {}).get("metadata", {}).get("resourceVersion") if isinstance(data, dict) else None
                 if sent_rv and sent_rv != current["metadata"].get("resourceVersion"):
                     raise kmock.KubernetesError(
@@ -676,7 +680,10 @@ def serve(crd_dir: Path | None = crd_validation.CRD_DIR, host: str = "127.0.0.1"
                 started.set()
                 await stop[0].wait()
                 emulator.stop_watches()
-                await asyncio.sleep(0.6)  # let open watch streams notice and end
+                for _ in range(10):  # let open watch streams notice and end
+                    if not emulator.open_watches:
+                        break
+                    await asyncio.sleep(0.1)
         except BaseException as exc:
             box["error"] = exc
             started.set()
