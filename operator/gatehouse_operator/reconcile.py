@@ -88,13 +88,13 @@ def _reconcile(runtime: Runtime, deps: Dependencies, body: dict[str, Any], logge
         runtime_image=runtime.config.runtime_image, secrets_hash=deps.secrets_hash(agent.namespace, config)
     )
     applied: list[apply.Applied] = []
-    try:
-        for child in builders.desired_children(agent, body, config, inputs):
+    for child in builders.desired_children(agent, body, config, inputs):
+        try:
             applied.append(apply.ensure(runtime.kube, child))
-    except ApiException as exc:
-        message = f"{child['kind']}/{child['metadata']['name']}: {exc.status} {exc.reason}"
-        _reject(runtime, body, "ReconcileFailed", [Problem("", message)], logger, now)
-        raise kopf.TemporaryError(message, delay=10) from exc
+        except ApiException as exc:
+            message = f"{child['kind']}/{child['metadata']['name']}: {exc.status} {exc.reason}"
+            _reject(runtime, body, "ReconcileFailed", [Problem("", message)], logger, now)
+            raise kopf.TemporaryError(message, delay=10) from exc
 
     digest = builders.config_hash(config)
     deployment = next(a.obj for a in applied if a.kind == "Deployment")
