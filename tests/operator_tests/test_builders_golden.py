@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 import yaml
-from gatehouse_operator import builders
-from gatehouse_operator.settings import DEFAULT_RUNTIME_IMAGE
 
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.manifests import load_manifests
 from agent_runtime.translator import secret_env, translate
+from gatehouse_operator import builders
+from gatehouse_operator.settings import DEFAULT_RUNTIME_IMAGE
 
 CASES = Path(__file__).resolve().parents[1] / "testdata" / "operator"
 OWNER_UID = "00000000-0000-4000-8000-000000000001"

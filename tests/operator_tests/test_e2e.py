@@ -16,8 +16,8 @@ from typing import Any
 import kubernetes
 import pytest
 import yaml
-from gatehouse_operator.builders import CONFIG_HASH_ANNOTATION, SECRETS_HASH_ANNOTATION
 
+from gatehouse_operator.builders import CONFIG_HASH_ANNOTATION, SECRETS_HASH_ANNOTATION
 from tests.operator_tests.conftest import EXAMPLE, Kubectl, OperatorProcess, wait_for
 from tests.support.kube_emulator import RunningEmulator
 
