@@ -111,24 +111,31 @@ def mcpserver_event(type: str | None, memo: kopf.Memo, namespace: str, name: str
     _dependents("RemoteMCPServer", type, namespace, name, memo, logger, kwargs)
 
 
-def _owner_changed(type: str | None, namespace: str, labels: kopf.Labels, memo: kopf.Memo, logger: logging.Logger,
+def _owner_changed(kind: str, type: str | None, body: kopf.Body, memo: kopf.Memo, logger: logging.Logger,
                    kwargs: dict[str, Any]) -> None:
-    """A child we manage changed or vanished: its Agent repairs it (a no-op when nothing drifted)."""
-    agent = labels.get(builders.AGENT_LABEL)
-    if type is not None and agent:
-        _run(memo, namespace, agent, logger, kwargs)
+    """A child we manage changed or vanished: its Agent repairs it (a no-op when nothing drifted).
+
+    The event that merely echoes our own last write is skipped.
+    """
+    runtime: Runtime = memo.runtime
+    meta = body.metadata
+    agent = meta.labels.get(builders.AGENT_LABEL)
+    if type is None or not agent or not meta.namespace:
+        return
+    if type != "DELETED" and runtime.is_known(kind, meta.namespace, meta.name, meta.get("resourceVersion")):
+        return
+    _run(memo, meta.namespace, agent, logger, kwargs)
 
 
 @kopf.on.event("v1", "secrets")
-def secret_event(type: str | None, memo: kopf.Memo, namespace: str, name: str, labels: kopf.Labels,
+def secret_event(type: str | None, body: kopf.Body, memo: kopf.Memo, namespace: str, name: str, labels: kopf.Labels,
                  logger: logging.Logger, **kwargs: Any) -> None:
     if labels.get("app.kubernetes.io/managed-by") == builders.MANAGED_BY:
-        _owner_changed(type, namespace, labels, memo, logger, kwargs)
+        _owner_changed("Secret", type, body, memo, logger, kwargs)
     else:
         _dependents("Secret", type, namespace, name, memo, logger, kwargs)
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": builders.MANAGED_BY})
-def deployment_event(type: str | None, memo: kopf.Memo, namespace: str, labels: kopf.Labels,
-                     logger: logging.Logger, **kwargs: Any) -> None:
-    _owner_changed(type, namespace, labels, memo, logger, kwargs)
+def deployment_event(type: str | None, body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, **kwargs: Any) -> None:
+    _owner_changed("Deployment", type, body, memo, logger, kwargs)

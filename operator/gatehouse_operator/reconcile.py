@@ -90,11 +90,13 @@ def _reconcile(runtime: Runtime, deps: Dependencies, body: dict[str, Any], logge
     applied: list[apply.Applied] = []
     for child in builders.desired_children(agent, body, config, inputs):
         try:
-            applied.append(apply.ensure(runtime.kube, child))
+            done = apply.ensure(runtime.kube, child)
         except ApiException as exc:
             message = f"{child['kind']}/{child['metadata']['name']}: {exc.status} {exc.reason}"
             _reject(runtime, body, "ReconcileFailed", [Problem("", message)], logger, now)
             raise kopf.TemporaryError(message, delay=10) from exc
+        applied.append(done)
+        runtime.saw(done.kind, agent.namespace, done.name, done.obj["metadata"].get("resourceVersion", ""))
 
     digest = builders.config_hash(config)
     deployment = next(a.obj for a in applied if a.kind == "Deployment")

@@ -48,12 +48,15 @@ class OperatorConfig:
 
 @dataclass
 class Runtime:
-    """What one operator run shares between handlers: settings, the API client, per-Agent locks."""
+    """What one operator run shares between handlers: settings, the API client, per-Agent locks, and the
+    resourceVersion of each child as the last reconcile left it (so the watch event that echoes our own
+    write does not trigger another reconcile)."""
 
     config: OperatorConfig
     kube: KubeClient
     _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
+    _versions: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
     def lock_for(self, namespace: str, name: str) -> threading.Lock:
         """One lock per Agent: its own handlers, dependency events and resyncs never interleave."""
@@ -63,6 +66,16 @@ class Runtime:
     def forget(self, namespace: str, name: str) -> None:
         with self._guard:
             self._locks.pop((namespace, name), None)
+
+    def saw(self, kind: str, namespace: str, name: str, resource_version: str) -> None:
+        """Remember the version of a child as the last reconcile left it."""
+        with self._guard:
+            self._versions[kind, namespace, name] = resource_version
+
+    def is_known(self, kind: str, namespace: str, name: str, resource_version: str | None) -> bool:
+        """Whether a child's event only echoes what the last reconcile wrote or read (nothing to repair)."""
+        with self._guard:
+            return resource_version is not None and self._versions.get((kind, namespace, name)) == resource_version
 
 
 @kopf.on.startup()
