@@ -9,7 +9,8 @@ from pathlib import Path
 import kubernetes
 import pytest
 
-from tests.support.kube_emulator import RunningEmulator, json_path, serve, write_kubeconfig
+from tests.support.kube_server import RunningEmulator, serve, write_kubeconfig
+from tests.support.kube_wire import json_path
 
 pytestmark = pytest.mark.e2e
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from kopf.testing import KopfRunner
 
-from tests.support.kube_emulator import RunningEmulator
 from tests.support.kube_fixtures import Kubectl, kube, kube_api, kubectl, wait_for
+from tests.support.kube_server import RunningEmulator
 
 __all__ = ["EXAMPLE", "Kubectl", "OperatorProcess", "kube", "kube_api", "kubectl", "operator", "wait_for"]
 

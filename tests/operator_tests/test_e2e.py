@@ -19,7 +19,7 @@ import yaml
 
 from gatehouse_operator.builders import CONFIG_HASH_ANNOTATION, SECRETS_HASH_ANNOTATION
 from tests.operator_tests.conftest import EXAMPLE, Kubectl, OperatorProcess, wait_for
-from tests.support.kube_emulator import RunningEmulator
+from tests.support.kube_server import RunningEmulator
 
 pytestmark = pytest.mark.e2e
 

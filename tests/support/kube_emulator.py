@@ -1,9 +1,9 @@
 """An emulated Kubernetes API server for tests: kmock 0.8's ``KubernetesEmulator`` with its gaps closed.
 
-kmock gives us an aiohttp server, API discovery, a request log (``emulator.requests``) and versioned object
-storage (``emulator.objects``). As released it is not enough for kopf, ``kubectl`` or the ``kubernetes``
-client (see ``/work/shared/FACTS.md``), so :class:`KubeEmulator` serves every request for a known resource
-itself and closes the six gaps:
+kmock gives us an aiohttp server, API discovery, a request log (:meth:`KubeEmulator.requests_since`,
+:meth:`KubeEmulator.writes`) and versioned object storage (``emulator.objects``). As released it is not
+enough for kopf, ``kubectl`` or the ``kubernetes`` client (see ``/work/shared/FACTS.md``), so
+:class:`KubeEmulator` serves every request for a known resource itself and closes the six gaps:
 
 1. ``/api/v1/namespaces[/NAME]`` is parsed as the ``namespaces`` resource (kmock parses it as a namespace);
 2. objects get ``uid``, ``resourceVersion``, ``creationTimestamp`` and ``generation`` (bumped on spec
@@ -23,8 +23,9 @@ It answers ``kubectl get``'s Table requests too, with a CRD's ``additionalPrinte
 semantics (treated as merge patch), protobuf request bodies (``kubectl create secret`` sends protobuf:
 create built-in objects with the ``kubernetes`` client or ``kubectl apply``), RBAC and admission.
 
-:func:`serve` runs an emulator on 127.0.0.1 in a background thread with its own event loop and writes a
-kubeconfig, so kopf (in another thread), the ``kubernetes`` client and ``kubectl`` all talk real HTTP.
+Payload mechanics (merge patch, selectors, Tables) live in :mod:`tests.support.kube_wire`; serving it on
+127.0.0.1 from a thread in :mod:`tests.support.kube_server`; pytest fixtures in
+:mod:`tests.support.kube_fixtures`.
 """
 
 from __future__ import annotations
@@ -36,10 +37,8 @@ import datetime
 import json
 import re
 import secrets
-import threading
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,8 +51,9 @@ import yaml
 from kmock._internal import enums, parsing, references, rendering
 
 from tests.support import crd_validation
+from tests.support import kube_wire as wire
 
-__all__ = ["KubeEmulator", "RunningEmulator", "serve", "write_kubeconfig"]
+__all__ = ["KubeEmulator"]
 
 Key = tuple[references.resource, str | None, str]
 _CORE_NAMESPACES = re.compile(r"^/api/v1/namespaces(?:/(?P<name>[^/]+)(?:/(?P<sub>status|finalize))?)?/?$")
@@ -62,70 +62,6 @@ _WRITES = {"POST", "PUT", "PATCH", "DELETE"}
 
 def _now() -> str:
     return datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch (strategic merge patches are approximated by it)."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-
-
-def _label_match(labels: dict[str, str], selector: str) -> bool:
-    for term in _split_selector(selector):
-        term = term.strip()
-        if not term:
-            continue
-        if m := re.fullmatch(r"(\S+)\s+(in|notin)\s+\((.*)\)", term):
-            key, op, values = m.group(1), m.group(2), {v.strip() for v in m.group(3).split(",")}
-            if (op == "in") != (labels.get(key) in values):
-                return False
-        elif term.startswith("!"):
-            if term[1:] in labels:
-                return False
-        elif "!=" in term:
-            key, value = term.split("!=", 1)
-            if labels.get(key.strip()) == value.strip():
-                return False
-        elif "=" in term:
-            key, value = term.replace("==", "=").split("=", 1)
-            if labels.get(key.strip()) != value.strip():
-                return False
-        elif term not in labels:
-            return False
-    return True
-
-
-def _split_selector(selector: str) -> list[str]:
-    """Split on commas outside parentheses (``a in (x,y),b`` is two terms)."""
-    terms, depth, current = [], 0, ""
-    for ch in selector:
-        depth += ch == "("
-        depth -= ch == ")"
-        if ch == "," and depth == 0:
-            terms.append(current)
-            current = ""
-        else:
-            current += ch
-    return [*terms, current]
-
-
-def _field_match(obj: dict[str, Any], selector: str) -> bool:
-    for term in filter(None, (t.strip() for t in selector.split(","))):
-        negate = "!=" in term
-        path, value = re.split(r"!=|==|=", term, maxsplit=1)
-        actual: Any = obj
-        for part in path.split("."):
-            actual = actual.get(part) if isinstance(actual, dict) else None
-        if (str(actual) == value) == negate:
-            return False
-    return True
 
 
 @dataclass(eq=False)
@@ -276,7 +212,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
             else:
                 raise kmock.KubernetesError(status=405, reason="MethodNotAllowed", message=f"{method} {request.url.path}")
         status = 201 if method == "POST" else 200
-        if method == "GET" and _wants_table(request):
+        if method == "GET" and wire.wants_table(request):
             payload = self._table(res, payload.get("items", [payload]), payload["metadata"].get("resourceVersion"))
         return aiohttp.web.json_response(payload, status=status)
 
@@ -310,9 +246,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
             return False
         if name is not None and meta.get("name") != name:
             return False
-        if labels and not _label_match(meta.get("labels") or {}, labels):
+        if labels and not wire.label_match(meta.get("labels") or {}, labels):
             return False
-        return not fields or _field_match(obj, fields)
+        return not fields or wire.field_match(obj, fields)
 
     def _list(self, request: rendering.Request) -> dict[str, Any]:
         res = request.resource
@@ -334,29 +270,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         }
 
     def _table(self, res: references.resource, objs: list[dict[str, Any]], rv: str | None) -> dict[str, Any]:
-        """The ``meta.k8s.io/v1`` Table kubectl asks for: Name, the CRD's printer columns (or Age)."""
-        columns = self._columns.get(res) or [{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
-        definitions = [{"name": "Name", "type": "string", "format": "name", "description": "", "priority": 0}]
-        definitions += [
-            {"name": c["name"], "type": "string" if c["type"] == "date" else c["type"], "format": c.get("format", ""),
-             "description": c.get("description", ""), "priority": c.get("priority", 0)}
-            for c in columns
-        ]
-        rows = []
-        for obj in objs:
-            cells: list[Any] = [obj["metadata"]["name"]]
-            for column in columns:
-                found = json_path(obj, column["jsonPath"])
-                if column["type"] == "date":
-                    cells.append(_age(found[0] if found else None))
-                else:
-                    cells.append(",".join(str(v) for v in found) if len(found) > 1 else (found[0] if found else None))
-            metadata = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
-            rows.append({"cells": cells, "object": metadata})
-        return {
-            "kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": rv or str(self._rv)},
-            "columnDefinitions": definitions, "rows": rows,
-        }
+        return wire.table(self._columns.get(res), str(self._rv), objs, rv)
 
     def _fetch(self, request: rendering.Request) -> dict[str, Any]:
         assert request.name is not None
@@ -410,7 +324,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
                         status=409, reason="Conflict",
                         message=f'Operation cannot be fulfilled on {res.plural} "{request.name}": the object has been modified',
                     )
-                wanted = copy.deepcopy(data) if replace else merge_patch(current, data or {})
+                wanted = copy.deepcopy(data) if replace else wire.merge_patch(current, data or {})
             else:
                 wanted = jsonpatch.apply_patch(current, data or [], in_place=False)
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
@@ -569,7 +483,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         timeout = float(request.params.get("timeoutSeconds", 0) or 0)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout if timeout else None
-        table = _wants_table(request)
+        table = wire.wants_table(request)
 
         def encode(event: dict[str, Any]) -> bytes:
             if table:
@@ -597,105 +511,3 @@ class KubeEmulator(kmock.KubernetesEmulator):
         return response
 
 
-def _wants_table(request: rendering.Request) -> bool:
-    return "as=Table" in request.headers.get("Accept", "")
-
-
-def _age(timestamp: str | None) -> str:
-    if not timestamp:
-        return "<unknown>"
-    then = datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
-    seconds = max(0, int((datetime.datetime.now(tz=datetime.UTC) - then).total_seconds()))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= 2 * size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
-
-
-def json_path(obj: Any, path: str) -> list[Any]:
-    """The small JSONPath subset printer columns use: ``.a.b``, ``[0]``, ``[?(@.type=="Ready")]``."""
-    values = [obj]
-    for token in re.findall(r'\.[^.\[]+|\[\?\(@\.[^=]+=="[^"]*"\)\]|\[\d+\]', path):
-        out: list[Any] = []
-        for value in values:
-            if token.startswith("[?"):
-                key, wanted = re.match(r'\[\?\(@\.([^=]+)=="([^"]*)"\)\]', token).groups()  # type: ignore[union-attr]
-                out += [v for v in (value if isinstance(value, list) else []) if isinstance(v, dict) and v.get(key) == wanted]
-            elif token.startswith("["):
-                index = int(token[1:-1])
-                if isinstance(value, list) and index < len(value):
-                    out.append(value[index])
-            elif isinstance(value, dict) and token[1:] in value:
-                out.append(value[token[1:]])
-        values = out
-    return values
-
-
-def write_kubeconfig(path: Path, server: str) -> Path:
-    """A kubeconfig with one context pointing at ``server`` (plain HTTP, no credentials)."""
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "emulated", "cluster": {"server": server}}],
-        "users": [{"name": "tester", "user": {}}],
-        "contexts": [{"name": "emulated", "context": {"cluster": "emulated", "user": "tester", "namespace": "default"}}],
-        "current-context": "emulated",
-    }
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
-@dataclass
-class RunningEmulator:
-    """A served emulator: its URL, and a way to run coroutines in its event loop."""
-
-    emulator: KubeEmulator
-    url: str
-    loop: asyncio.AbstractEventLoop
-
-    def call(self, fn: Callable[[], Any]) -> Any:
-        """Run ``fn`` in the emulator's loop (for touching ``emulator.objects`` safely)."""
-        async def run() -> Any:
-            return fn()
-
-        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout=10)
-
-
-@contextlib.contextmanager
-def serve(crd_dir: Path | None = crd_validation.CRD_DIR, host: str = "127.0.0.1") -> Iterator[RunningEmulator]:
-    """Serve a fresh :class:`KubeEmulator` (with the CRDs of ``crd_dir``) on ``host`` from a background thread."""
-    emulator = KubeEmulator()
-    if crd_dir is not None:
-        emulator.add_crds_from(crd_dir)
-    started: threading.Event = threading.Event()
-    stop: list[asyncio.Event] = []
-    box: dict[str, Any] = {}
-
-    async def main() -> None:
-        try:
-            async with emulator, kmock.Server(emulator, host=host) as server:
-                box["url"] = f"http://{host}:{server.port}"
-                box["loop"] = asyncio.get_running_loop()
-                stop.append(asyncio.Event())
-                started.set()
-                await stop[0].wait()
-                emulator.stop_watches()
-                for _ in range(10):  # let open watch streams notice and end
-                    if not emulator.open_watches:
-                        break
-                    await asyncio.sleep(0.1)
-        except BaseException as exc:
-            box["error"] = exc
-            started.set()
-            raise
-
-    thread = threading.Thread(target=asyncio.run, args=(main(),), name="kube-emulator", daemon=True)
-    thread.start()
-    started.wait(timeout=30)
-    if "error" in box or "url" not in box:
-        raise RuntimeError(f"the emulated API server did not start: {box.get('error')!r}")
-    try:
-        yield RunningEmulator(emulator, box["url"], box["loop"])
-    finally:
-        box["loop"].call_soon_threadsafe(stop[0].set)
-        thread.join(timeout=30)

@@ -24,7 +24,7 @@ from typing import Any
 import kubernetes
 import pytest
 
-from tests.support.kube_emulator import RunningEmulator, serve, write_kubeconfig
+from tests.support.kube_server import RunningEmulator, serve, write_kubeconfig
 
 __all__ = ["Kubectl", "kube", "kube_api", "kubectl", "wait_for"]
 
