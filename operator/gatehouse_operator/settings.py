@@ -5,7 +5,8 @@ One ``@kopf.on.startup`` handler tunes kopf and builds the :class:`Runtime` ever
 - kopf keeps its bookkeeping under our own prefix, ``gatehouse.dev`` (finalizer
   ``gatehouse.dev/finalizer``, annotations ``gatehouse.dev/last-handled-configuration`` and progress), and
   in annotations only, so ``status`` holds nothing but the Agent's own conditions;
-- log lines are not mirrored as Kubernetes Events: the operator posts its own, one per outcome.
+- log lines are not mirrored as Kubernetes Events: the operator posts its own, one per outcome;
+- watches end server-side every 5 minutes and resume from their resourceVersion (no silently stuck streams).
 
 Environment variables (all optional):
 
@@ -86,6 +87,9 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.
         prefix=PREFIX, key="last-handled-configuration"
     )
     settings.posting.loggers = False
+    settings.watching.server_timeout = 300  # re-list/re-watch regularly instead of trusting one stream forever
+    settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = 30
     config = OperatorConfig.from_env(os.environ)
     memo.runtime = Runtime(config=config, kube=KubeClient(connect()))
     logger.info("gatehouse operator: runtime image %s, resync every %ss", config.runtime_image, config.resync_seconds)
