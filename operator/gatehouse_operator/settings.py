@@ -88,8 +88,6 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.
     )
     settings.posting.loggers = False
     settings.watching.server_timeout = 300  # re-list/re-watch regularly instead of trusting one stream forever
-    settings.watching.client_timeout = 330
-    settings.watching.connect_timeout = 30
     config = OperatorConfig.from_env(os.environ)
     memo.runtime = Runtime(config=config, kube=KubeClient(connect()))
     logger.info("gatehouse operator: runtime image %s, resync every %ss", config.runtime_image, config.resync_seconds)
