@@ -1,0 +1,62 @@
+"""Create or patch: make one child match its desired state, writing only when the fields we own differ.
+
+"Owned" means the fields the builders render. The API server adds its own (defaults such as
+``imagePullPolicy``, ``clusterIP``, probe timeouts; ``uid``, ``resourceVersion`` and ``status``), so the
+comparison is a recursive subset test: every key we render must hold the value we render, lists must have
+the same length with each item matching, and a rendered empty mapping must be empty (so a removed
+``resources`` block is really removed). Anything else on the object is left alone.
+
+A resync over unchanged inputs therefore reads each child once and writes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from gatehouse_operator.kube import KubeClient
+
+__all__ = ["Applied", "ensure", "owned_equal"]
+
+Action = Literal["created", "patched", "unchanged"]
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What :func:`ensure` did to one child, and the object as the API server returned it."""
+
+    kind: str
+    name: str
+    action: Action
+    obj: dict[str, Any]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.kind}/{self.name}"
+
+
+def owned_equal(desired: Any, actual: Any) -> bool:
+    """Whether ``actual`` already holds every value ``desired`` renders (see the module docstring)."""
+    if isinstance(desired, dict):
+        if not isinstance(actual, dict):
+            return not desired and actual is None
+        if not desired:
+            return not actual
+        return all(owned_equal(value, actual.get(key)) for key, value in desired.items())
+    if isinstance(desired, list):
+        return (
+            isinstance(actual, list)
+            and len(desired) == len(actual)
+            and all(owned_equal(d, a) for d, a in zip(desired, actual, strict=True))
+        )
+    return bool(desired == actual)
+
+
+def ensure(kube: KubeClient, desired: dict[str, Any]) -> Applied:
+    """Create ``desired`` when missing, merge-patch it when an owned field differs, else do nothing."""
+    kind, meta = desired["kind"], desired["metadata"]
+    actual = kube.get(kind, meta["namespace"], meta["name"])
+    if actual is None:
+        return Applied(kind, meta["name"], "created", kube.create(desired))
+    if owned_equal(desired, actual):
+        return Applied(kind, meta["name"], "unchanged", actual)
+    return Applied(kind, meta["name"], "patched", kube.patch(desired))

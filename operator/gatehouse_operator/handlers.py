@@ -1,0 +1,141 @@
+"""kopf handlers: thin entry points that name the trigger and hand over to :func:`reconcile.reconcile`.
+
+=====================  ==========================================================  =====================
+handler                trigger                                                     reconciles
+=====================  ==========================================================  =====================
+agent_create/update/   the Agent itself (kopf diffs spec, labels, annotations)     that Agent
+agent_resume           operator start-up, for every existing Agent
+agent_delete           deletion: children go with the Agent (ownerReferences),     -
+                       so this only releases the finalizer and the lock
+agent_resync           a daemon per Agent, every ``GATEHOUSE_RESYNC_SECONDS``      that Agent
+modelconfig_event      a ModelConfig added/changed/deleted                         Agents using it
+mcpserver_event        a RemoteMCPServer added/changed/deleted                     Agents using it
+secret_event           a Secret added/changed/deleted                              Agents using it
+                       (our own ``<agent>-config`` Secret: edited or deleted)      its Agent
+deployment_event       a Deployment we manage changed (e.g. availableReplicas,     its Agent
+                       or edited/deleted by hand)
+=====================  ==========================================================  =====================
+
+The event handlers skip kopf's initial listing (``type is None``): ``agent_resume`` already covers every
+Agent at start-up. Other children (Service, ServiceAccount, Role, RoleBinding) are not watched, to keep
+the operator from caching every such object in the cluster: the periodic resync restores them. Handlers
+are synchronous; kopf runs them in worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import kopf
+
+from agent_runtime.resources import GROUP, VERSION
+from gatehouse_operator import builders
+from gatehouse_operator.dependencies import Dependencies
+from gatehouse_operator.reconcile import reconcile
+from gatehouse_operator.settings import Runtime
+
+__all__ = [
+    "agent_create",
+    "agent_delete",
+    "agent_resume",
+    "agent_resync",
+    "agent_update",
+    "deployment_event",
+    "mcpserver_event",
+    "modelconfig_event",
+    "secret_event",
+]
+
+AGENTS = (GROUP, VERSION, "agents")
+
+
+def _run(memo: kopf.Memo, namespace: str, name: str, logger: logging.Logger, kwargs: dict[str, Any]) -> None:
+    runtime: Runtime = memo.runtime
+    reconcile(runtime, Dependencies.from_kwargs(kwargs), namespace, name, logger)
+
+
+@kopf.on.create(*AGENTS)
+def agent_create(memo: kopf.Memo, namespace: str, name: str, logger: logging.Logger, **kwargs: Any) -> None:
+    _run(memo, namespace, name, logger, kwargs)
+
+
+@kopf.on.update(*AGENTS)
+def agent_update(memo: kopf.Memo, namespace: str, name: str, logger: logging.Logger, **kwargs: Any) -> None:
+    _run(memo, namespace, name, logger, kwargs)
+
+
+@kopf.on.resume(*AGENTS)
+def agent_resume(memo: kopf.Memo, namespace: str, name: str, logger: logging.Logger, **kwargs: Any) -> None:
+    _run(memo, namespace, name, logger, kwargs)
+
+
+@kopf.on.delete(*AGENTS)
+def agent_delete(memo: kopf.Memo, namespace: str, name: str, logger: logging.Logger, **_: Any) -> None:
+    runtime: Runtime = memo.runtime
+    runtime.forget(namespace, name)
+    logger.info("agent %s/%s deleted; its children are garbage-collected through ownerReferences", namespace, name)
+
+
+@kopf.daemon(*AGENTS, cancellation_timeout=5)
+async def agent_resync(
+    stopped: kopf.DaemonStopped, memo: kopf.Memo, namespace: str, name: str, logger: logging.Logger, **kwargs: Any
+) -> None:
+    runtime: Runtime = memo.runtime
+    while not await stopped.wait(runtime.config.resync_seconds):
+        try:
+            await asyncio.to_thread(_run, memo, namespace, name, logger, kwargs)
+        except Exception:  # a failed resync is retried at the next one; the trigger handlers report it
+            logger.exception("resync of agent %s/%s failed", namespace, name)
+
+
+def _dependents(kind: str, event_type: str | None, namespace: str, name: str, memo: kopf.Memo,
+                logger: logging.Logger, kwargs: dict[str, Any]) -> None:
+    if event_type is None:
+        return
+    for agent in sorted(Dependencies.from_kwargs(kwargs).agents_using(kind, namespace, name)):
+        logger.info("%s %s/%s changed (%s): reconciling agent %s", kind, namespace, name, event_type, agent)
+        _run(memo, namespace, agent, logger, kwargs)
+
+
+@kopf.on.event(GROUP, VERSION, "modelconfigs")
+def modelconfig_event(type: str | None, memo: kopf.Memo, namespace: str, name: str, logger: logging.Logger,
+                      **kwargs: Any) -> None:
+    _dependents("ModelConfig", type, namespace, name, memo, logger, kwargs)
+
+
+@kopf.on.event(GROUP, VERSION, "remotemcpservers")
+def mcpserver_event(type: str | None, memo: kopf.Memo, namespace: str, name: str, logger: logging.Logger,
+                    **kwargs: Any) -> None:
+    _dependents("RemoteMCPServer", type, namespace, name, memo, logger, kwargs)
+
+
+def _owner_changed(kind: str, type: str | None, body: kopf.Body, memo: kopf.Memo, logger: logging.Logger,
+                   kwargs: dict[str, Any]) -> None:
+    """A child we manage changed or vanished: its Agent repairs it (a no-op when nothing drifted).
+
+    The event that merely echoes our own last write is skipped.
+    """
+    runtime: Runtime = memo.runtime
+    meta = body.metadata
+    agent = meta.labels.get(builders.AGENT_LABEL)
+    if type is None or not agent or not meta.namespace:
+        return
+    if type != "DELETED" and runtime.is_known(kind, meta.namespace, meta.name, meta.get("resourceVersion")):
+        return
+    _run(memo, meta.namespace, agent, logger, kwargs)
+
+
+@kopf.on.event("v1", "secrets")
+def secret_event(type: str | None, body: kopf.Body, memo: kopf.Memo, namespace: str, name: str, labels: kopf.Labels,
+                 logger: logging.Logger, **kwargs: Any) -> None:
+    if labels.get("app.kubernetes.io/managed-by") == builders.MANAGED_BY:
+        _owner_changed("Secret", type, body, memo, logger, kwargs)
+    else:
+        _dependents("Secret", type, namespace, name, memo, logger, kwargs)
+
+
+@kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": builders.MANAGED_BY})
+def deployment_event(type: str | None, body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, **kwargs: Any) -> None:
+    _owner_changed("Deployment", type, body, memo, logger, kwargs)

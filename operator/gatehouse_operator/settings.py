@@ -1,0 +1,93 @@
+"""Operator settings: read once at start-up (never at import time) and kept in kopf's ``memo``.
+
+One ``@kopf.on.startup`` handler tunes kopf and builds the :class:`Runtime` every handler uses:
+
+- kopf keeps its bookkeeping under our own prefix, ``gatehouse.dev`` (finalizer
+  ``gatehouse.dev/finalizer``, annotations ``gatehouse.dev/last-handled-configuration`` and progress), and
+  in annotations only, so ``status`` holds nothing but the Agent's own conditions;
+- log lines are not mirrored as Kubernetes Events: the operator posts its own, one per outcome;
+- watches end server-side every 5 minutes and resume from their resourceVersion (no silently stuck streams).
+
+Environment variables (all optional):
+
+``GATEHOUSE_RUNTIME_IMAGE``   image of the agent pods (default ``ghcr.io/gatehouse/gatehouse:0.1.0``),
+                              overridden per Agent by ``spec.deployment.image``;
+``GATEHOUSE_RESYNC_SECONDS``  how often every Agent is re-checked against the cluster (default 300).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from gatehouse_operator.kube import KubeClient, connect
+
+__all__ = ["DEFAULT_RUNTIME_IMAGE", "OperatorConfig", "Runtime", "configure"]
+
+DEFAULT_RUNTIME_IMAGE = "ghcr.io/gatehouse/gatehouse:0.1.0"
+PREFIX = "gatehouse.dev"
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    runtime_image: str = DEFAULT_RUNTIME_IMAGE
+    resync_seconds: float = 300.0
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> OperatorConfig:
+        return cls(
+            runtime_image=environ.get("GATEHOUSE_RUNTIME_IMAGE") or DEFAULT_RUNTIME_IMAGE,
+            resync_seconds=float(environ.get("GATEHOUSE_RESYNC_SECONDS") or 300.0),
+        )
+
+
+@dataclass
+class Runtime:
+    """What one operator run shares between handlers: settings, the API client, per-Agent locks, and the
+    resourceVersion of each child as the last reconcile left it (so the watch event that echoes our own
+    write does not trigger another reconcile)."""
+
+    config: OperatorConfig
+    kube: KubeClient
+    _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict)
+    _guard: threading.Lock = field(default_factory=threading.Lock)
+    _versions: dict[tuple[str, str, str], str] = field(default_factory=dict)
+
+    def lock_for(self, namespace: str, name: str) -> threading.Lock:
+        """One lock per Agent: its own handlers, dependency events and resyncs never interleave."""
+        with self._guard:
+            return self._locks.setdefault((namespace, name), threading.Lock())
+
+    def forget(self, namespace: str, name: str) -> None:
+        with self._guard:
+            self._locks.pop((namespace, name), None)
+
+    def saw(self, kind: str, namespace: str, name: str, resource_version: str) -> None:
+        """Remember the version of a child as the last reconcile left it."""
+        with self._guard:
+            self._versions[kind, namespace, name] = resource_version
+
+    def is_known(self, kind: str, namespace: str, name: str, resource_version: str | None) -> bool:
+        """Whether a child's event only echoes what the last reconcile wrote or read (nothing to repair)."""
+        with self._guard:
+            return resource_version is not None and self._versions.get((kind, namespace, name)) == resource_version
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+    settings.persistence.finalizer = f"{PREFIX}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=PREFIX, key="last-handled-configuration"
+    )
+    settings.posting.loggers = False
+    settings.watching.server_timeout = 300  # re-list/re-watch regularly instead of trusting one stream forever
+    config = OperatorConfig.from_env(os.environ)
+    memo.runtime = Runtime(config=config, kube=KubeClient(connect()))
+    logger.info("gatehouse operator: runtime image %s, resync every %ss", config.runtime_image, config.resync_seconds)

@@ -1,0 +1,90 @@
+"""The Agent's status, following Kubernetes conventions.
+
+``observedGeneration`` says which spec the status describes; ``configHash`` is the sha256 of the
+``config.json`` the pods run; two conditions tell a user what happened:
+
+- ``Accepted``: ``True``/``Reconciled`` when the Agent translated and its children are in place;
+  ``False`` with reason ``DependencyMissing`` (a ModelConfig, RemoteMCPServer or Secret is absent),
+  ``InvalidSpec`` (the translator's field-pathed problems) or ``ReconcileFailed`` (the API refused).
+- ``Ready``: from the Deployment's status, ``availableReplicas >= replicas``.
+
+A condition's ``lastTransitionTime`` moves only when its ``status`` flips; reason, message and
+``observedGeneration`` are updated in place. So the same inputs render the same status, and a resync
+writes nothing. Other conditions (e.g. ones the runtime adds) and other status fields
+(``pendingApprovals``) are kept as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["OURS", "Condition", "agent_status", "merge_conditions", "ready_condition"]
+
+OURS = ("Accepted", "Ready")
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: bool
+    reason: str
+    message: str
+
+    def render(self, generation: int | None, now: str) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "type": self.type,
+            "status": "True" if self.status else "False",
+            "reason": self.reason,
+            "message": self.message,
+            "lastTransitionTime": now,
+        }
+        if generation is not None:
+            out["observedGeneration"] = generation
+        return out
+
+
+def ready_condition(deployment: dict[str, Any] | None) -> Condition:
+    if deployment is None:
+        return Condition("Ready", False, "NotDeployed", "no Deployment yet")
+    wanted = int(deployment.get("spec", {}).get("replicas", 1))
+    available = int((deployment.get("status") or {}).get("availableReplicas") or 0)
+    message = f"{available}/{wanted} replicas available"
+    if available >= wanted:
+        return Condition("Ready", True, "Available", message)
+    return Condition("Ready", False, "Unavailable", message)
+
+
+def merge_conditions(
+    existing: list[dict[str, Any]], new: list[Condition], generation: int | None, now: str
+) -> list[dict[str, Any]]:
+    """Our conditions rendered over ``existing``, keeping lastTransitionTime unless the status flipped."""
+    by_type = {c.get("type"): c for c in existing}
+    out = [c for c in existing if c.get("type") not in {n.type for n in new}]
+    for condition in new:
+        rendered = condition.render(generation, now)
+        old = by_type.get(condition.type)
+        if old is not None and old.get("status") == rendered["status"] and old.get("lastTransitionTime"):
+            rendered["lastTransitionTime"] = old["lastTransitionTime"]
+        out.append(rendered)
+    order = {t: i for i, t in enumerate(OURS)}
+    return sorted(out, key=lambda c: (order.get(c.get("type", ""), len(order)), c.get("type", "")))
+
+
+def agent_status(
+    existing: dict[str, Any] | None,
+    *,
+    generation: int | None,
+    accepted: Condition,
+    ready: Condition,
+    config_hash: str | None,
+    now: str,
+) -> dict[str, Any]:
+    """The status to hold: the fields we own merged over ``existing`` (a no-op when nothing changed)."""
+    status = dict(existing or {})
+    if generation is not None:
+        status["observedGeneration"] = generation
+    if config_hash:
+        status["configHash"] = config_hash
+    status["conditions"] = merge_conditions(list(status.get("conditions") or []), [accepted, ready], generation, now)
+    return status

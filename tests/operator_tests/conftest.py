@@ -1,0 +1,68 @@
+"""Fixtures for the operator's end-to-end tests: the emulated API server, kubectl, and the real operator.
+
+``kube_api``, ``kube`` and ``kubectl`` come from :mod:`tests.support.kube_fixtures` (shared with other
+suites). ``operator`` runs ``kopf run -m gatehouse_operator`` with ``kopf.testing.KopfRunner`` in its own
+thread (never in the emulator's loop); it finds the emulator through ``$KUBECONFIG``. Tests talk to the API
+only over HTTP: with the ``kubernetes`` client (``kube``) and with ``/usr/bin/kubectl`` (``kubectl``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kopf.testing import KopfRunner
+
+from tests.support.kube_fixtures import Kubectl, kube, kube_api, kubectl, wait_for
+from tests.support.kube_server import RunningEmulator
+
+__all__ = ["EXAMPLE", "Kubectl", "OperatorProcess", "kube", "kube_api", "kubectl", "operator", "wait_for"]
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "file-manager"
+
+
+class OperatorProcess:
+    """Start/stop the real operator (kopf run -m gatehouse_operator) in a thread; restartable."""
+
+    def __init__(self) -> None:
+        self._runner: KopfRunner | None = None
+        self.outputs: list[str] = []
+
+    def start(self) -> None:
+        assert self._runner is None, "already running"
+        args = ["run", "-m", "gatehouse_operator", "--all-namespaces", "--standalone"]
+        self._runner = KopfRunner(args, timeout=30)
+        self._runner.__enter__()
+
+    def stop(self) -> None:
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            runner.__exit__(None, None, None)
+            self.outputs.append(runner.output)
+
+
+@pytest.fixture
+def operator(
+    kube_api: RunningEmulator, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[OperatorProcess]:
+    monkeypatch.setenv("GATEHOUSE_RESYNC_SECONDS", os.environ.get("GATEHOUSE_TEST_RESYNC_SECONDS", "3600"))
+    monkeypatch.setenv("GATEHOUSE_RUNTIME_IMAGE", "ghcr.io/gatehouse/gatehouse:test")
+    process = OperatorProcess()
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        report = getattr(request.node, "rep_call", None)
+        if report is not None and report.failed:  # the operator's log, shown with the failure
+            print("\n".join(process.outputs)[-30000:])
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    report: pytest.TestReport = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report

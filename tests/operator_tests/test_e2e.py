@@ -1,0 +1,319 @@
+"""End-to-end: the real operator (kopf run -m gatehouse_operator) against the emulated API server.
+
+Everything goes over HTTP: ``kubectl`` applies, patches, deletes and waits like a user would; the
+``kubernetes`` client reads what a user would read. The emulator's request log is used only to count
+API calls (a no-op resync must write nothing).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+import yaml
+
+from gatehouse_operator.builders import CONFIG_HASH_ANNOTATION, SECRETS_HASH_ANNOTATION
+from tests.operator_tests.conftest import EXAMPLE, Kubectl, OperatorProcess, wait_for
+from tests.support.kube_server import RunningEmulator
+
+pytestmark = pytest.mark.e2e
+
+GROUP, VERSION = "gatehouse.dev", "v1alpha1"
+NS = "default"
+CHILDREN = [
+    ("secret", "file-manager-config"),
+    ("serviceaccount", "file-manager"),
+    ("role", "file-manager-runtime"),
+    ("rolebinding", "file-manager-runtime"),
+    ("deployment", "file-manager"),
+    ("service", "file-manager"),
+]
+
+
+class Cluster:
+    """Reads through the kubernetes client, as a user's tooling would."""
+
+    def __init__(self, client: kubernetes.client.ApiClient) -> None:
+        self.custom = kubernetes.client.CustomObjectsApi(client)
+        self.core = kubernetes.client.CoreV1Api(client)
+        self.apps = kubernetes.client.AppsV1Api(client)
+
+    def agent(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self.custom.get_namespaced_custom_object(GROUP, VERSION, NS, "agents", name)
+        except kubernetes.client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def condition(self, name: str, type_: str) -> dict[str, Any]:
+        agent = self.agent(name) or {}
+        return next((c for c in (agent.get("status") or {}).get("conditions", []) if c["type"] == type_), {})
+
+    def deployment(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self.apps.read_namespaced_deployment(name, NS).to_dict()
+        except kubernetes.client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def config_hash(self, name: str) -> str | None:
+        deployment = self.deployment(name)
+        return deployment["spec"]["template"]["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] if deployment else None
+
+    def wait_accepted(self, name: str, status: str = "True", timeout: float = 15) -> dict[str, Any]:
+        return wait_for(lambda: self.condition(name, "Accepted").get("status") == status and self.condition(name, "Accepted"),
+                        timeout=timeout, what=f"{name} Accepted={status}")
+
+
+@pytest.fixture
+def cluster(kube: kubernetes.client.ApiClient) -> Cluster:
+    return Cluster(kube)
+
+
+def _settle(api: RunningEmulator, quiet: float = 0.8, timeout: float = 15) -> None:
+    """Wait until no request has reached the API server for ``quiet`` seconds."""
+    deadline = time.monotonic() + timeout
+    last, since = api.emulator.request_count, time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = api.emulator.request_count
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+    pytest.fail("the API server never went quiet")
+
+
+def _apply_example(kubectl: Kubectl, *names: str) -> None:
+    for name in names or ("modelconfig", "mcp-server", "agent"):
+        kubectl("apply", "--validate=false", "-f", str(EXAMPLE / f"{name}.yaml"))
+
+
+def _write_manifest(tmp_path: Path, doc: dict[str, Any]) -> str:
+    path = tmp_path / f"{doc['kind']}-{doc['metadata']['name']}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def test_applying_the_example_creates_owned_children_and_accepts(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster
+) -> None:
+    _apply_example(kubectl)
+    kubectl("wait", "--for=condition=Accepted", "agent/file-manager", "--timeout=20s")
+    agent = cluster.agent("file-manager")
+    assert agent is not None
+    uid = agent["metadata"]["uid"]
+    for kind, name in CHILDREN:
+        child = json.loads(kubectl("get", kind, name, "-o", "json"))
+        (owner,) = child["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == ("Agent", "file-manager", uid, True)
+
+    accepted = cluster.condition("file-manager", "Accepted")
+    assert (accepted["reason"], accepted["observedGeneration"]) == ("Reconciled", 1)
+    assert agent["status"]["observedGeneration"] == 1
+    assert agent["status"]["configHash"] == cluster.config_hash("file-manager")
+    header, row = kubectl("get", "agents").splitlines()
+    assert header.split() == ["NAME", "MODEL", "ACCEPTED", "READY", "PENDING", "AGE"]
+    assert row.split()[:4] == ["file-manager", "scripted-file-manager", "True", "False"]
+
+    deployment = cluster.deployment("file-manager")
+    assert deployment is not None
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == "ghcr.io/gatehouse/gatehouse:test"  # GATEHOUSE_RUNTIME_IMAGE
+    assert container["command"][:4] == ["gatehouse-runtime", "serve", "--config", "/config/config.json"]
+    assert pod["service_account_name"] == "file-manager"
+    assert deployment["spec"]["strategy"]["rolling_update"]["max_unavailable"] == 0
+    secret = cluster.core.read_namespaced_secret("file-manager-config", NS)
+    config = json.loads(base64.b64decode(secret.data["config.json"]))
+    assert config["name"] == "file-manager" and config["mcp_servers"][0]["require_approval"] == ["delete_file", "write_file"]
+    assert json.loads(base64.b64decode(secret.data["agent-card.json"]))["skills"][0]["id"] == "files"
+    role = json.loads(kubectl("get", "role", "file-manager-runtime", "-o", "json"))
+    assert role["rules"][0]["resources"] == ["toolapprovals", "toolapprovals/status"]
+
+    events = json.loads(kubectl("get", "events", "-o", "json"))["items"]
+    assert any(e["reason"] == "Reconciled" and e["involvedObject"]["name"] == "file-manager" for e in events)
+
+    # Ready follows the Deployment's status (the emulator has no deployment controller: play its part).
+    cluster.apps.patch_namespaced_deployment_status("file-manager", NS, {"status": {"availableReplicas": 1, "replicas": 1}})
+    kubectl("wait", "--for=condition=Ready", "agent/file-manager", "--timeout=20s")
+    assert kubectl("get", "agents").splitlines()[1].split()[2:4] == ["True", "True"]
+
+
+def test_spec_change_rolls_a_new_config_hash(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster
+) -> None:
+    _apply_example(kubectl)
+    cluster.wait_accepted("file-manager")
+    before = cluster.config_hash("file-manager")
+    kubectl("patch", "agent", "file-manager", "--type=merge", "-p", json.dumps({"spec": {"systemMessage": "Be terse."}}))
+    after = wait_for(lambda: cluster.config_hash("file-manager") != before and cluster.config_hash("file-manager"),
+                     what="a new config hash on the Deployment")
+    wait_for(lambda: (cluster.agent("file-manager") or {}).get("status", {}).get("observedGeneration") == 2,
+             what="observedGeneration 2")
+    assert cluster.agent("file-manager")["status"]["configHash"] == after  # type: ignore[index]
+    secret = cluster.core.read_namespaced_secret("file-manager-config", NS)
+    assert json.loads(base64.b64decode(secret.data["config.json"]))["instruction"] == "Be terse."
+
+
+def test_missing_dependency_is_reported_and_recovers_on_its_own(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster
+) -> None:
+    _apply_example(kubectl, "agent", "mcp-server")
+    accepted = cluster.wait_accepted("file-manager", "False")
+    assert accepted["reason"] == "DependencyMissing"
+    assert "ModelConfig 'scripted-file-manager' not found" in accepted["message"]
+    assert cluster.deployment("file-manager") is None
+    events = json.loads(kubectl("get", "events", "-o", "json"))["items"]
+    assert any(e["type"] == "Warning" and e["reason"] == "DependencyMissing" for e in events)
+
+    _apply_example(kubectl, "modelconfig")  # no other action: the ModelConfig's arrival re-reconciles the Agent
+    kubectl("wait", "--for=condition=Accepted", "agent/file-manager", "--timeout=20s")
+    assert cluster.deployment("file-manager") is not None
+    flipped = cluster.condition("file-manager", "Accepted")
+    assert flipped["lastTransitionTime"] >= accepted["lastTransitionTime"]
+
+
+def test_an_invalid_spec_is_reported_with_field_paths(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster, tmp_path: Path
+) -> None:
+    _apply_example(kubectl, "modelconfig", "mcp-server")
+    agent = yaml.safe_load((EXAMPLE / "agent.yaml").read_text())
+    agent["spec"]["approval"]["exempt"] = ["no_such_tool"]  # valid for the CRD schema, not for the translator
+    kubectl("apply", "--validate=false", "-f", _write_manifest(tmp_path, agent))
+    accepted = cluster.wait_accepted("file-manager", "False")
+    assert accepted["reason"] == "InvalidSpec"
+    assert accepted["message"].startswith("spec.approval.exempt[0]: unknown tool 'no_such_tool'")
+
+
+def test_drifted_children_are_repaired(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster
+) -> None:
+    _apply_example(kubectl)
+    cluster.wait_accepted("file-manager")
+    kubectl("delete", "deployment", "file-manager")
+    wait_for(lambda: cluster.deployment("file-manager") is not None, what="the Deployment to come back")
+    kubectl("patch", "secret", "file-manager-config", "--type=merge", "-p", json.dumps({"data": {"config.json": "e30K"}}))
+    wait_for(lambda: cluster.core.read_namespaced_secret("file-manager-config", NS).data["config.json"] != "e30K",
+             what="the config Secret to be restored")
+
+
+def test_missing_and_rotated_secret(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster, tmp_path: Path
+) -> None:
+    _apply_example(kubectl)
+    cluster.wait_accepted("file-manager")
+    server = yaml.safe_load((EXAMPLE / "mcp-server.yaml").read_text())
+    server["spec"]["headersFrom"] = [{"name": "Authorization", "secretKeyRef": {"name": "files-token", "key": "bearer"}}]
+    kubectl("apply", "--validate=false", "-f", _write_manifest(tmp_path, server))
+    accepted = cluster.wait_accepted("file-manager", "False")
+    assert "Secret 'files-token' not found" in accepted["message"]
+
+    secret = {"metadata": {"name": "files-token"}, "data": {"bearer": base64.b64encode(b"one").decode()}}
+    cluster.core.create_namespaced_secret(NS, secret)
+    cluster.wait_accepted("file-manager")
+    deployment = cluster.deployment("file-manager")
+    env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]  # type: ignore[index]
+    assert env == [{"name": "GATEHOUSE_MCP_FILE_TOOLS_AUTHORIZATION", "value": None,
+                    "value_from": {"config_map_key_ref": None, "field_ref": None, "file_key_ref": None,
+                                   "resource_field_ref": None,
+                                   "secret_key_ref": {"key": "bearer", "name": "files-token", "optional": None}}}]
+    first = deployment["spec"]["template"]["metadata"]["annotations"][SECRETS_HASH_ANNOTATION]  # type: ignore[index]
+
+    cluster.core.patch_namespaced_secret("files-token", NS, {"data": {"bearer": base64.b64encode(b"two").decode()}})
+    wait_for(lambda: cluster.deployment("file-manager")["spec"]["template"]["metadata"]["annotations"]  # type: ignore[index]
+             [SECRETS_HASH_ANNOTATION] != first, what="pods to roll after the Secret rotated")
+
+
+def test_changing_a_model_config_reconciles_only_the_agents_using_it(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster, tmp_path: Path
+) -> None:
+    _apply_example(kubectl)
+    agent = yaml.safe_load((EXAMPLE / "agent.yaml").read_text())
+    other_model = yaml.safe_load((EXAMPLE / "modelconfig.yaml").read_text())
+    other_model["metadata"]["name"] = "other-model"
+    kubectl("apply", "--validate=false", "-f", _write_manifest(tmp_path, other_model))
+    for name, model in (("second", "scripted-file-manager"), ("bystander", "other-model")):
+        doc = {**agent, "metadata": {"name": name, "namespace": NS}, "spec": {**agent["spec"], "modelConfig": model}}
+        kubectl("apply", "--validate=false", "-f", _write_manifest(tmp_path, doc))
+    for name in ("file-manager", "second", "bystander"):
+        cluster.wait_accepted(name)
+    hashes = {name: cluster.config_hash(name) for name in ("file-manager", "second", "bystander")}
+    _settle(kube_api)
+    mark = kube_api.emulator.request_count
+
+    kubectl("patch", "modelconfig", "scripted-file-manager", "--type=merge", "-p", json.dumps({"spec": {"model": "v2"}}))
+    for name in ("file-manager", "second"):
+        wait_for(lambda name=name: cluster.config_hash(name) != hashes[name], what=f"{name} to roll")
+    _settle(kube_api)
+    assert cluster.config_hash("bystander") == hashes["bystander"]
+    touched = {r.url.path for r in kube_api.emulator.writes(mark)}
+    assert not any("bystander" in path for path in touched), touched
+    assert not any(r.params.get("watch") is None and str(r.url.path).endswith("/agents") and r.method.value == "GET"
+                   for r in kube_api.emulator.requests_since(mark)), "dependents are found in the index, not by listing Agents"
+
+
+def test_deleting_the_agent_releases_the_finalizer_and_collects_children(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster
+) -> None:
+    _apply_example(kubectl)
+    cluster.wait_accepted("file-manager")
+    assert "gatehouse.dev/finalizer" in cluster.agent("file-manager")["metadata"]["finalizers"]  # type: ignore[index]
+    kubectl("delete", "agent", "file-manager", "--wait=true", "--timeout=20s")
+    assert cluster.agent("file-manager") is None
+    for kind, name in CHILDREN:  # the emulator's garbage collector follows ownerReferences like the real one
+        assert kubectl.run("get", kind, name, check=False).returncode != 0, f"{kind}/{name} survived its owner"
+
+
+def test_operator_restart_converges_and_a_noop_resync_writes_nothing(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _apply_example(kubectl)
+    cluster.wait_accepted("file-manager")
+    before = cluster.config_hash("file-manager")
+
+    operator.stop()  # while it is down: the spec changes and a child is deleted by hand
+    kubectl("patch", "agent", "file-manager", "--type=merge", "-p", json.dumps({"spec": {"description": "changed while down"}}))
+    kubectl("delete", "service", "file-manager")
+    operator.start()
+    wait_for(lambda: cluster.config_hash("file-manager") not in (None, before), what="the missed change to be applied")
+    wait_for(lambda: kubectl.run("get", "service", "file-manager", check=False).returncode == 0, what="the Service back")
+    _settle(kube_api)
+
+    # A restart over an unchanged cluster (on.resume) and then periodic resyncs: reads only, no writes.
+    operator.stop()
+    monkeypatch.setenv("GATEHOUSE_RESYNC_SECONDS", "0.3")
+    mark = kube_api.emulator.request_count
+    operator.start()
+    agent_path = f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/agents/file-manager"
+
+    def reconciles() -> int:
+        return sum(1 for r in kube_api.emulator.requests_since(mark) if r.method.value == "GET" and str(r.url.path) == agent_path)
+
+    wait_for(lambda: reconciles() >= 4, what="a resume and a few resyncs")
+    operator.stop()
+    writes = kube_api.emulator.writes(mark)
+    assert writes == [], [f"{r.method.value} {r.url.path} {r.text[:200]}" for r in writes]
+    # What one no-op reconcile costs: a GET of the Agent and one GET per child (6), nothing else.
+    gets = [r for r in kube_api.emulator.requests_since(mark) if r.method.value == "GET" and r.name is not None
+            and r.params.get("watch") is None]
+    assert 7 * (reconciles() - 1) < len(gets) <= 7 * reconciles(), (len(gets), reconciles())
+
+
+def test_invalid_agent_is_refused_by_the_api_like_a_real_cluster(
+    kube_api: RunningEmulator, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    agent = yaml.safe_load((EXAMPLE / "agent.yaml").read_text())
+    agent["spec"]["tools"][0]["mcpServer"]["requireApproval"] = ["delete_files"]
+    result = kubectl.run("apply", "--validate=false", "-f", _write_manifest(tmp_path, agent), check=False)
+    assert result.returncode != 0
+    assert "every requireApproval entry must also be listed in toolNames" in result.stderr
+
