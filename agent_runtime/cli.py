@@ -86,3 +86,16 @@ def _runtime() -> None:
 @app.callback()
 def _gatehouse() -> None:
     """Gatehouse: a human approval gate for AI agents."""
+
+
+@app.command("demo-tools")
+def demo_tools(
+    sandbox: Path = typer.Option(..., "--sandbox", help="Directory the file tools are confined to (created if missing)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(8765, "--port", help="Port to listen on (0: any free port, printed in the ready line)."),
+    journal: Path | None = typer.Option(None, "--journal", help="Append one JSON line per executed tool call here."),
+) -> None:
+    """Serve the demo MCP file server (list_dir, read_file, write_file, delete_file) at http://HOST:PORT/mcp."""
+    from agent_runtime.demo_tools import serve
+
+    serve(sandbox, host=host, port=port, journal=journal)

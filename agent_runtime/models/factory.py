@@ -23,8 +23,7 @@ __all__ = ["LITELLM_PREFIXES", "ModelBuildError", "build_model", "litellm_model_
 
 LITELLM_PREFIXES: dict[str, str] = {"OpenAI": "openai", "Anthropic": "anthropic", "Ollama": "ollama_chat", "LiteLLM": ""}
 LITELLM_MISSING = (
-    "The {provider} provider needs LiteLLM, which is not installed; install the 'litellm' extra: "
-    "pip install 'gatehouse[litellm]'"
+    "The {provider} provider needs LiteLLM, which is not installed; install the 'litellm' extra: pip install 'gatehouse[litellm]'"
 )
 
 

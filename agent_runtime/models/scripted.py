@@ -69,9 +69,7 @@ class ScriptedLlm(BaseLlm):
     def capabilities(self) -> LlmCapabilities:
         return LlmCapabilities(output_schema_and_tools=False)
 
-    async def generate_content_async(
-        self, llm_request: LlmRequest, stream: bool = False
-    ) -> AsyncGenerator[LlmResponse, None]:
+    async def generate_content_async(self, llm_request: LlmRequest, stream: bool = False) -> AsyncGenerator[LlmResponse, None]:
         parts = self.respond(llm_request.contents)
         yield LlmResponse(
             content=types.Content(role="model", parts=parts),
