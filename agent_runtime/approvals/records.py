@@ -83,7 +83,7 @@ class ApprovalRecord:
         how = {"approved": "approved", "denied": "denied", "expired": "timed out"}[self.status]
         by = f" by {self.source}" if self.source and self.status != "expired" else ""
         when = f" at {iso_utc(self.decided_at)}" if self.decided_at else ""
-        return f"{self.id} ({self.tool}) was already decided: {how}{by}{when}"
+        return f"{self.id} ({self.tool}) was {how}{by}{when}"
 
 
 __all__ = ["ApprovalRecord", "ExecState", "Resolution", "Status", "args_hash", "canonical_call", "iso_utc"]
