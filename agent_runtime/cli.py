@@ -44,8 +44,8 @@ def _fail(exc: Exception) -> None:
 
 @runtime_app.command()
 def serve(
-    config: Path | None = typer.Option(None, "--config", help="AgentConfig JSON (what the operator mounts at /config/config.json)."),
-    files: list[Path] = typer.Option([], "-f", "--file", help="Manifests (Agent, ModelConfig, RemoteMCPServer) instead of --config."),
+    config: Path | None = typer.Option(None, "--config", help="AgentConfig JSON (the operator mounts /config/config.json)."),
+    files: list[Path] = typer.Option([], "-f", "--file", help="Manifests (Agent, ModelConfig, MCP server) instead."),
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8080, "--port"),
     state_dir: Path = typer.Option(Path(".gatehouse"), "--state-dir", help="Where the default sqlite database lives."),

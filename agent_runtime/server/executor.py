@@ -74,7 +74,8 @@ class GatehouseExecutor(AgentExecutor):
         pending = await self._approvals.for_task(context.task_id, pending_only=True)
         if pending:
             with contextlib.suppress(AlreadyDecided):
-                await self._approvals.decide(context.task_id, {r.id: Resolution("denied", "task canceled") for r in pending}, "cancel")
+                canceled = {r.id: Resolution("denied", "task canceled") for r in pending}
+                await self._approvals.decide(context.task_id, canceled, "cancel")
                 self._metrics.pending.dec(len(pending))
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 

@@ -114,11 +114,14 @@ class Gate:
         request_id = f"apr-{uuid.uuid4().hex[:16]}"
         tool_context.request_confirmation(hint=decision.hint, payload={"request_id": request_id})
         tool_context.actions.skip_summarization = True
-        scope.pending.append(PendingCall(request_id, tool_context.function_call_id or "", name, server, dict(args), decision.hint))
+        call_id = tool_context.function_call_id or ""
+        scope.pending.append(PendingCall(request_id, call_id, name, server, dict(args), decision.hint))
         self._metrics.approval_requests.labels(tool=name).inc()
         return dict(PLACEHOLDER)
 
-    async def _resumed(self, name: str, server: str | None, args: dict[str, Any], tool_context: ToolContext) -> dict[str, Any] | None:
+    async def _resumed(
+        self, name: str, server: str | None, args: dict[str, Any], tool_context: ToolContext
+    ) -> dict[str, Any] | None:
         confirmation = tool_context.tool_confirmation
         assert confirmation is not None
         payload = confirmation.payload if isinstance(confirmation.payload, dict) else {}

@@ -70,7 +70,9 @@ class Resumer:
     def __init__(self, handler: DefaultRequestHandler) -> None:
         self._handler = handler
 
-    async def resume(self, task_id: str, context_id: str, resolutions: dict[str, Resolution], source: str, note: str) -> Message | Task:
+    async def resume(
+        self, task_id: str, context_id: str, resolutions: dict[str, Resolution], source: str, note: str
+    ) -> Message | Task:
         message = Message(
             role=Role.ROLE_AGENT,
             message_id=f"{source}-{uuid.uuid4()}",
