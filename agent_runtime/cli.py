@@ -60,9 +60,15 @@ def serve(
         agent_config = load_config(config, files)
     except (TranslationError, FileNotFoundError, ValueError) as exc:
         _fail(exc)
+    import os
+
     import uvicorn
 
     from agent_runtime.server.app import build_app
+
+    # ADK would otherwise probe Google application-default credentials for mTLS on every MCP connection
+    # (seconds without a metadata server); MCP servers here are not Google endpoints. Opt back in by setting it.
+    os.environ.setdefault("GOOGLE_API_USE_CLIENT_CERTIFICATE", "false")
 
     settings = RuntimeSettings(
         config=agent_config, host=host, port=port, state_dir=state_dir, database_url=database_url, public_url=public_url
