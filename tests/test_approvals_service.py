@@ -52,7 +52,9 @@ async def test_pending_requests_are_listed_in_order(service: ApprovalService) ->
 async def test_decide_is_all_or_nothing_and_once(service: ApprovalService) -> None:
     await service.add_pending([record("apr-1"), record("apr-2", path="b")])
     decided = await service.decide("t1", {"apr-1": Resolution("approved"), "apr-2": Resolution("denied", "no")}, "a2a")
-    assert [(r.id, r.status, r.source, r.reason) for r in decided] == [("apr-1", "approved", "a2a", ""), ("apr-2", "denied", "a2a", "no")]
+    assert [(r.id, r.status, r.source, r.reason) for r in decided] == [
+        ("apr-1", "approved", "a2a", ""), ("apr-2", "denied", "a2a", "no")
+    ]
     with pytest.raises(AlreadyDecided) as exc:
         await service.decide("t1", {"apr-1": Resolution("denied")}, "timeout")
     assert "apr-1 (delete_file) was approved by a2a" in str(exc.value) and "Nothing was run again" in str(exc.value)
@@ -100,7 +102,9 @@ async def test_an_approved_call_is_claimed_once_with_its_arguments(service: Appr
 
 
 async def test_expired_requests_by_task(service: ApprovalService) -> None:
-    await service.add_pending([record("apr-1", created=0.0), record("apr-2", task_id="t2", created=0.0), record("apr-3", created=100.0)])
+    await service.add_pending(
+        [record("apr-1", created=0.0), record("apr-2", task_id="t2", created=0.0), record("apr-3", created=100.0)]
+    )
     expired = await service.expired(now=61.0)
     assert {t: [r.id for r in rs] for t, rs in expired.items()} == {"t1": ["apr-1"], "t2": ["apr-2"]}
     assert await service.next_expiry() == 60.0
