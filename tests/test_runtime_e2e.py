@@ -110,11 +110,13 @@ def test_pause_shape_then_approve_runs_once_with_two_model_calls(rpc: Rpc, tools
     assert rpc.metric("gatehouse_model_calls_total") - calls_before == 2
     assert rpc.metric("gatehouse_approval_requests_total", tool="delete_file") - requests_before == 1
     assert rpc.metric("gatehouse_decisions_total", outcome="approved", source="a2a") - approved_before == 1
-    # Audit: the request, the decision and its record are all in the task history.
-    history = rpc.get_task(task["id"])["history"]
+    # Audit: the request and the decision are in the task history, the applied decision on the final status.
+    stored = rpc.get_task(task["id"])
+    history = stored["history"]
     assert any(p.get("data", {}).get("interrupt_type") == "tool_approval" for m in history for p in m["parts"])
     assert any(p.get("data") == wire.approve_all() for m in history if m["role"] == "ROLE_USER" for p in m["parts"])
-    assert any("Decision recorded" in t and "approved via a2a" in t for t in _history_texts({"history": history}))
+    record = stored["status"]["message"]["metadata"]["decisions"][request.id]
+    assert record == {"tool": "delete_file", "outcome": "approved", "source": "a2a", "reason": "", "scope": "once"}
 
 
 def test_deny_with_reason_reaches_the_model(rpc: Rpc, tools: Tools) -> None:

@@ -17,11 +17,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
-from google.adk.sessions import DatabaseSessionService
 from google.adk.tools.mcp_tool import McpToolset
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.applications import Starlette
@@ -32,13 +30,15 @@ from starlette.routing import Route
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import ApprovalService
 from agent_runtime.models.factory import build_model
-from agent_runtime.server.database import create_engine
+from agent_runtime.server.database import create_engine, is_sqlite
 from agent_runtime.server.executor import GatehouseExecutor
 from agent_runtime.server.gate import Gate
 from agent_runtime.server.metrics import Metrics
 from agent_runtime.server.resume import GatehouseRequestHandler, Resumer
+from agent_runtime.server.sessions import DurableSessionService
 from agent_runtime.server.settings import RuntimeSettings
 from agent_runtime.server.sweeper import TimeoutSweeper
+from agent_runtime.server.task_store import CachedTaskStore
 from agent_runtime.server.toolsets import build_toolset, list_tool_servers
 from agent_runtime.server.turns import TurnRunner
 
@@ -72,8 +72,8 @@ class Runtime:
     engine: AsyncEngine
     metrics: Metrics
     approvals: ApprovalService
-    sessions: DatabaseSessionService
-    task_store: DatabaseTaskStore
+    sessions: DurableSessionService
+    task_store: CachedTaskStore
     toolsets: dict[str, McpToolset]
     gate: Gate
     handler: GatehouseRequestHandler
@@ -84,7 +84,7 @@ class Runtime:
     _lister: asyncio.Task[None] | None = None
 
     async def open(self) -> None:
-        await self.sessions.prepare_tables()
+        await self.sessions.create_tables()
         await self.task_store.initialize()
         await self.approvals.create_tables()
         self.metrics.pending.set(await self.approvals.pending_count())
@@ -122,8 +122,9 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     engine = create_engine(settings.db_url)
     metrics = Metrics()
     approvals = ApprovalService(engine)
-    sessions = DatabaseSessionService(db_engine=engine)
-    task_store = DatabaseTaskStore(engine)
+    single_process = is_sqlite(settings.db_url)  # Postgres may have replicas: caches check the database
+    sessions = DurableSessionService(engine, validate_cache=not single_process)
+    task_store = CachedTaskStore(engine, cache=single_process)
     toolsets = {server.name: build_toolset(server) for server in config.mcp_servers}
     gate = Gate(config, approvals, metrics)
     agent = LlmAgent(
@@ -137,7 +138,7 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
         after_tool_callback=gate.after_tool,
     )
     runner = Runner(app_name=config.name, agent=agent, session_service=sessions, auto_create_session=True)
-    turns = TurnRunner(runner, approvals, metrics, config.approval.timeout_seconds)
+    turns = TurnRunner(runner, sessions, approvals, metrics, config.approval.timeout_seconds)
     executor = GatehouseExecutor(config, turns, approvals, metrics)
     handler = GatehouseRequestHandler(
         agent_executor=executor, task_store=task_store, agent_card=agent_card(config, settings.url), approvals=approvals

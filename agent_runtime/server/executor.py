@@ -100,7 +100,6 @@ class GatehouseExecutor(AgentExecutor):
         if not text:
             await updater.reject(_text(updater, "The message has no text."))
             return
-        await updater.start_work()
         outcome = await self._turns.new_turn(task_id, context_id, text)
         await self._report(updater, outcome)
 
@@ -139,7 +138,6 @@ class GatehouseExecutor(AgentExecutor):
         await self._resume(task, decided, updater)
 
     async def _resume(self, task: Task, decided: list[ApprovalRecord], updater: TaskUpdater) -> None:
-        await updater.start_work(_text(updater, _summary(decided), {"decisions": _decisions_metadata(decided)}))
         outcome = await self._turns.resume_turn(task.id, task.context_id, decided)
         await self._report(updater, outcome, decided)
 
@@ -201,16 +199,6 @@ def _decisions_metadata(decided: list[ApprovalRecord] | None) -> dict[str, Any]:
         r.id: {"tool": r.tool, "outcome": OUTCOME_LABEL[r.status], "source": r.source, "reason": r.reason, "scope": r.scope}
         for r in decided or []
     }
-
-
-def _summary(decided: list[ApprovalRecord]) -> str:
-    parts = []
-    for r in decided:
-        how = {"approved": "approved", "denied": "denied", "expired": "timed out"}[r.status]
-        reason = f" ({r.reason})" if r.reason and r.status == "denied" else ""
-        scope = " for this session" if r.scope == "session" and r.status == "approved" else ""
-        parts.append(f"{r.id} {r.tool} {how}{scope}{reason} via {r.source}")
-    return "Decision recorded: " + "; ".join(parts) + "."
 
 
 def _timeout_note(records: list[ApprovalRecord]) -> str:

@@ -18,6 +18,7 @@ from google.genai import types
 from agent_runtime.approvals import ApprovalRecord, ApprovalService, args_hash
 from agent_runtime.server.gate import CURRENT_RUN, RunScope, confirmation_payload
 from agent_runtime.server.metrics import Metrics
+from agent_runtime.server.sessions import DurableSessionService
 
 CONFIRMATION_CALL = "adk_request_confirmation"
 USER_ID = "a2a"
@@ -38,12 +39,14 @@ class TurnRunner:
     def __init__(
         self,
         runner: Runner,
+        sessions: DurableSessionService,
         approvals: ApprovalService,
         metrics: Metrics,
         timeout_seconds: float,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._runner = runner
+        self._sessions = sessions
         self._approvals = approvals
         self._metrics = metrics
         self._timeout = timeout_seconds
@@ -88,6 +91,8 @@ class TurnRunner:
                     texts.extend(p.text for p in event.content.parts if p.text and not p.thought)
         finally:
             CURRENT_RUN.reset(token)
+            # The run's events become durable before anyone is told about its outcome.
+            await self._sessions.flush_session(self._runner.app_name, USER_ID, context_id)
         records = self._records(scope, confirmation_ids)
         if records:
             await self._approvals.add_pending(records)
