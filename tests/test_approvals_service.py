@@ -55,10 +55,19 @@ async def test_decide_is_all_or_nothing_and_once(service: ApprovalService) -> No
     assert [(r.id, r.status, r.source, r.reason) for r in decided] == [
         ("apr-1", "approved", "a2a", ""), ("apr-2", "denied", "a2a", "no")
     ]
+    known = await service.for_task("t1")
     with pytest.raises(AlreadyDecided) as exc:
-        await service.decide("t1", {"apr-1": Resolution("denied")}, "timeout")
+        await service.decide("t1", {"apr-1": Resolution("denied")}, "timeout", known=known)
     assert "apr-1 (delete_file) was approved by a2a" in str(exc.value) and "Nothing was run again" in str(exc.value)
     assert (await service.for_task("t1"))[0].status == "approved"
+
+
+async def test_decide_returns_the_known_records_updated(service: ApprovalService) -> None:
+    await service.add_pending([record("apr-1")])
+    known = await service.for_task("t1")
+    (decided,) = await service.decide("t1", {"apr-1": Resolution("approved", "", "session")}, "a2a", known=known)
+    assert (decided.status, decided.scope, decided.source, decided.decided_at) == ("approved", "session", "a2a", 130.0)
+    assert await service.for_task("t1") == [decided]
 
 
 async def test_a_partly_decided_batch_changes_nothing(service: ApprovalService) -> None:

@@ -130,8 +130,13 @@ class ApprovalService:
         async with self._reader.connect() as conn:
             return [_row_to_record(row) for row in await conn.execute(stmt)]
 
-    async def decide(self, task_id: str, resolutions: dict[str, Resolution], source: str) -> list[ApprovalRecord]:
-        """Resolve every named pending request of ``task_id`` at once, or none (:class:`AlreadyDecided`)."""
+    async def decide(
+        self, task_id: str, resolutions: dict[str, Resolution], source: str, known: Sequence[ApprovalRecord] = ()
+    ) -> list[ApprovalRecord]:
+        """Resolve every named pending request of ``task_id`` at once, or none (:class:`AlreadyDecided`).
+
+        ``known``: the caller's copies of the pending records, returned updated instead of re-reading them.
+        """
         now = self._clock()
         lost: list[str] = []
         async with self._engine.connect() as conn:
@@ -148,6 +153,12 @@ class ApprovalService:
                     await tx.rollback()
                 else:
                     await tx.commit()
+        mine = {r.id: r for r in known if r.status == "pending"}
+        if not lost and all(i in mine for i in resolutions):
+            return [
+                replace(mine[i], status=res.status, reason=res.reason, scope=res.scope, source=source, decided_at=now)
+                for i, res in resolutions.items()
+            ]
         records = {r.id: r for r in await self.for_task(task_id)}
         if lost:
             raise AlreadyDecided([records[i] for i in lost if i in records])

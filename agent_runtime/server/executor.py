@@ -127,7 +127,7 @@ class GatehouseExecutor(AgentExecutor):
                 return await self._still_waiting(updater, pending, error)
             resolutions = {i: Resolution.from_verdict(v) for i, v in verdicts.items()}
         try:
-            decided = await self._approvals.decide(task.id, resolutions, source)
+            decided = await self._approvals.decide(task.id, resolutions, source, known=pending)
         except AlreadyDecided as exc:
             if pending:
                 return await self._still_waiting(updater, pending, str(exc))
