@@ -141,7 +141,8 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     turns = TurnRunner(runner, sessions, approvals, metrics, config.approval.timeout_seconds)
     executor = GatehouseExecutor(config, turns, approvals, metrics)
     handler = GatehouseRequestHandler(
-        agent_executor=executor, task_store=task_store, agent_card=agent_card(config, settings.url), approvals=approvals
+        agent_executor=executor, task_store=task_store, agent_card=agent_card(config, settings.url), approvals=approvals,
+        interrupted_task_timeout=60.0,  # a paused task's in-memory state is dropped when idle; the store keeps it
     )
     resumer = Resumer(handler)
     sweeper = TimeoutSweeper(approvals, resumer, config.approval.on_timeout, settings.sweep_interval)

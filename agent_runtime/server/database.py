@@ -1,7 +1,8 @@
 """One SQLAlchemy async engine for everything the runtime persists (ADK sessions, A2A tasks, approvals).
 
 - sqlite (default, a file under the state directory): ``sqlite+aiosqlite``, WAL journal, ``synchronous=NORMAL``,
-  a busy timeout, and ``BEGIN IMMEDIATE`` for write transactions so two writers queue on the busy timeout
+  one pooled connection (requests queue for it in-process), a busy timeout for other processes, and
+  ``BEGIN IMMEDIATE`` for write transactions so two writers queue on the busy timeout
   instead of failing with "database is locked" when a read transaction tries to upgrade. Read-only
   transactions (ADK marks them with the ``read_only`` execution option) stay deferred and never block writers.
 - Postgres (``postgresql+asyncpg://…``): a pooled engine with pre-ping, for several replicas of one agent.
@@ -36,7 +37,10 @@ def create_engine(url: str) -> AsyncEngine:
     database = make_url(url).database
     if database and database != ":memory:":
         Path(database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_async_engine(url, pool_size=8, max_overflow=24, pool_timeout=60)
+    # One connection: sqlite has one writer anyway, and queueing on the pool (FIFO, no polling) beats
+    # sqlite's sleep-and-retry busy handler by far under concurrency. Other processes still get the
+    # busy timeout. Nothing in the runtime holds a connection while it waits for another.
+    engine = create_async_engine(url, pool_size=1, max_overflow=0, pool_timeout=120)
     event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
     event.listen(engine.sync_engine, "begin", _sqlite_on_begin)
     return engine
