@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Resolution, args_hash
-from agent_runtime.server.database import create_engine, default_database_url
+from agent_runtime.database import Database, create_engine, default_database_url
 
 
 def record(request_id: str, task_id: str = "t1", path: str = "a.txt", created: float = 100.0) -> ApprovalRecord:
@@ -24,12 +24,12 @@ def record(request_id: str, task_id: str = "t1", path: str = "a.txt", created: f
 
 @pytest.fixture
 async def service(tmp_path: Path) -> AsyncIterator[ApprovalService]:
-    engine = create_engine(default_database_url(tmp_path))
-    svc = ApprovalService(engine, clock=lambda: 130.0)
+    db = Database(default_database_url(tmp_path))
+    svc = ApprovalService(db, clock=lambda: 130.0)
     await svc.create_tables()
     await svc.create_tables()  # idempotent
     yield svc
-    await engine.dispose()
+    await db.dispose()
 
 
 async def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(tmp_path: Path) -> None:
@@ -38,6 +38,10 @@ async def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(tmp_path: Path) -> No
         assert (await conn.execute(text("PRAGMA journal_mode"))).scalar() == "wal"
         assert (await conn.execute(text("PRAGMA busy_timeout"))).scalar() >= 1000
     await engine.dispose()
+    db = Database(default_database_url(tmp_path))
+    assert await db.run(lambda c: c.execute(text("PRAGMA journal_mode")).scalar(), write=False) == "wal"
+    assert await db.run(lambda c: c.execute(text("PRAGMA busy_timeout")).scalar()) >= 1000
+    await db.dispose()
 
 
 async def test_pending_requests_are_listed_in_order(service: ApprovalService) -> None:

@@ -10,10 +10,10 @@ from google.adk.tools.mcp_tool.mcp_session_manager import SseConnectionParams, S
 from agent_runtime import wire
 from agent_runtime.agent_config import AgentConfig, HeaderRef, McpServerConfig, SecretEnvRef
 from agent_runtime.approvals import ApprovalRecord, Resolution, args_hash, iso_utc
+from agent_runtime.database import default_database_url, is_sqlite
 from agent_runtime.manifests import select_agent_config
 from agent_runtime.server import gate
 from agent_runtime.server.app import agent_card
-from agent_runtime.server.database import default_database_url, is_sqlite
 from agent_runtime.server.settings import RuntimeSettings, load_config
 from agent_runtime.server.toolsets import MissingHeaderSecret, build_toolset
 

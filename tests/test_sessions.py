@@ -12,22 +12,21 @@ from google.adk.events.event_actions import EventActions
 from google.adk.sessions.base_session_service import GetSessionConfig
 from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent_runtime.server.database import create_engine, default_database_url
+from agent_runtime.database import Database, default_database_url
 from agent_runtime.server.sessions import DurableSessionService
 
 KEY = {"app_name": "app", "user_id": "u", "session_id": "s1"}
 
 
 @pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(default_database_url(tmp_path))
-    yield engine
-    await engine.dispose()
+async def engine(tmp_path: Path) -> AsyncIterator[Database]:
+    db = Database(default_database_url(tmp_path))
+    yield db
+    await db.dispose()
 
 
-async def _service(engine: AsyncEngine, validate: bool = False) -> DurableSessionService:
+async def _service(engine: Database, validate: bool = False) -> DurableSessionService:
     svc = DurableSessionService(engine, validate_cache=validate)
     await svc.create_tables()
     return svc
@@ -44,7 +43,7 @@ def _call_event() -> Event:
     )
 
 
-async def test_a_flushed_run_survives_a_restart(engine: AsyncEngine) -> None:
+async def test_a_flushed_run_survives_a_restart(engine: Database) -> None:
     svc = await _service(engine)
     session = await svc.create_session(**KEY)
     with pytest.raises(AlreadyExistsError):
@@ -67,7 +66,7 @@ async def test_a_flushed_run_survives_a_restart(engine: AsyncEngine) -> None:
     assert [s.id for s in (await restarted.list_sessions(app_name="app")).sessions] == ["s1"]
 
 
-async def test_copies_share_one_cached_session(engine: AsyncEngine) -> None:
+async def test_copies_share_one_cached_session(engine: Database) -> None:
     svc = await _service(engine)
     await svc.create_session(**KEY)
     first = await svc.get_session(**KEY)
@@ -78,7 +77,7 @@ async def test_copies_share_one_cached_session(engine: AsyncEngine) -> None:
     assert await svc.get_session(app_name="app", user_id="u", session_id="nope") is None
 
 
-async def test_replicas_see_each_others_flushed_runs(engine: AsyncEngine) -> None:
+async def test_replicas_see_each_others_flushed_runs(engine: Database) -> None:
     a, b = await _service(engine, validate=True), await _service(engine, validate=True)
     await a.create_session(**KEY)
     seen_by_b = await b.get_session(**KEY)
@@ -91,7 +90,7 @@ async def test_replicas_see_each_others_flushed_runs(engine: AsyncEngine) -> Non
     assert again is not None and len(again.events) == 1
 
 
-async def test_delete_session(engine: AsyncEngine) -> None:
+async def test_delete_session(engine: Database) -> None:
     svc = await _service(engine)
     await svc.create_session(**KEY)
     await svc.delete_session(**KEY)

@@ -20,11 +20,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, func, select, update
+from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, Text, func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent_runtime.approvals.records import ApprovalRecord, Resolution
+from agent_runtime.database import Database
 
 metadata = MetaData()
 
@@ -95,40 +95,41 @@ def _record_to_row(r: ApprovalRecord) -> dict[str, Any]:
     }
 
 
+class _Lost(Exception):
+    def __init__(self, ids: list[str]) -> None:
+        self.ids = ids
+
+
 class ApprovalService:
-    def __init__(self, engine: AsyncEngine, clock: Callable[[], float] = time.time) -> None:
-        self._engine = engine
-        # Reads run as deferred transactions on sqlite (see agent_runtime.server.database).
-        self._reader = engine.execution_options(read_only=True)
+    def __init__(self, db: Database, clock: Callable[[], float] = time.time) -> None:
+        self._db = db
         self._clock = clock
 
     async def create_tables(self) -> None:
         try:
-            async with self._engine.begin() as conn:
-                await conn.run_sync(metadata.create_all)
+            await self._db.run(metadata.create_all)
         except (IntegrityError, OperationalError, ProgrammingError):
             # Another replica created them at the same moment; they exist now.
-            async with self._engine.begin() as conn:
-                await conn.run_sync(metadata.create_all)
+            await self._db.run(metadata.create_all)
 
     async def add_pending(self, records: Sequence[ApprovalRecord]) -> None:
-        if not records:
-            return
-        async with self._engine.begin() as conn:
-            await conn.execute(approvals.insert(), [_record_to_row(r) for r in records])
+        if records:
+            rows = [_record_to_row(r) for r in records]
+            await self._db.run(lambda conn: conn.execute(approvals.insert(), rows))
+
+    async def _select(self, stmt: Any) -> list[ApprovalRecord]:
+        return await self._db.run(lambda conn: [_row_to_record(row) for row in conn.execute(stmt)], write=False)
 
     async def for_task(self, task_id: str, *, pending_only: bool = False) -> list[ApprovalRecord]:
         stmt = select(approvals).where(approvals.c.task_id == task_id)
         if pending_only:
             stmt = stmt.where(approvals.c.status == "pending")
-        stmt = stmt.order_by(approvals.c.created_at, approvals.c.position)
-        async with self._reader.connect() as conn:
-            return [_row_to_record(row) for row in await conn.execute(stmt)]
+        return await self._select(stmt.order_by(approvals.c.created_at, approvals.c.position))
 
     async def pending_in_context(self, context_id: str) -> list[ApprovalRecord]:
-        stmt = select(approvals).where(approvals.c.context_id == context_id, approvals.c.status == "pending")
-        async with self._reader.connect() as conn:
-            return [_row_to_record(row) for row in await conn.execute(stmt)]
+        return await self._select(
+            select(approvals).where(approvals.c.context_id == context_id, approvals.c.status == "pending")
+        )
 
     async def decide(
         self, task_id: str, resolutions: dict[str, Resolution], source: str, known: Sequence[ApprovalRecord] = ()
@@ -138,35 +139,37 @@ class ApprovalService:
         ``known``: the caller's copies of the pending records, returned updated instead of re-reading them.
         """
         now = self._clock()
-        lost: list[str] = []
-        async with self._engine.connect() as conn:
-            async with conn.begin() as tx:
-                for request_id, res in resolutions.items():
-                    result = await conn.execute(
-                        update(approvals)
-                        .where(approvals.c.id == request_id, approvals.c.task_id == task_id, approvals.c.status == "pending")
-                        .values(status=res.status, reason=res.reason, scope=res.scope, source=source, decided_at=now)
-                    )
-                    if result.rowcount != 1:
-                        lost.append(request_id)
-                if lost:
-                    await tx.rollback()
-                else:
-                    await tx.commit()
+
+        def transaction(conn: Connection) -> None:
+            lost = []
+            for request_id, res in resolutions.items():
+                result = conn.execute(
+                    update(approvals)
+                    .where(approvals.c.id == request_id, approvals.c.task_id == task_id, approvals.c.status == "pending")
+                    .values(status=res.status, reason=res.reason, scope=res.scope, source=source, decided_at=now)
+                )
+                if result.rowcount != 1:
+                    lost.append(request_id)
+            if lost:
+                raise _Lost(lost)  # rolls the whole transaction back
+
+        try:
+            await self._db.run(transaction)
+        except _Lost as exc:
+            records = {r.id: r for r in await self.for_task(task_id)}
+            raise AlreadyDecided([records[i] for i in exc.ids if i in records]) from None
         mine = {r.id: r for r in known if r.status == "pending"}
-        if not lost and all(i in mine for i in resolutions):
+        if all(i in mine for i in resolutions):
             return [
                 replace(mine[i], status=res.status, reason=res.reason, scope=res.scope, source=source, decided_at=now)
                 for i, res in resolutions.items()
             ]
         records = {r.id: r for r in await self.for_task(task_id)}
-        if lost:
-            raise AlreadyDecided([records[i] for i in lost if i in records])
         return [records[i] for i in resolutions]
 
     async def claim_execution(self, call_id: str, tool: str, args_hash: str) -> Claim:
-        async with self._engine.begin() as conn:
-            row = (await conn.execute(select(approvals).where(approvals.c.call_id == call_id))).first()
+        def transaction(conn: Connection) -> Claim:
+            row = conn.execute(select(approvals).where(approvals.c.call_id == call_id)).first()
             if row is None:
                 return Claim(None, "no approval was recorded for this call; it was not run")
             record = _row_to_record(row)
@@ -174,18 +177,20 @@ class ApprovalService:
                 return Claim(record, f"the call is {record.status}, not approved; it was not run")
             if record.tool != tool or record.args_hash != args_hash:
                 return Claim(record, "the call's arguments differ from the approved ones; it was not run")
-            result = await conn.execute(
+            result = conn.execute(
                 update(approvals)
                 .where(approvals.c.call_id == call_id, approvals.c.exec_state == "none")
                 .values(exec_state="running")
             )
             if result.rowcount != 1:
                 return Claim(record, "this approved call was already executed; it was not run again")
-        return Claim(replace(record, exec_state="running"))
+            return Claim(replace(record, exec_state="running"))
+
+        return await self._db.run(transaction)
 
     async def finish_execution(self, call_id: str) -> None:
-        async with self._engine.begin() as conn:
-            await conn.execute(update(approvals).where(approvals.c.call_id == call_id).values(exec_state="done"))
+        stmt = update(approvals).where(approvals.c.call_id == call_id).values(exec_state="done")
+        await self._db.run(lambda conn: conn.execute(stmt))
 
     async def expired(self, now: float | None = None, limit: int = 100) -> dict[str, list[ApprovalRecord]]:
         """Pending requests past their ``expires_at``, by task."""
@@ -196,21 +201,17 @@ class ApprovalService:
             .limit(limit)
         )
         by_task: dict[str, list[ApprovalRecord]] = {}
-        async with self._reader.connect() as conn:
-            for row in await conn.execute(stmt):
-                record = _row_to_record(row)
-                by_task.setdefault(record.task_id, []).append(record)
+        for record in await self._select(stmt):
+            by_task.setdefault(record.task_id, []).append(record)
         return by_task
 
     async def next_expiry(self) -> float | None:
         stmt = select(func.min(approvals.c.expires_at)).where(approvals.c.status == "pending")
-        async with self._reader.connect() as conn:
-            return (await conn.execute(stmt)).scalar()
+        return await self._db.run(lambda conn: conn.execute(stmt).scalar(), write=False)
 
     async def pending_count(self) -> int:
         stmt = select(func.count()).select_from(approvals).where(approvals.c.status == "pending")
-        async with self._reader.connect() as conn:
-            return int((await conn.execute(stmt)).scalar() or 0)
+        return int(await self._db.run(lambda conn: conn.execute(stmt).scalar() or 0, write=False))
 
 
 __all__ = ["AlreadyDecided", "ApprovalService", "Claim", "approvals", "metadata"]

@@ -21,7 +21,6 @@ from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
 from google.adk.tools.mcp_tool import McpToolset
-from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -29,8 +28,8 @@ from starlette.routing import Route
 
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import ApprovalService
+from agent_runtime.database import Database
 from agent_runtime.models.factory import build_model
-from agent_runtime.server.database import create_engine, is_sqlite
 from agent_runtime.server.executor import GatehouseExecutor
 from agent_runtime.server.gate import Gate
 from agent_runtime.server.metrics import Metrics
@@ -69,7 +68,7 @@ def _agent_name(name: str) -> str:
 @dataclass
 class Runtime:
     settings: RuntimeSettings
-    engine: AsyncEngine
+    db: Database
     metrics: Metrics
     approvals: ApprovalService
     sessions: DurableSessionService
@@ -114,17 +113,17 @@ class Runtime:
         for toolset in self.toolsets.values():
             with contextlib.suppress(Exception):
                 await toolset.close()
-        await self.engine.dispose()
+        await self.db.dispose()
 
 
 def build_runtime(settings: RuntimeSettings) -> Runtime:
     config = settings.config
-    engine = create_engine(settings.db_url)
+    db = Database(settings.db_url)
     metrics = Metrics()
-    approvals = ApprovalService(engine)
-    single_process = is_sqlite(settings.db_url)  # Postgres may have replicas: caches check the database
-    sessions = DurableSessionService(engine, validate_cache=not single_process)
-    task_store = CachedTaskStore(engine, cache=single_process)
+    approvals = ApprovalService(db)
+    # Postgres may have replicas: there the session cache checks the database and tasks are not cached.
+    sessions = DurableSessionService(db, validate_cache=not db.sqlite)
+    task_store = CachedTaskStore(db)
     toolsets = {server.name: build_toolset(server) for server in config.mcp_servers}
     gate = Gate(config, approvals, metrics)
     agent = LlmAgent(
@@ -146,7 +145,7 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     )
     resumer = Resumer(handler)
     sweeper = TimeoutSweeper(approvals, resumer, config.approval.on_timeout, settings.sweep_interval)
-    return Runtime(settings, engine, metrics, approvals, sessions, task_store, toolsets, gate, handler, resumer, sweeper)
+    return Runtime(settings, db, metrics, approvals, sessions, task_store, toolsets, gate, handler, resumer, sweeper)
 
 
 def build_app(settings: RuntimeSettings) -> Starlette:

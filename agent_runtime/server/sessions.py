@@ -29,9 +29,10 @@ from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.events.event import Event
 from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig, ListSessionsResponse
 from google.adk.sessions.session import Session
-from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, delete, insert, select, update
+from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, Text, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
-from sqlalchemy.ext.asyncio import AsyncEngine
+
+from agent_runtime.database import Database
 
 metadata = MetaData()
 
@@ -73,20 +74,17 @@ def _stored_state(state: dict[str, Any]) -> str:
 
 
 class DurableSessionService(BaseSessionService):
-    def __init__(self, engine: AsyncEngine, *, validate_cache: bool = False, max_cached: int = 4096) -> None:
-        self._engine = engine
-        self._reader = engine.execution_options(read_only=True)
+    def __init__(self, db: Database, *, validate_cache: bool = False, max_cached: int = 4096) -> None:
+        self._db = db
         self._validate = validate_cache
         self._max = max_cached
         self._cache: OrderedDict[Key, _Entry] = OrderedDict()
 
     async def create_tables(self) -> None:
         try:
-            async with self._engine.begin() as conn:
-                await conn.run_sync(metadata.create_all)
+            await self._db.run(metadata.create_all)
         except (IntegrityError, OperationalError, ProgrammingError):
-            async with self._engine.begin() as conn:
-                await conn.run_sync(metadata.create_all)
+            await self._db.run(metadata.create_all)
 
     # --- BaseSessionService ---------------------------------------------------------------------
 
@@ -114,8 +112,7 @@ class DurableSessionService(BaseSessionService):
         stmt = select(sessions_table).where(sessions_table.c.app_name == app_name)
         if user_id is not None:
             stmt = stmt.where(sessions_table.c.user_id == user_id)
-        async with self._reader.connect() as conn:
-            rows = (await conn.execute(stmt.order_by(sessions_table.c.updated_at))).all()
+        rows = await self._db.run(lambda conn: conn.execute(stmt.order_by(sessions_table.c.updated_at)).all(), write=False)
         return ListSessionsResponse(sessions=[
             Session(id=r.session_id, app_name=r.app_name, user_id=r.user_id, state=json.loads(r.state_json),
                     events=[], last_update_time=r.updated_at)
@@ -125,9 +122,12 @@ class DurableSessionService(BaseSessionService):
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         key = (app_name, user_id, session_id)
         self._cache.pop(key, None)
-        async with self._engine.begin() as conn:
-            await conn.execute(delete(events_table).where(*self._where(events_table, key)))
-            await conn.execute(delete(sessions_table).where(*self._where(sessions_table, key)))
+
+        def transaction(conn: Connection) -> None:
+            conn.execute(delete(events_table).where(*self._where(events_table, key)))
+            conn.execute(delete(sessions_table).where(*self._where(sessions_table, key)))
+
+        await self._db.run(transaction)
 
     async def append_event(self, session: Session, event: Event) -> Event:
         if event.partial:
@@ -169,15 +169,19 @@ class DurableSessionService(BaseSessionService):
                  "event_json": e.model_dump_json(exclude_none=True)}
                 for i, e in enumerate(new)
             ]
-            async with self._engine.begin() as conn:
-                if entry.stored:
-                    await conn.execute(update(sessions_table).where(*self._where(sessions_table, key)).values(**values))
+            stored = entry.stored
+
+            def transaction(conn: Connection) -> None:
+                if stored:
+                    conn.execute(update(sessions_table).where(*self._where(sessions_table, key)).values(**values))
                 else:
-                    await conn.execute(insert(sessions_table).values(
+                    conn.execute(insert(sessions_table).values(
                         app_name=key[0], user_id=key[1], session_id=key[2], created_at=time.time(), **values
                     ))
                 if rows:
-                    await conn.execute(insert(events_table), rows)
+                    conn.execute(insert(events_table), rows)
+
+            await self._db.run(transaction)
             entry.stored, entry.persisted_events = True, count
 
     async def _entry(self, key: Key, check: bool = True) -> _Entry | None:
@@ -192,16 +196,22 @@ class DurableSessionService(BaseSessionService):
         return entry
 
     async def _stored_count(self, key: Key) -> int | None:
-        async with self._reader.connect() as conn:
-            return (await conn.execute(select(sessions_table.c.event_count).where(*self._where(sessions_table, key)))).scalar()
+        stmt = select(sessions_table.c.event_count).where(*self._where(sessions_table, key))
+        return await self._db.run(lambda conn: conn.execute(stmt).scalar(), write=False)
 
     async def _load(self, key: Key) -> _Entry | None:
-        async with self._reader.connect() as conn:
-            row = (await conn.execute(select(sessions_table).where(*self._where(sessions_table, key)))).first()
+        def read(conn: Connection) -> tuple[Any, list[str]] | None:
+            row = conn.execute(select(sessions_table).where(*self._where(sessions_table, key))).first()
             if row is None:
                 return None
             stmt = select(events_table.c.event_json).where(*self._where(events_table, key)).order_by(events_table.c.seq)
-            events = [Event.model_validate_json(r.event_json) for r in await conn.execute(stmt)]
+            return row, [r.event_json for r in conn.execute(stmt)]
+
+        found = await self._db.run(read, write=False)
+        if found is None:
+            return None
+        row, texts = found
+        events = [Event.model_validate_json(text) for text in texts]
         session = Session(id=key[2], app_name=key[0], user_id=key[1], state=json.loads(row.state_json), events=events,
                           last_update_time=row.updated_at)
         return _Entry(session, persisted_events=len(events), stored=True)

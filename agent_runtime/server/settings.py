@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_runtime.agent_config import AgentConfig
-from agent_runtime.server.database import default_database_url
+from agent_runtime.database import default_database_url
 
 
 @dataclass(frozen=True)

@@ -1,26 +1,34 @@
-"""``CachedTaskStore``: a2a-sdk's ``DatabaseTaskStore`` with a write-through in-process cache of tasks.
+"""``CachedTaskStore``: a2a-sdk's ``DatabaseTaskStore`` (same ``tasks`` table), made cheap on sqlite.
 
-Every A2A request reads its task several times (request handler, task manager, executor); with one
-process owning the sqlite file those reads are served from memory and only writes touch the database.
-With Postgres (possibly several replicas) the cache is off and every read goes to the database.
+With sqlite (one process owns the file) tasks are cached in memory, write-through, and reads are served
+from the cache; saves and cache misses run as one transaction each on :class:`~agent_runtime.database.Database`
+(an UPDATE, or an INSERT for a new task) instead of the ORM's merge. Listing and everything on Postgres
+(where replicas may share the table) use the parent class unchanged, without a cache.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Any
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import Task
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import Connection, Table, insert, select, update
+from sqlalchemy import inspect as sa_inspect
+
+from agent_runtime.database import Database
 
 
 class CachedTaskStore(DatabaseTaskStore):
-    def __init__(self, engine: AsyncEngine, *, cache: bool = True, max_cached: int = 4096) -> None:
-        super().__init__(engine)
-        self._enabled = cache
+    def __init__(self, db: Database, *, max_cached: int = 4096) -> None:
+        super().__init__(db.async_engine)
+        self._db = db
+        self._lean = db.sqlite
         self._max = max_cached
         self._cache: OrderedDict[tuple[str, str], Task] = OrderedDict()
+        self._table: Table = self.task_model.__table__  # type: ignore[attr-defined]
+        self._columns = [(a.key, a.columns[0].name) for a in sa_inspect(self.task_model).column_attrs]
 
     def _key(self, task_id: str, context: ServerCallContext) -> tuple[str, str]:
         return (self.owner_resolver(context), task_id)
@@ -34,19 +42,36 @@ class CachedTaskStore(DatabaseTaskStore):
             self._cache.popitem(last=False)
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
-        await super().save(task, context)
-        if self._enabled:
-            self._remember(self._key(task.id, context), task)
+        if not self._lean:
+            return await super().save(task, context)
+        owner = self.owner_resolver(context)
+        model = self._to_orm(task, owner)
+        values: dict[str, Any] = {column: getattr(model, key) for key, column in self._columns}
+        table, task_id = self._table, task.id
+
+        def transaction(conn: Connection) -> None:
+            if conn.execute(update(table).where(table.c.id == task_id).values(**values)).rowcount == 0:
+                conn.execute(insert(table).values(**values))
+
+        await self._db.run(transaction)
+        self._remember((owner, task.id), task)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        if not self._lean:
+            return await super().get(task_id, context)
         key = self._key(task_id, context)
-        if self._enabled and key in self._cache:
+        cached = self._cache.get(key)
+        if cached is not None:
             copy = Task()
-            copy.CopyFrom(self._cache[key])
+            copy.CopyFrom(cached)
             return copy
-        task = await super().get(task_id, context)
-        if task is not None and self._enabled:
-            self._remember(key, task)
+        table = self._table
+        stmt = select(table).where(table.c.id == task_id, table.c.owner == key[0])
+        row = await self._db.run(lambda conn: conn.execute(stmt).first(), write=False)
+        if row is None:
+            return None
+        task = self._from_orm(self.task_model(**{k: row._mapping[column] for k, column in self._columns}))
+        self._remember(key, task)
         return task
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
