@@ -80,6 +80,7 @@ async def test_copies_share_one_cached_session(engine: Database) -> None:
 async def test_replicas_see_each_others_flushed_runs(engine: Database) -> None:
     a, b = await _service(engine, validate=True), await _service(engine, validate=True)
     await a.create_session(**KEY)
+    await a.flush_session("app", "u", "s1")
     seen_by_b = await b.get_session(**KEY)
     assert seen_by_b is not None and seen_by_b.events == []
     session = await a.get_session(**KEY)

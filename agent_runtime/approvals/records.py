@@ -2,8 +2,9 @@
 
 An :class:`ApprovalRecord` is created when the gate pauses a call and lives in the ``gatehouse_approvals``
 table. Its life: ``status`` pending → approved | denied | expired (exactly once, by whoever decides first),
-and for an approved call ``exec_state`` none → running → done (exactly once, so a restart or a replayed
-decision never runs it twice). ``args_hash`` binds an approval to the exact arguments it was shown with.
+and for an approved call ``exec_state`` none → started (exactly once, committed before the tool is
+called, so a restart or a replayed decision never runs it twice). ``args_hash`` binds an approval to the
+exact arguments it was shown with.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, Literal
 from agent_runtime import wire
 
 Status = Literal["pending", "approved", "denied", "expired"]
-ExecState = Literal["none", "running", "done"]
+ExecState = Literal["none", "started"]
 Source = str  # "a2a", "timeout", later "kubernetes", "rest"
 
 

@@ -6,10 +6,10 @@ Exactly-once is enforced by the database, not by process memory, so it holds acr
   transaction with conditional updates (``WHERE status = 'pending'``). If any of them was decided already
   (another channel won, or the message is a replay) the transaction rolls back and :class:`AlreadyDecided`
   says who decided what; nothing changes.
-- :meth:`ApprovalService.claim_execution` moves an approved call from ``exec_state`` none to running right
-  before the tool runs (again a conditional update), after checking the arguments' hash. A second claim —
-  a replay, a duplicate resume, a restart after the tool started — is refused, so an approved call runs at
-  most once; :meth:`finish_execution` marks it done.
+- :meth:`ApprovalService.claim_execution` moves an approved call from ``exec_state`` none to started right
+  before the tool runs (again a conditional update, committed before the tool is called), after checking
+  the arguments' hash. A second claim — a replay, a duplicate resume, a restart after the tool started — is
+  refused, so an approved call runs at most once.
 """
 
 from __future__ import annotations
@@ -180,17 +180,13 @@ class ApprovalService:
             result = conn.execute(
                 update(approvals)
                 .where(approvals.c.call_id == call_id, approvals.c.exec_state == "none")
-                .values(exec_state="running")
+                .values(exec_state="started")
             )
             if result.rowcount != 1:
                 return Claim(record, "this approved call was already executed; it was not run again")
-            return Claim(replace(record, exec_state="running"))
+            return Claim(replace(record, exec_state="started"))
 
         return await self._db.run(transaction)
-
-    async def finish_execution(self, call_id: str) -> None:
-        stmt = update(approvals).where(approvals.c.call_id == call_id).values(exec_state="done")
-        await self._db.run(lambda conn: conn.execute(stmt))
 
     async def expired(self, now: float | None = None, limit: int = 100) -> dict[str, list[ApprovalRecord]]:
         """Pending requests past their ``expires_at``, by task."""

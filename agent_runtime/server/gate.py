@@ -79,7 +79,6 @@ class Gate:
         self._approvals = approvals
         self._metrics = metrics
         self._servers: dict[str, str | None] = {}
-        self._executing: set[str] = set()
 
     def register_tools(self, servers: dict[str, str | None]) -> None:
         """Which MCP server offers each tool, as listed at start-up."""
@@ -136,16 +135,6 @@ class Gate:
         assert claim.record is not None
         if claim.record.scope == "session" and self._config.approval.allow_session_grants:
             tool_context.state[grant_key(server, name)] = True
-        self._executing.add(call_id)
-        return None
-
-    async def after_tool(
-        self, tool: BaseTool, args: dict[str, Any], tool_context: ToolContext, tool_response: Any
-    ) -> dict[str, Any] | None:
-        call_id = tool_context.function_call_id or ""
-        if call_id in self._executing:
-            self._executing.discard(call_id)
-            await self._approvals.finish_execution(call_id)
         return None
 
 

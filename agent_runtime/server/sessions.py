@@ -79,6 +79,7 @@ class DurableSessionService(BaseSessionService):
         self._validate = validate_cache
         self._max = max_cached
         self._cache: OrderedDict[Key, _Entry] = OrderedDict()
+        self._absent: OrderedDict[Key, None] = OrderedDict()  # looked up, not stored (single process only)
 
     async def create_tables(self) -> None:
         try:
@@ -98,8 +99,8 @@ class DurableSessionService(BaseSessionService):
         session = Session(id=sid, app_name=app_name, user_id=user_id, state=dict(state or {}), events=[],
                           last_update_time=time.time())
         entry = _Entry(session)
-        self._remember(key, entry)
-        await self._flush(key, entry)  # the session row exists from now on
+        self._absent.pop(key, None)
+        self._remember(key, entry)  # stored with the run's events by flush_session
         return self._copy(session, None)
 
     async def get_session(
@@ -190,9 +191,15 @@ class DurableSessionService(BaseSessionService):
             self._cache.move_to_end(key)
             if not check or not self._validate or await self._stored_count(key) in (None, entry.persisted_events):
                 return entry
+        if not self._validate and key in self._absent:
+            return None
         entry = await self._load(key)
         if entry is not None:
             self._remember(key, entry)
+        elif not self._validate:
+            self._absent[key] = None
+            while len(self._absent) > self._max:
+                self._absent.popitem(last=False)
         return entry
 
     async def _stored_count(self, key: Key) -> int | None:

@@ -1,9 +1,10 @@
 """``CachedTaskStore``: a2a-sdk's ``DatabaseTaskStore`` (same ``tasks`` table), made cheap on sqlite.
 
 With sqlite (one process owns the file) tasks are cached in memory, write-through, and reads are served
-from the cache; saves and cache misses run as one transaction each on :class:`~agent_runtime.database.Database`
-(an UPDATE, or an INSERT for a new task) instead of the ORM's merge. Listing and everything on Postgres
-(where replicas may share the table) use the parent class unchanged, without a cache.
+from the cache (a lookup that found nothing is remembered until the task is saved); saves and cache misses
+run as one transaction each on :class:`~agent_runtime.database.Database` (an UPDATE, or an INSERT for a
+new task) instead of the ORM's merge. Listing, and everything on Postgres (where replicas may share the
+table), use the parent class unchanged, without a cache.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class CachedTaskStore(DatabaseTaskStore):
         self._lean = db.sqlite
         self._max = max_cached
         self._cache: OrderedDict[tuple[str, str], Task] = OrderedDict()
+        self._absent: OrderedDict[tuple[str, str], None] = OrderedDict()  # looked up, not stored (yet)
         self._table: Table = self.task_model.__table__  # type: ignore[attr-defined]
         self._columns = [(a.key, a.columns[0].name) for a in sa_inspect(self.task_model).column_attrs]
 
@@ -54,6 +56,7 @@ class CachedTaskStore(DatabaseTaskStore):
                 conn.execute(insert(table).values(**values))
 
         await self._db.run(transaction)
+        self._absent.pop((owner, task.id), None)
         self._remember((owner, task.id), task)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
@@ -65,10 +68,15 @@ class CachedTaskStore(DatabaseTaskStore):
             copy = Task()
             copy.CopyFrom(cached)
             return copy
+        if key in self._absent:
+            return None
         table = self._table
         stmt = select(table).where(table.c.id == task_id, table.c.owner == key[0])
         row = await self._db.run(lambda conn: conn.execute(stmt).first(), write=False)
         if row is None:
+            self._absent[key] = None
+            while len(self._absent) > self._max:
+                self._absent.popitem(last=False)
             return None
         task = self._from_orm(self.task_model(**{k: row._mapping[column] for k, column in self._columns}))
         self._remember(key, task)
