@@ -15,7 +15,7 @@ from typing import Any
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import Task
-from sqlalchemy import Connection, Table, insert, select, update
+from sqlalchemy import Connection, Table, delete, insert, select, update
 from sqlalchemy import inspect as sa_inspect
 
 from agent_runtime.database import Database
@@ -83,8 +83,12 @@ class CachedTaskStore(DatabaseTaskStore):
         return task
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
-        self._cache.pop(self._key(task_id, context), None)
-        await super().delete(task_id, context)
+        if not self._lean:
+            return await super().delete(task_id, context)
+        owner, table = self.owner_resolver(context), self._table
+        self._cache.pop((owner, task_id), None)
+        stmt = delete(table).where(table.c.id == task_id, table.c.owner == owner)
+        await self._db.run(lambda conn: conn.execute(stmt))
 
 
 __all__ = ["CachedTaskStore"]
