@@ -81,10 +81,11 @@ class ApprovalRecord:
     def describe_decision(self) -> str:
         if self.status == "pending":
             return f"{self.id} ({self.tool}) is still pending"
-        how = {"approved": "approved", "denied": "denied", "expired": "timed out"}[self.status]
-        by = f" by {self.source}" if self.source and self.status != "expired" else ""
         when = f" at {iso_utc(self.decided_at)}" if self.decided_at else ""
-        return f"{self.id} ({self.tool}) was {how}{by}{when}"
+        if self.status == "expired":
+            return f"{self.id} ({self.tool}) timed out{when}"
+        by = f" by {self.source}" if self.source else ""
+        return f"{self.id} ({self.tool}) was {self.status}{by}{when}"
 
 
 __all__ = ["ApprovalRecord", "ExecState", "Resolution", "Status", "args_hash", "canonical_call", "iso_utc"]

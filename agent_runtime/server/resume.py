@@ -25,7 +25,7 @@ from a2a.types import Message, Role, SendMessageRequest, Task
 from a2a.utils.errors import UnsupportedOperationError
 
 from agent_runtime.approvals import AlreadyDecided, ApprovalService, Resolution
-from agent_runtime.server.executor import INTERNAL_DECISION, InternalDecision
+from agent_runtime.server.executor import INTERNAL_DECISION, OUTCOME_LABEL, InternalDecision
 
 
 class GatehouseRequestHandler(DefaultRequestHandler):
@@ -82,7 +82,7 @@ class Resumer:
                 new_text_part(note),
                 new_data_part({
                     "source": source,
-                    "decisions": {i: {"outcome": r.status, "reason": r.reason} for i, r in resolutions.items()},
+                    "decisions": {i: {"outcome": OUTCOME_LABEL[r.status], "reason": r.reason} for i, r in resolutions.items()},
                 }),
             ],
             metadata={"gatehouse_source": source},
