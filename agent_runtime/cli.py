@@ -105,3 +105,19 @@ def demo_tools(
     from agent_runtime.demo_tools import serve
 
     serve(sandbox, host=host, port=port, journal=journal)
+
+
+@app.command()
+def chat(
+    url: str = typer.Argument(..., help="The agent's A2A base URL (its card is at URL/.well-known/agent-card.json)."),
+    context_id: str | None = typer.Option(None, "--context-id", help="Continue this conversation (A2A context id)."),
+) -> None:
+    """Chat with an agent and approve or deny its gated tool calls. Piped stdin decides only with explicit
+    'approve' / 'deny <reason>' lines; end of input with a request pending exits 3 and leaves it pending."""
+    import asyncio
+
+    from agent_runtime.chat import run_chat
+
+    code = asyncio.run(run_chat(url, context_id))
+    if code:
+        raise typer.Exit(code)

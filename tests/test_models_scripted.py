@@ -90,6 +90,24 @@ async def test_reply_after_tool_results_in_call_order() -> None:
     assert function_calls(answer) == []
 
 
+async def test_adk_confirmation_round_trip_is_not_a_result() -> None:
+    answer = await ask(
+        example_model(),
+        user("delete a.txt"),
+        calls(("c1", "delete_file", {"path": "a.txt"}), ("x1", "adk_request_confirmation", {})),
+        responses(("x1", "adk_request_confirmation", {"confirmed": True})),
+    )
+    assert function_calls(answer) == [("delete_file", {"path": "a.txt"})]  # still waiting: no real result yet
+    answer = await ask(
+        example_model(),
+        user("delete a.txt"),
+        calls(("c1", "delete_file", {"path": "a.txt"}), ("x1", "adk_request_confirmation", {})),
+        responses(("x1", "adk_request_confirmation", {"confirmed": True})),
+        responses(("c1", "delete_file", mcp("deleted /a.txt"))),
+    )
+    assert text_of(answer) == "Delete of a.txt: deleted /a.txt"
+
+
 async def test_per_call_result_templates() -> None:
     cfg = ScriptedModel(
         model="m",

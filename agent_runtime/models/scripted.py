@@ -32,6 +32,9 @@ from agent_runtime.agent_config import ScriptedModel, ScriptedRule
 
 __all__ = ["ScriptedLlm", "TemplateError", "render", "result_text"]
 
+# ADK's own confirmation round trip is protocol, not a tool result of the turn (the model normally never sees it).
+_PROTOCOL = frozenset({"adk_request_confirmation"})
+
 
 class TemplateError(ValueError):
     """A reply or argument template that cannot be filled from the rule's groups."""
@@ -163,8 +166,15 @@ def _read_turn(contents: list[types.Content]) -> _Turn:
         if content.role == "user" and any(p.text for p in content.parts or []):
             text = "\n".join(p.text for p in content.parts or [] if p.text)
             later = contents[index + 1 :]
-            calls = [p.function_call for c in later for p in c.parts or [] if p.function_call]
-            responses = [p.function_response for c in later for p in c.parts or [] if p.function_response]
+            calls = [
+                p.function_call for c in later for p in c.parts or [] if p.function_call and p.function_call.name not in _PROTOCOL
+            ]
+            responses = [
+                p.function_response
+                for c in later
+                for p in c.parts or []
+                if p.function_response and p.function_response.name not in _PROTOCOL
+            ]
             return _Turn(text, calls, responses)
     return _Turn(None, [], [])
 

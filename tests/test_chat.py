@@ -1,0 +1,126 @@
+"""gatehouse chat: piped stdin never approves implicitly; explicit lines and the terminal menu send wire decisions."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+from rich.console import Console
+
+from agent_runtime import a2a_client
+from agent_runtime.chat import EXIT_PENDING, ChatSession
+from tests.support.a2a_peer import PeerState, running_peer
+from tests.support.processes import GATEHOUSE_CMD
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def peer() -> Iterator[tuple[str, PeerState]]:
+    with running_peer() as served:
+        yield served
+
+
+def chat(url: str, stdin: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*GATEHOUSE_CMD, "chat", url, *args], input=stdin, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_piped_eof_while_pending_never_approves(peer: tuple[str, PeerState]) -> None:
+    url, state = peer
+    # "1" and "yes" are not explicit decisions on a pipe; a new chat message is refused while a request is pending
+    done = chat(url, "delete a.txt\n1\nyes\nhello there\n")
+    assert done.returncode == EXIT_PENDING, done.stdout + done.stderr
+    assert "nothing was decided" in done.stdout and "stays pending" in done.stdout
+    assert done.stdout.count("Not sent:") == 3
+    assert "is waiting for a decision" in done.stdout
+    assert state.decisions == [] and state.executed == []
+    assert len(state.pending) == 1
+
+
+def test_piped_explicit_approve_sends_the_approve_decision(peer: tuple[str, PeerState]) -> None:
+    url, state = peer
+    done = chat(url, "hello\ndelete a.txt\napprove\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert state.decisions == [{"decision_type": "approve"}]
+    assert state.executed == ["a.txt"]
+    assert "echo: hello" in done.stdout and "deleted a.txt" in done.stdout
+
+
+def test_piped_deny_with_reason_and_context_id(peer: tuple[str, PeerState]) -> None:
+    url, state = peer
+    done = chat(url, "clean up a and b\ndeny not today\n", "--context-id", "ctx-42")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert state.decisions == [{"decision_type": "deny", "reason": "not today"}]
+    assert state.executed == []
+    assert "did not delete a: denied (not today)" in done.stdout
+
+
+def test_server_error_is_shown_and_asked_again(peer: tuple[str, PeerState]) -> None:
+    url, state = peer
+    done = chat(url, "picky delete p.txt\napprove\napprove\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "may not decide yet" in done.stdout
+    assert state.decisions == [{"decision_type": "approve"}, {"decision_type": "approve"}]
+    assert state.executed == ["p.txt"]
+
+
+def test_unreachable_agent_exits_1() -> None:
+    done = chat("http://127.0.0.1:9", "hello\n")
+    assert done.returncode == 1 and "cannot talk to" in done.stdout
+
+
+class ScriptedReader:
+    """A person at a terminal, typing the given lines."""
+
+    interactive = True
+
+    def __init__(self, *lines: str) -> None:
+        self.lines = list(lines)
+        self.prompts: list[str] = []
+
+    async def line(self, prompt: str) -> str | None:
+        self.prompts.append(prompt)
+        return self.lines.pop(0) if self.lines else None
+
+
+async def run_session(url: str, reader: ScriptedReader) -> tuple[int, str]:
+    out = io.StringIO()
+    console = Console(file=out, width=200, color_system=None)
+    async with a2a_client.connect(url) as client:
+        code = await ChatSession(client, reader, console).run()
+    return code, out.getvalue()
+
+
+async def test_terminal_menu_decide_each(peer: tuple[str, PeerState]) -> None:
+    url, state = peer
+    reader = ScriptedReader("clean up a and b", "new message", "3", "a", "x", "d", "too risky")
+    code, out = await run_session(url, reader)
+    assert code == 0
+    assert "1. delete_file(path='a')" in out and "2. delete_file(path='b')" in out
+    assert "Not sent: 'new message'" in out
+    assert "Answer a or d." in out
+    [decision] = state.decisions
+    assert decision["decision_type"] == "batch"
+    assert sorted(decision["decisions"].values()) == ["approve", "deny"]
+    assert list(decision["reasons"].values()) == ["too risky"]
+    assert state.executed == ["a"]
+    assert "deleted a; did not delete b: denied (too risky)" in out
+
+
+async def test_terminal_menu_approve_all_and_deny_all(peer: tuple[str, PeerState]) -> None:
+    url, state = peer
+    code, _ = await run_session(url, ScriptedReader("delete a", "1", "delete b", "2", "no thanks", "/quit"))
+    assert code == 0
+    assert state.decisions == [{"decision_type": "approve"}, {"decision_type": "deny", "reason": "no thanks"}]
+    assert state.executed == ["a"]
+
+
+async def test_terminal_eof_in_menu_leaves_it_pending(peer: tuple[str, PeerState]) -> None:
+    url, state = peer
+    code, out = await run_session(url, ScriptedReader("delete a", "2"))  # EOF at the reason prompt
+    assert code == EXIT_PENDING and "nothing was decided" in out
+    assert state.decisions == []
