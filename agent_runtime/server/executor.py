@@ -129,6 +129,8 @@ class GatehouseExecutor(AgentExecutor):
         try:
             decided = await self._approvals.decide(task.id, resolutions, source, known=pending)
         except AlreadyDecided as exc:
+            if isinstance(internal, InternalDecision):
+                return  # another channel decided first: the task is theirs, leave it exactly as it is
             if pending:
                 return await self._still_waiting(updater, pending, str(exc))
             return await updater.update_status(task.status.state, message=_text(updater, str(exc)))
