@@ -42,6 +42,40 @@ def _fail(exc: Exception) -> None:
     raise typer.Exit(2)
 
 
+@runtime_app.command()
+def serve(
+    config: Path | None = typer.Option(None, "--config", help="AgentConfig JSON (the operator mounts /config/config.json)."),
+    files: list[Path] = typer.Option([], "-f", "--file", help="Manifests (Agent, ModelConfig, MCP server) instead."),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8080, "--port"),
+    state_dir: Path = typer.Option(Path(".gatehouse"), "--state-dir", help="Where the default sqlite database lives."),
+    database_url: str | None = typer.Option(None, "--database-url", help="e.g. postgresql+asyncpg://user:pw@host/db"),
+    public_url: str | None = typer.Option(None, "--public-url", help="URL announced in the agent card."),
+    log_level: str = typer.Option("warning", "--log-level"),
+) -> None:
+    """Serve one agent over A2A with the approval gate (JSON-RPC at /, card, /healthz, /readyz, /metrics)."""
+    from agent_runtime.server.settings import RuntimeSettings, load_config
+
+    try:
+        agent_config = load_config(config, files)
+    except (TranslationError, FileNotFoundError, ValueError) as exc:
+        _fail(exc)
+    import os
+
+    import uvicorn
+
+    from agent_runtime.server.app import build_app
+
+    # ADK would otherwise probe Google application-default credentials for mTLS on every MCP connection
+    # (seconds without a metadata server); MCP servers here are not Google endpoints. Opt back in by setting it.
+    os.environ.setdefault("GOOGLE_API_USE_CLIENT_CERTIFICATE", "false")
+
+    settings = RuntimeSettings(
+        config=agent_config, host=host, port=port, state_dir=state_dir, database_url=database_url, public_url=public_url
+    )
+    uvicorn.run(build_app(settings), host=host, port=port, log_level=log_level, access_log=False)
+
+
 def main() -> None:
     app()
 

@@ -1,0 +1,6 @@
+"""Pending approvals: their records (pure) and the durable, exactly-once service that decides them."""
+
+from agent_runtime.approvals.records import ApprovalRecord, Resolution, args_hash, iso_utc
+from agent_runtime.approvals.service import AlreadyDecided, ApprovalService, Claim
+
+__all__ = ["AlreadyDecided", "ApprovalRecord", "ApprovalService", "Claim", "Resolution", "args_hash", "iso_utc"]

@@ -1,0 +1,91 @@
+"""What the runtime remembers about one gated call, and the pure helpers around it.
+
+An :class:`ApprovalRecord` is created when the gate pauses a call and lives in the ``gatehouse_approvals``
+table. Its life: ``status`` pending → approved | denied | expired (exactly once, by whoever decides first),
+and for an approved call ``exec_state`` none → started (exactly once, committed before the tool is
+called, so a restart or a replayed decision never runs it twice). ``args_hash`` binds an approval to the
+exact arguments it was shown with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from agent_runtime import wire
+
+Status = Literal["pending", "approved", "denied", "expired"]
+ExecState = Literal["none", "started"]
+Source = str  # "a2a", "timeout", later "kubernetes", "rest"
+
+
+def canonical_call(tool: str, args: dict[str, Any]) -> str:
+    return json.dumps({"tool": tool, "args": args}, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def args_hash(tool: str, args: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of tool + arguments."""
+    return hashlib.sha256(canonical_call(tool, args).encode()).hexdigest()
+
+
+def iso_utc(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """How one request was decided. ``status`` approved | denied | expired (expired = timed out, not run)."""
+
+    status: Status
+    reason: str = ""
+    scope: wire.Scope = "once"
+
+    @classmethod
+    def from_verdict(cls, verdict: wire.Verdict) -> Resolution:
+        if verdict.approved:
+            return cls("approved", verdict.reason, verdict.scope)
+        return cls("denied", verdict.reason)
+
+
+@dataclass(frozen=True)
+class ApprovalRecord:
+    id: str
+    task_id: str
+    context_id: str
+    confirmation_id: str
+    call_id: str
+    tool: str
+    server: str | None
+    args: dict[str, Any]
+    args_hash: str
+    hint: str
+    created_at: float
+    expires_at: float
+    position: int = 0
+    status: Status = "pending"
+    scope: str = "once"
+    reason: str = ""
+    source: str = ""
+    decided_at: float | None = None
+    exec_state: ExecState = "none"
+
+    def action_request(self) -> wire.ActionRequest:
+        return wire.ActionRequest(
+            id=self.id, name=self.tool, args=self.args, call_id=self.call_id, hint=self.hint,
+            expires_at=iso_utc(self.expires_at), approval=None,
+        )
+
+    def describe_decision(self) -> str:
+        if self.status == "pending":
+            return f"{self.id} ({self.tool}) is still pending"
+        when = f" at {iso_utc(self.decided_at)}" if self.decided_at else ""
+        if self.status == "expired":
+            return f"{self.id} ({self.tool}) timed out{when}"
+        by = f" by {self.source}" if self.source else ""
+        return f"{self.id} ({self.tool}) was {self.status}{by}{when}"
+
+
+__all__ = ["ApprovalRecord", "ExecState", "Resolution", "Status", "args_hash", "canonical_call", "iso_utc"]

@@ -1,0 +1,213 @@
+"""The durable approvals table and the only code that changes it.
+
+Exactly-once is enforced by the database, not by process memory, so it holds across restarts and replicas:
+
+- :meth:`ApprovalService.decide` moves every named request from ``pending`` to its resolution in ONE
+  transaction with conditional updates (``WHERE status = 'pending'``). If any of them was decided already
+  (another channel won, or the message is a replay) the transaction rolls back and :class:`AlreadyDecided`
+  says who decided what; nothing changes.
+- :meth:`ApprovalService.claim_execution` moves an approved call from ``exec_state`` none to started right
+  before the tool runs (again a conditional update, committed before the tool is called), after checking
+  the arguments' hash. A second claim — a replay, a duplicate resume, a restart after the tool started — is
+  refused, so an approved call runs at most once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, Text, func, select, update
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+from agent_runtime.approvals.records import ApprovalRecord, Resolution
+from agent_runtime.database import Database
+
+metadata = MetaData()
+
+approvals = Table(
+    "gatehouse_approvals",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("task_id", String(128), nullable=False, index=True),
+    Column("context_id", String(128), nullable=False, index=True),
+    Column("confirmation_id", String(128), nullable=False),
+    Column("call_id", String(128), nullable=False, unique=True),
+    Column("tool", String(256), nullable=False),
+    Column("server", String(256)),
+    Column("args_json", Text, nullable=False),
+    Column("args_hash", String(64), nullable=False),
+    Column("hint", Text, nullable=False, default=""),
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False, index=True),
+    Column("position", Integer, nullable=False, default=0),
+    Column("status", String(16), nullable=False, index=True),
+    Column("scope", String(16), nullable=False, default="once"),
+    Column("reason", Text, nullable=False, default=""),
+    Column("source", String(64), nullable=False, default=""),
+    Column("decided_at", Float),
+    Column("exec_state", String(16), nullable=False, default="none"),
+)
+
+
+class AlreadyDecided(Exception):
+    """A decision for requests that are no longer pending. ``str(exc)`` is what the client is told."""
+
+    def __init__(self, records: Sequence[ApprovalRecord]) -> None:
+        self.records = list(records)
+        details = "; ".join(r.describe_decision() for r in records) or "nothing is pending on this task"
+        super().__init__(f"Already decided: {details}. Nothing was run again.")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The answer to "may this approved call run now?"; ``problem`` says why not."""
+
+    record: ApprovalRecord | None
+    problem: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem
+
+
+def _row_to_record(row: Any) -> ApprovalRecord:
+    m = row._mapping
+    return ApprovalRecord(
+        id=m["id"], task_id=m["task_id"], context_id=m["context_id"], confirmation_id=m["confirmation_id"],
+        call_id=m["call_id"], tool=m["tool"], server=m["server"], args=json.loads(m["args_json"]),
+        args_hash=m["args_hash"], hint=m["hint"], created_at=m["created_at"], expires_at=m["expires_at"],
+        position=m["position"], status=m["status"], scope=m["scope"], reason=m["reason"], source=m["source"],
+        decided_at=m["decided_at"], exec_state=m["exec_state"],
+    )
+
+
+def _record_to_row(r: ApprovalRecord) -> dict[str, Any]:
+    return {
+        "id": r.id, "task_id": r.task_id, "context_id": r.context_id, "confirmation_id": r.confirmation_id,
+        "call_id": r.call_id, "tool": r.tool, "server": r.server, "args_json": json.dumps(r.args),
+        "args_hash": r.args_hash, "hint": r.hint, "created_at": r.created_at, "expires_at": r.expires_at,
+        "position": r.position, "status": r.status, "scope": r.scope, "reason": r.reason, "source": r.source,
+        "decided_at": r.decided_at, "exec_state": r.exec_state,
+    }
+
+
+class _Lost(Exception):
+    def __init__(self, ids: list[str]) -> None:
+        self.ids = ids
+
+
+class ApprovalService:
+    def __init__(self, db: Database, clock: Callable[[], float] = time.time) -> None:
+        self._db = db
+        self._clock = clock
+
+    async def create_tables(self) -> None:
+        try:
+            await self._db.run(metadata.create_all)
+        except (IntegrityError, OperationalError, ProgrammingError):
+            # Another replica created them at the same moment; they exist now.
+            await self._db.run(metadata.create_all)
+
+    async def add_pending(self, records: Sequence[ApprovalRecord]) -> None:
+        if records:
+            rows = [_record_to_row(r) for r in records]
+            await self._db.run(lambda conn: conn.execute(approvals.insert(), rows))
+
+    async def _select(self, stmt: Any) -> list[ApprovalRecord]:
+        return await self._db.run(lambda conn: [_row_to_record(row) for row in conn.execute(stmt)], write=False)
+
+    async def for_task(self, task_id: str, *, pending_only: bool = False) -> list[ApprovalRecord]:
+        stmt = select(approvals).where(approvals.c.task_id == task_id)
+        if pending_only:
+            stmt = stmt.where(approvals.c.status == "pending")
+        return await self._select(stmt.order_by(approvals.c.created_at, approvals.c.position))
+
+    async def pending_in_context(self, context_id: str) -> list[ApprovalRecord]:
+        return await self._select(
+            select(approvals).where(approvals.c.context_id == context_id, approvals.c.status == "pending")
+        )
+
+    async def decide(
+        self, task_id: str, resolutions: dict[str, Resolution], source: str, known: Sequence[ApprovalRecord] = ()
+    ) -> list[ApprovalRecord]:
+        """Resolve every named pending request of ``task_id`` at once, or none (:class:`AlreadyDecided`).
+
+        ``known``: the caller's copies of the pending records, returned updated instead of re-reading them.
+        """
+        now = self._clock()
+
+        def transaction(conn: Connection) -> None:
+            lost = []
+            for request_id, res in resolutions.items():
+                result = conn.execute(
+                    update(approvals)
+                    .where(approvals.c.id == request_id, approvals.c.task_id == task_id, approvals.c.status == "pending")
+                    .values(status=res.status, reason=res.reason, scope=res.scope, source=source, decided_at=now)
+                )
+                if result.rowcount != 1:
+                    lost.append(request_id)
+            if lost:
+                raise _Lost(lost)  # rolls the whole transaction back
+
+        try:
+            await self._db.run(transaction)
+        except _Lost as exc:
+            records = {r.id: r for r in await self.for_task(task_id)}
+            raise AlreadyDecided([records[i] for i in exc.ids if i in records]) from None
+        mine = {r.id: r for r in known if r.status == "pending"}
+        if all(i in mine for i in resolutions):
+            return [
+                replace(mine[i], status=res.status, reason=res.reason, scope=res.scope, source=source, decided_at=now)
+                for i, res in resolutions.items()
+            ]
+        records = {r.id: r for r in await self.for_task(task_id)}
+        return [records[i] for i in resolutions]
+
+    async def claim_execution(self, call_id: str, tool: str, args_hash: str) -> Claim:
+        def transaction(conn: Connection) -> Claim:
+            row = conn.execute(select(approvals).where(approvals.c.call_id == call_id)).first()
+            if row is None:
+                return Claim(None, "no approval was recorded for this call; it was not run")
+            record = _row_to_record(row)
+            if record.status != "approved":
+                return Claim(record, f"the call is {record.status}, not approved; it was not run")
+            if record.tool != tool or record.args_hash != args_hash:
+                return Claim(record, "the call's arguments differ from the approved ones; it was not run")
+            result = conn.execute(
+                update(approvals)
+                .where(approvals.c.call_id == call_id, approvals.c.exec_state == "none")
+                .values(exec_state="started")
+            )
+            if result.rowcount != 1:
+                return Claim(record, "this approved call was already executed; it was not run again")
+            return Claim(replace(record, exec_state="started"))
+
+        return await self._db.run(transaction)
+
+    async def expired(self, now: float | None = None, limit: int = 100) -> dict[str, list[ApprovalRecord]]:
+        """Pending requests past their ``expires_at``, by task."""
+        stmt = (
+            select(approvals)
+            .where(approvals.c.status == "pending", approvals.c.expires_at <= (self._clock() if now is None else now))
+            .order_by(approvals.c.expires_at)
+            .limit(limit)
+        )
+        by_task: dict[str, list[ApprovalRecord]] = {}
+        for record in await self._select(stmt):
+            by_task.setdefault(record.task_id, []).append(record)
+        return by_task
+
+    async def next_expiry(self) -> float | None:
+        stmt = select(func.min(approvals.c.expires_at)).where(approvals.c.status == "pending")
+        return await self._db.run(lambda conn: conn.execute(stmt).scalar(), write=False)
+
+    async def pending_count(self) -> int:
+        stmt = select(func.count()).select_from(approvals).where(approvals.c.status == "pending")
+        return int(await self._db.run(lambda conn: conn.execute(stmt).scalar() or 0, write=False))
+
+
+__all__ = ["AlreadyDecided", "ApprovalService", "Claim", "approvals", "metadata"]

@@ -1,0 +1,9 @@
+"""The Gatehouse agent runtime server: A2A over HTTP with the human-approval gate.
+
+Modules: ``settings`` (read once at start-up) → ``app`` (assembles everything) → ``executor`` (A2A requests)
+→ ``turns`` (ADK runs) → ``gate`` (per-call policy and pauses); ``resume`` (the one decision path, also for
+internal sources) and ``sweeper`` (timeouts); ``database``, ``toolsets``, ``metrics``. Durable approval state
+lives in :mod:`agent_runtime.approvals`.
+"""
+
+__all__: list[str] = []

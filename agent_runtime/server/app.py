@@ -1,0 +1,190 @@
+"""The one place that assembles the runtime: stores, agent, gate, executor, request handler, routes.
+
+``build_runtime(settings)`` wires the parts (cheap, no I/O); the Starlette lifespan then opens the stores
+(creates every table once), lists the MCP tools once (readiness), and starts the timeout sweeper.
+
+Routes: A2A JSON-RPC at ``/``, the agent card at ``/.well-known/agent-card.json``, ``/healthz``,
+``/readyz`` (200 once the stores are open and the MCP tools listed), ``/metrics`` (Prometheus).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+from google.adk.agents import LlmAgent
+from google.adk.runners import Runner
+from google.adk.tools.mcp_tool import McpToolset
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from agent_runtime.agent_config import AgentConfig
+from agent_runtime.approvals import ApprovalService
+from agent_runtime.database import Database
+from agent_runtime.models.factory import build_model
+from agent_runtime.server.executor import GatehouseExecutor
+from agent_runtime.server.gate import Gate
+from agent_runtime.server.metrics import Metrics
+from agent_runtime.server.resume import GatehouseRequestHandler, Resumer
+from agent_runtime.server.sessions import DurableSessionService
+from agent_runtime.server.settings import RuntimeSettings
+from agent_runtime.server.sweeper import TimeoutSweeper
+from agent_runtime.server.task_store import CachedTaskStore
+from agent_runtime.server.toolsets import build_toolset, list_tool_servers
+from agent_runtime.server.turns import TurnRunner
+
+log = logging.getLogger(__name__)
+
+
+def agent_card(config: AgentConfig, url: str) -> AgentCard:
+    return AgentCard(
+        name=config.card.name,
+        description=config.card.description or config.description,
+        version=config.card.version,
+        supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")],
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text/plain", "application/json"],
+        default_output_modes=["text/plain", "application/json"],
+        skills=[
+            AgentSkill(id=s.id, name=s.name, description=s.description, tags=list(s.tags), examples=list(s.examples))
+            for s in config.card.skills
+        ],
+    )
+
+
+def _agent_name(name: str) -> str:
+    cleaned = re.sub(r"\W", "_", name)
+    return cleaned if cleaned and not cleaned[0].isdigit() else f"agent_{cleaned}"
+
+
+@dataclass
+class Runtime:
+    settings: RuntimeSettings
+    db: Database
+    metrics: Metrics
+    approvals: ApprovalService
+    sessions: DurableSessionService
+    task_store: CachedTaskStore
+    toolsets: dict[str, McpToolset]
+    gate: Gate
+    handler: GatehouseRequestHandler
+    resumer: Resumer
+    sweeper: TimeoutSweeper
+    ready: bool = False
+    problems: list[str] = field(default_factory=list)
+    _lister: asyncio.Task[None] | None = None
+
+    async def open(self) -> None:
+        await self.sessions.create_tables()
+        await self.task_store.initialize()
+        await self.approvals.create_tables()
+        self.metrics.pending.set(await self.approvals.pending_count())
+        self.sweeper.start()
+        self._lister = asyncio.create_task(self._list_tools(), name="gatehouse-list-tools")
+
+    async def _list_tools(self) -> None:
+        """List the MCP tools once (retrying until the servers answer); then the runtime is ready."""
+        while True:
+            try:
+                self.gate.register_tools(await list_tool_servers(self.toolsets))
+                self.problems.clear()
+                self.ready = True
+                return
+            except Exception as exc:
+                self.problems[:] = [f"listing MCP tools: {type(exc).__name__}: {exc}"]
+                log.warning("MCP tools not listed yet: %s", exc)
+                await asyncio.sleep(1.0)
+
+    async def close(self) -> None:
+        self.ready = False
+        if self._lister is not None:
+            self._lister.cancel()
+        await self.sweeper.stop()
+        with contextlib.suppress(Exception):
+            await self.handler.aclose()
+        for toolset in self.toolsets.values():
+            with contextlib.suppress(Exception):
+                await toolset.close()
+        await self.db.dispose()
+
+
+def build_runtime(settings: RuntimeSettings) -> Runtime:
+    config = settings.config
+    db = Database(settings.db_url)
+    metrics = Metrics()
+    approvals = ApprovalService(db)
+    # Postgres may have replicas: there the session cache checks the database and tasks are not cached.
+    sessions = DurableSessionService(db, validate_cache=not db.sqlite)
+    task_store = CachedTaskStore(db)
+    toolsets = {server.name: build_toolset(server) for server in config.mcp_servers}
+    gate = Gate(config, approvals, metrics)
+    agent = LlmAgent(
+        name=_agent_name(config.name),
+        model=build_model(config.model),
+        description=config.description,
+        instruction=config.instruction,
+        tools=list(toolsets.values()),
+        before_model_callback=gate.before_model,
+        before_tool_callback=gate.before_tool,
+    )
+    runner = Runner(app_name=config.name, agent=agent, session_service=sessions, auto_create_session=True)
+    turns = TurnRunner(runner, sessions, approvals, metrics, config.approval.timeout_seconds)
+    executor = GatehouseExecutor(config, turns, approvals, metrics)
+    handler = GatehouseRequestHandler(
+        agent_executor=executor, task_store=task_store, agent_card=agent_card(config, settings.url), approvals=approvals,
+        interrupted_task_timeout=60.0,  # a paused task's in-memory state is dropped when idle; the store keeps it
+    )
+    resumer = Resumer(handler)
+    sweeper = TimeoutSweeper(approvals, resumer, config.approval.on_timeout, settings.sweep_interval)
+    return Runtime(settings, db, metrics, approvals, sessions, task_store, toolsets, gate, handler, resumer, sweeper)
+
+
+def build_app(settings: RuntimeSettings) -> Starlette:
+    runtime = build_runtime(settings)
+
+    async def healthz(_: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(_: Request) -> Response:
+        if runtime.ready:
+            return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "starting", "problems": runtime.problems}, status_code=503)
+
+    async def metrics(_: Request) -> Response:
+        body, content_type = runtime.metrics.render()
+        return Response(body, media_type=content_type)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        try:
+            await runtime.open()
+        except Exception as exc:
+            runtime.problems.append(f"{type(exc).__name__}: {exc}")
+            log.exception("runtime failed to start")
+            raise
+        try:
+            yield
+        finally:
+            await runtime.close()
+
+    routes = [
+        Route("/healthz", healthz),
+        Route("/readyz", readyz),
+        Route("/metrics", metrics),
+        *create_agent_card_routes(agent_card(settings.config, settings.url)),
+        *create_jsonrpc_routes(runtime.handler, rpc_url="/"),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.runtime = runtime
+    return app
+
+
+__all__ = ["Runtime", "agent_card", "build_app", "build_runtime"]

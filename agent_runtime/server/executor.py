@@ -1,0 +1,217 @@
+"""The A2A ``AgentExecutor``: a new message starts a turn; a message on a paused task is a decision.
+
+Every request ends in exactly one of these task states, with the shapes of the README's wire contract:
+
+- ``TASK_STATE_INPUT_REQUIRED`` — a pause (text part + ``ApprovalInterrupt`` data part, metadata
+  ``interrupt_type``), or an unusable decision: the text part is ``str(DecisionError)`` (or "Already
+  decided: …") and the data part still lists the pending requests, which stay as they were;
+- ``TASK_STATE_COMPLETED`` — the model's reply;
+- ``TASK_STATE_REJECTED`` — a new message that cannot start a turn (a decision sent without the paused
+  task's id, or a message while another task of the same context waits for a decision).
+
+Decisions from inside the runtime (the timeout sweeper, later Kubernetes and REST) arrive through the same
+path as an :class:`InternalDecision` in the server call context, which only in-process code can set; see
+:mod:`agent_runtime.server.resume`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+from a2a.helpers import get_data_parts, get_text_parts, new_data_part, new_task_from_user_message, new_text_part
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.tasks import TaskUpdater
+from a2a.types import Message, Task, TaskState
+
+from agent_runtime import wire
+from agent_runtime.agent_config import AgentConfig
+from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Resolution
+from agent_runtime.server.metrics import Metrics
+from agent_runtime.server.turns import TurnOutcome, TurnRunner
+
+INTERNAL_DECISION = "gatehouse.internal_decision"
+INTERRUPT_METADATA = {"interrupt_type": wire.INTERRUPT_TOOL_APPROVAL}
+OUTCOME_LABEL = {"approved": "approved", "denied": "denied", "expired": "timeout"}
+
+
+@dataclass(frozen=True)
+class InternalDecision:
+    """Verdicts decided inside the runtime (trusted: only in-process code builds a ServerCallContext)."""
+
+    resolutions: dict[str, Resolution]
+    source: str
+
+
+class GatehouseExecutor(AgentExecutor):
+    def __init__(self, config: AgentConfig, turns: TurnRunner, approvals: ApprovalService, metrics: Metrics) -> None:
+        self._config = config
+        self._turns = turns
+        self._approvals = approvals
+        self._metrics = metrics
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        message = context.message
+        assert message is not None and context.task_id and context.context_id
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        task = context.current_task
+        internal = context.call_context.state.get(INTERNAL_DECISION) if context.call_context else None
+        if task is None:
+            await event_queue.enqueue_event(new_task_from_user_message(message))
+            await self._new_turn(context.task_id, context.context_id, message, updater)
+        elif task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            await self._decision(task, message, updater, internal)
+        else:
+            state = TaskState.Name(task.status.state)
+            await updater.update_status(
+                task.status.state, message=_text(updater, f"This task is not waiting for a decision ({state}).")
+            )
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        assert context.task_id and context.context_id
+        pending = await self._approvals.for_task(context.task_id, pending_only=True)
+        if pending:
+            with contextlib.suppress(AlreadyDecided):
+                canceled = {r.id: Resolution("denied", "task canceled") for r in pending}
+                await self._approvals.decide(context.task_id, canceled, "cancel")
+                self._metrics.pending.dec(len(pending))
+        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+    # --- a new turn -----------------------------------------------------------------------------
+
+    async def _new_turn(self, task_id: str, context_id: str, message: Message, updater: TaskUpdater) -> None:
+        data_parts = get_data_parts(message.parts)
+        text = "\n".join(get_text_parts(message.parts)).strip()
+        waiting = await self._approvals.pending_in_context(context_id)
+        if any(isinstance(d, dict) and "decision_type" in d for d in data_parts):
+            problem = "There is no pending request on this task."
+            if waiting:
+                problem += f" Task {waiting[0].task_id} of this context is waiting; send the decision with its task_id."
+            await updater.reject(_text(updater, str(wire.DecisionError(problem))))
+            return
+        if waiting:
+            await updater.reject(_text(updater, (
+                f"Task {waiting[0].task_id} of this context is waiting for a decision on "
+                f"{', '.join(r.id for r in waiting)}; decide it (same task_id) before sending a new message."
+            )))
+            return
+        if not text:
+            await updater.reject(_text(updater, "The message has no text."))
+            return
+        outcome = await self._turns.new_turn(task_id, context_id, text)
+        await self._report(updater, outcome)
+
+    # --- a decision -----------------------------------------------------------------------------
+
+    async def _decision(self, task: Task, message: Message, updater: TaskUpdater, internal: Any) -> None:
+        records = await self._approvals.for_task(task.id)
+        pending = [r for r in records if r.status == "pending"]
+        if isinstance(internal, InternalDecision):
+            resolutions, source = internal.resolutions, internal.source
+        else:
+            source = "a2a"
+            try:
+                verdicts = wire.parse_decision(
+                    get_data_parts(message.parts),
+                    "\n".join(get_text_parts(message.parts)),
+                    [r.id for r in pending],
+                    allow_session=self._config.approval.allow_session_grants,
+                )
+            except wire.DecisionError as exc:
+                if not pending and records:
+                    return await self._recover(task, records, updater)
+                replayed = _already_decided_ids(message, records)
+                error = str(AlreadyDecided(replayed)) if replayed else str(exc)
+                return await self._still_waiting(updater, pending, error)
+            resolutions = {i: Resolution.from_verdict(v) for i, v in verdicts.items()}
+        try:
+            decided = await self._approvals.decide(task.id, resolutions, source, known=pending)
+        except AlreadyDecided as exc:
+            if isinstance(internal, InternalDecision):
+                return  # another channel decided first: the task is theirs, leave it exactly as it is
+            if pending:
+                return await self._still_waiting(updater, pending, str(exc))
+            return await updater.update_status(task.status.state, message=_text(updater, str(exc)))
+        self._metrics.pending.dec(len(decided))
+        for r in decided:
+            self._metrics.decisions.labels(outcome=OUTCOME_LABEL[r.status], source=source).inc()
+        await self._resume(task, decided, updater)
+
+    async def _resume(self, task: Task, decided: list[ApprovalRecord], updater: TaskUpdater) -> None:
+        outcome = await self._turns.resume_turn(task.id, task.context_id, decided)
+        await self._report(updater, outcome, decided)
+
+    async def _recover(self, task: Task, records: list[ApprovalRecord], updater: TaskUpdater) -> None:
+        """Input-required with nothing pending: a restart cut the resume short. Finish it (runs nothing twice)."""
+        last = max(r.created_at for r in records)
+        await self._resume(task, [r for r in records if r.created_at == last], updater)
+
+    async def _still_waiting(self, updater: TaskUpdater, pending: list[ApprovalRecord], error: str) -> None:
+        parts = [new_text_part(error)]
+        if pending:
+            interrupt = wire.ApprovalInterrupt(action_requests=[r.action_request() for r in pending])
+            parts.append(new_data_part(interrupt.model_dump(mode="json")))
+        message = updater.new_agent_message(parts, metadata=dict(INTERRUPT_METADATA))
+        await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, message=message, metadata=dict(INTERRUPT_METADATA))
+
+    # --- reporting ------------------------------------------------------------------------------
+
+    async def _report(self, updater: TaskUpdater, outcome: TurnOutcome, decided: list[ApprovalRecord] | None = None) -> None:
+        if outcome.paused:
+            requests = [r.action_request() for r in outcome.requests]
+            interrupt = wire.ApprovalInterrupt(action_requests=requests)
+            parts = [new_text_part(wire.describe_requests(requests)), new_data_part(interrupt.model_dump(mode="json"))]
+            message = updater.new_agent_message(parts, metadata=dict(INTERRUPT_METADATA))
+            await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, message=message, metadata=dict(INTERRUPT_METADATA))
+            return
+        text = outcome.text or ("; ".join(outcome.errors) if outcome.errors else "(no reply)")
+        parts = [new_text_part(text)]
+        timed_out = [r for r in decided or [] if r.status == "expired" or r.source == "timeout"]
+        if timed_out:
+            parts.append(new_text_part(_timeout_note(timed_out)))
+        metadata = {"decisions": _decisions_metadata(decided)} if decided else None
+        message = updater.new_agent_message(parts, metadata=metadata)
+        status_metadata = {"interrupt_type": None} if decided else None
+        if outcome.errors and not outcome.text:
+            await updater.update_status(TaskState.TASK_STATE_FAILED, message=message, metadata=status_metadata)
+        else:
+            await updater.update_status(TaskState.TASK_STATE_COMPLETED, message=message, metadata=status_metadata)
+
+
+def _text(updater: TaskUpdater, text: str, metadata: dict[str, Any] | None = None) -> Message:
+    return updater.new_agent_message([new_text_part(text)], metadata=metadata)
+
+
+def _already_decided_ids(message: Message, records: list[ApprovalRecord]) -> list[ApprovalRecord]:
+    """Requests of this task that the message names but that are no longer pending (a replay)."""
+    named: set[str] = set()
+    for data in get_data_parts(message.parts):
+        decisions = data.get("decisions") if isinstance(data, dict) else None
+        if isinstance(decisions, dict):
+            named.update(decisions)
+        elif isinstance(decisions, list):
+            named.update(d.get("id") for d in decisions if isinstance(d, dict))
+    return [r for r in records if r.id in named and r.status != "pending"]
+
+
+def _decisions_metadata(decided: list[ApprovalRecord] | None) -> dict[str, Any]:
+    return {
+        r.id: {"tool": r.tool, "outcome": OUTCOME_LABEL[r.status], "source": r.source, "reason": r.reason, "scope": r.scope}
+        for r in decided or []
+    }
+
+
+def _timeout_note(records: list[ApprovalRecord]) -> str:
+    lines = []
+    for r in records:
+        seconds = f"{r.expires_at - r.created_at:g}"
+        if r.status == "approved":
+            lines.append(f"{r.id} ({r.tool}): timeout, no decision within {seconds}s; onTimeout approve, the call ran.")
+        else:
+            lines.append(f"{r.id} ({r.tool}): timeout, no decision within {seconds}s; the call was not run.")
+    return "\n".join(lines)
+
+
+__all__ = ["INTERNAL_DECISION", "GatehouseExecutor", "InternalDecision"]

@@ -1,0 +1,141 @@
+"""The approval gate: ADK callbacks that decide, per tool call, whether it runs, waits or is refused.
+
+It builds on ADK's native confirmation (``tool_context.request_confirmation``): a gated call is recorded
+in the current :class:`RunScope` and ADK ends the run with an ``adk_request_confirmation`` call per gated
+call, while ungated sibling calls of the same model turn run and keep their results. On resume ADK calls
+the gate again for the same call with ``tool_context.tool_confirmation`` set; then:
+
+- denied → the model gets ``{"error": "rejected by the user: <reason>"}``;
+- timed out → ``{"error": "timeout: no decision within <N>s; the call was not run"}``;
+- approved → the gate claims the execution in the approvals table (arguments' hash must match, and only
+  the first claim wins) and lets the call run, exactly once.
+
+The model never sees the placeholder result of a paused call (ADK drops it from the model's history), and
+setting ``skip_summarization`` on it keeps ADK from calling the model again for the pause itself. The
+confirmation responses are only ever built by this runtime from recorded decisions; a client's message
+parts never reach ADK as function responses.
+"""
+
+from __future__ import annotations
+
+import uuid
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.adk.tools.base_tool import BaseTool
+from google.adk.tools.tool_context import ToolContext
+
+from agent_runtime import policy
+from agent_runtime.agent_config import AgentConfig
+from agent_runtime.approvals import ApprovalService, args_hash
+from agent_runtime.server.metrics import Metrics
+
+PLACEHOLDER = {"error": "waiting for a human decision"}
+
+
+@dataclass(frozen=True)
+class PendingCall:
+    request_id: str
+    call_id: str
+    tool: str
+    server: str | None
+    args: dict[str, Any]
+    hint: str
+
+
+@dataclass
+class RunScope:
+    """What one agent run (one A2A request) learns from the gate: the calls it paused."""
+
+    task_id: str
+    context_id: str
+    pending: list[PendingCall] = field(default_factory=list)
+
+
+CURRENT_RUN: ContextVar[RunScope | None] = ContextVar("gatehouse_run", default=None)
+
+
+def grant_key(server: str | None, tool: str) -> str:
+    """Session-state key of a session grant (ADK session state is scoped to the A2A context)."""
+    return f"gatehouse_grant:{server or ''}/{tool}"
+
+
+def confirmation_payload(request_id: str, status: str, reason: str, timeout_seconds: float) -> dict[str, Any]:
+    return {"request_id": request_id, "outcome": status, "reason": reason, "timeout_seconds": timeout_seconds}
+
+
+def timeout_error(seconds: float) -> dict[str, str]:
+    return {"error": f"timeout: no decision within {seconds:g}s; the call was not run"}
+
+
+def rejection_error(reason: str) -> dict[str, str]:
+    return {"error": f"rejected by the user: {reason.strip() or 'no reason given'}"}
+
+
+class Gate:
+    def __init__(self, config: AgentConfig, approvals: ApprovalService, metrics: Metrics) -> None:
+        self._config = config
+        self._approvals = approvals
+        self._metrics = metrics
+        self._servers: dict[str, str | None] = {}
+
+    def register_tools(self, servers: dict[str, str | None]) -> None:
+        """Which MCP server offers each tool, as listed at start-up."""
+        self._servers.update(servers)
+
+    def server_of(self, tool: str) -> str | None:
+        if tool in self._servers:
+            return self._servers[tool]
+        return policy.server_of(self._config, tool)
+
+    async def before_model(self, callback_context: Any, llm_request: Any) -> None:
+        self._metrics.model_calls.inc()
+        return None
+
+    async def before_tool(self, tool: BaseTool, args: dict[str, Any], tool_context: ToolContext) -> dict[str, Any] | None:
+        name = tool.name
+        server = self.server_of(name)
+        if tool_context.tool_confirmation is not None:
+            return await self._resumed(name, server, args, tool_context)
+        decision = policy.evaluate(self._config, server, name, args)
+        if decision.verdict == "allow":
+            return None
+        if decision.verdict == "deny":
+            self._metrics.decisions.labels(outcome="refused", source="policy").inc()
+            return {"error": decision.hint}
+        if self._config.approval.allow_session_grants and tool_context.state.get(grant_key(server, name)):
+            self._metrics.decisions.labels(outcome="approved", source="session").inc()
+            return None
+        scope = CURRENT_RUN.get()
+        if scope is None:
+            return {"error": "approval required, but this run has no approval channel; the call was not run"}
+        request_id = f"apr-{uuid.uuid4().hex[:16]}"
+        tool_context.request_confirmation(hint=decision.hint, payload={"request_id": request_id})
+        tool_context.actions.skip_summarization = True
+        call_id = tool_context.function_call_id or ""
+        scope.pending.append(PendingCall(request_id, call_id, name, server, dict(args), decision.hint))
+        self._metrics.approval_requests.labels(tool=name).inc()
+        return dict(PLACEHOLDER)
+
+    async def _resumed(
+        self, name: str, server: str | None, args: dict[str, Any], tool_context: ToolContext
+    ) -> dict[str, Any] | None:
+        confirmation = tool_context.tool_confirmation
+        assert confirmation is not None
+        payload = confirmation.payload if isinstance(confirmation.payload, dict) else {}
+        if not confirmation.confirmed:
+            if payload.get("outcome") == "expired":
+                return timeout_error(float(payload.get("timeout_seconds") or self._config.approval.timeout_seconds))
+            return rejection_error(str(payload.get("reason") or ""))
+        call_id = tool_context.function_call_id or ""
+        claim = await self._approvals.claim_execution(call_id, name, args_hash(name, args))
+        if not claim.ok:
+            return {"error": claim.problem}
+        assert claim.record is not None
+        if claim.record.scope == "session" and self._config.approval.allow_session_grants:
+            tool_context.state[grant_key(server, name)] = True
+        return None
+
+
+__all__ = ["CURRENT_RUN", "Gate", "PendingCall", "RunScope", "confirmation_payload", "grant_key"]

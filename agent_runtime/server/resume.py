@@ -1,0 +1,94 @@
+"""``resume(task_id, resolutions, source)``: the one way a decision continues a paused task.
+
+A2A decisions arrive as user messages and reach :class:`~agent_runtime.server.executor.GatehouseExecutor`
+through the request handler. Decisions made inside the runtime (the timeout sweeper; later Kubernetes
+``ToolApproval`` objects and REST) go through the very same handler: :class:`Resumer` sends an internal
+message on the task whose server call context carries the trusted verdicts. So every decision is
+serialised with the task's other requests, written to the TaskStore by a2a-sdk's own task manager,
+streamed to any client subscribed to the task, and recorded in the task history (the internal message
+itself is the audit record of who decided).
+
+:class:`GatehouseRequestHandler` also answers a message sent to a finished task — a replayed decision —
+with "Already decided: …" instead of a protocol error; nothing is run again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from a2a.helpers import new_data_part, new_text_part
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.types import Message, Role, SendMessageRequest, Task
+from a2a.utils.errors import UnsupportedOperationError
+
+from agent_runtime.approvals import AlreadyDecided, ApprovalService, Resolution
+from agent_runtime.server.executor import INTERNAL_DECISION, OUTCOME_LABEL, InternalDecision
+
+
+class GatehouseRequestHandler(DefaultRequestHandler):
+    """a2a-sdk's default handler, plus a clear answer for messages to finished tasks."""
+
+    def __init__(self, *args: Any, approvals: ApprovalService, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._approvals = approvals
+
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
+        try:
+            return await super().on_message_send(params, context)
+        except UnsupportedOperationError as exc:
+            return await self._finished(params, exc)
+
+    async def on_message_send_stream(self, params: SendMessageRequest, context: ServerCallContext) -> AsyncGenerator[Any, None]:
+        stream = super().on_message_send_stream(params, context)
+        try:
+            async for event in stream:
+                yield event
+        except UnsupportedOperationError as exc:
+            yield await self._finished(params, exc)
+
+    async def _finished(self, params: SendMessageRequest, exc: UnsupportedOperationError) -> Message:
+        task_id = params.message.task_id
+        if not task_id or "terminal state" not in (exc.message or ""):
+            raise exc
+        records = await self._approvals.for_task(task_id)
+        if records:
+            text = str(AlreadyDecided([r for r in records if r.status != "pending"]))
+        else:
+            text = f"{exc.message}. Nothing was run; start a new task for a new request."
+        return Message(
+            role=Role.ROLE_AGENT, message_id=str(uuid.uuid4()), task_id=task_id,
+            context_id=params.message.context_id, parts=[new_text_part(text)],
+        )
+
+
+class Resumer:
+    """Decide a paused task from inside the runtime and run it on, with no client connected."""
+
+    def __init__(self, handler: DefaultRequestHandler) -> None:
+        self._handler = handler
+
+    async def resume(
+        self, task_id: str, context_id: str, resolutions: dict[str, Resolution], source: str, note: str
+    ) -> Message | Task:
+        message = Message(
+            role=Role.ROLE_AGENT,
+            message_id=f"{source}-{uuid.uuid4()}",
+            task_id=task_id,
+            context_id=context_id,
+            parts=[
+                new_text_part(note),
+                new_data_part({
+                    "source": source,
+                    "decisions": {i: {"outcome": OUTCOME_LABEL[r.status], "reason": r.reason} for i, r in resolutions.items()},
+                }),
+            ],
+            metadata={"gatehouse_source": source},
+        )
+        context = ServerCallContext(state={INTERNAL_DECISION: InternalDecision(resolutions, source)})
+        return await self._handler.on_message_send(SendMessageRequest(message=message), context)
+
+
+__all__ = ["GatehouseRequestHandler", "Resumer"]

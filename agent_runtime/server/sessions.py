@@ -1,0 +1,251 @@
+"""``DurableSessionService``: ADK sessions in the runtime's one database, with an in-process cache.
+
+Why not ADK's ``DatabaseSessionService``: measured here it costs ~8 ms per ``append_event`` (it re-reads and
+re-checks the stored session on every event) and reads every event back on every run. This service keeps
+each session in memory and writes each *run's* events to the database in ONE transaction when the run
+ends (:meth:`flush_session`, called by :mod:`agent_runtime.server.turns` before the outcome is reported),
+so a pause or a reply a client sees is always durable. Tables: ``gatehouse_sessions`` (state, event count)
+and ``gatehouse_session_events`` (one JSON row per event), created at start-up.
+
+A run cut short by a crash loses its unflushed events, never a reported pause; an approved call it had
+started is still recorded as executed in the approvals table, so it is not run again.
+
+With several replicas (Postgres) a cached session is checked against the stored event count before use and
+reloaded when another replica moved it on. State is session-scoped (``app:``/``user:`` prefixes are kept
+with the session, ``temp:`` keys are never stored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.events.event import Event
+from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig, ListSessionsResponse
+from google.adk.sessions.session import Session
+from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, Text, delete, insert, select, update
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+from agent_runtime.database import Database
+
+metadata = MetaData()
+
+sessions_table = Table(
+    "gatehouse_sessions",
+    metadata,
+    Column("app_name", String(128), primary_key=True),
+    Column("user_id", String(128), primary_key=True),
+    Column("session_id", String(128), primary_key=True),
+    Column("state_json", Text, nullable=False),
+    Column("event_count", Integer, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
+events_table = Table(
+    "gatehouse_session_events",
+    metadata,
+    Column("app_name", String(128), primary_key=True),
+    Column("user_id", String(128), primary_key=True),
+    Column("session_id", String(128), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("event_json", Text, nullable=False),
+)
+
+Key = tuple[str, str, str]
+
+
+@dataclass
+class _Entry:
+    session: Session
+    persisted_events: int = 0
+    stored: bool = False
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+def _stored_state(state: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in state.items() if not k.startswith("temp:")}, default=str)
+
+
+class DurableSessionService(BaseSessionService):
+    def __init__(self, db: Database, *, validate_cache: bool = False, max_cached: int = 4096) -> None:
+        self._db = db
+        self._validate = validate_cache
+        self._max = max_cached
+        self._cache: OrderedDict[Key, _Entry] = OrderedDict()
+        self._absent: OrderedDict[Key, None] = OrderedDict()  # looked up, not stored (single process only)
+
+    async def create_tables(self) -> None:
+        try:
+            await self._db.run(metadata.create_all)
+        except (IntegrityError, OperationalError, ProgrammingError):
+            await self._db.run(metadata.create_all)
+
+    # --- BaseSessionService ---------------------------------------------------------------------
+
+    async def create_session(
+        self, *, app_name: str, user_id: str, state: dict[str, Any] | None = None, session_id: str | None = None
+    ) -> Session:
+        sid = (session_id or "").strip() or str(uuid.uuid4())
+        key = (app_name, user_id, sid)
+        if await self._entry(key) is not None:
+            raise AlreadyExistsError(f"Session with id {sid} already exists.")
+        session = Session(id=sid, app_name=app_name, user_id=user_id, state=dict(state or {}), events=[],
+                          last_update_time=time.time())
+        entry = _Entry(session)
+        self._absent.pop(key, None)
+        self._remember(key, entry)  # stored with the run's events by flush_session
+        return self._copy(session, None)
+
+    async def get_session(
+        self, *, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None = None
+    ) -> Session | None:
+        entry = await self._entry((app_name, user_id, session_id))
+        return None if entry is None else self._copy(entry.session, config)
+
+    async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
+        stmt = select(sessions_table).where(sessions_table.c.app_name == app_name)
+        if user_id is not None:
+            stmt = stmt.where(sessions_table.c.user_id == user_id)
+        rows = await self._db.run(lambda conn: conn.execute(stmt.order_by(sessions_table.c.updated_at)).all(), write=False)
+        return ListSessionsResponse(sessions=[
+            Session(id=r.session_id, app_name=r.app_name, user_id=r.user_id, state=json.loads(r.state_json),
+                    events=[], last_update_time=r.updated_at)
+            for r in rows
+        ])
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        key = (app_name, user_id, session_id)
+        self._cache.pop(key, None)
+
+        def transaction(conn: Connection) -> None:
+            conn.execute(delete(events_table).where(*self._where(events_table, key)))
+            conn.execute(delete(sessions_table).where(*self._where(sessions_table, key)))
+
+        await self._db.run(transaction)
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        if event.partial:
+            return event
+        event = await super().append_event(session, event)
+        session.last_update_time = event.timestamp
+        entry = await self._entry((session.app_name, session.user_id, session.id), check=False)
+        if entry is not None and entry.session is not session:
+            canonical = entry.session
+            canonical.events.append(event)
+            if event.actions and event.actions.state_delta:
+                canonical.state.update({k: v for k, v in event.actions.state_delta.items() if not k.startswith("temp:")})
+            canonical.last_update_time = event.timestamp
+        return event
+
+    async def flush(self) -> None:
+        for key, entry in list(self._cache.items()):
+            await self._flush(key, entry)
+
+    # --- durability -----------------------------------------------------------------------------
+
+    async def flush_session(self, app_name: str, user_id: str, session_id: str) -> None:
+        """Write the session's new events and state in one transaction."""
+        key = (app_name, user_id, session_id)
+        entry = self._cache.get(key)
+        if entry is not None:
+            await self._flush(key, entry)
+
+    async def _flush(self, key: Key, entry: _Entry) -> None:
+        async with entry.lock:
+            session = entry.session
+            new = session.events[entry.persisted_events:]
+            if entry.stored and not new:
+                return
+            count = entry.persisted_events + len(new)
+            values = {"state_json": _stored_state(session.state), "event_count": count, "updated_at": time.time()}
+            rows = [
+                {"app_name": key[0], "user_id": key[1], "session_id": key[2], "seq": entry.persisted_events + i,
+                 "event_json": e.model_dump_json(exclude_none=True)}
+                for i, e in enumerate(new)
+            ]
+            stored = entry.stored
+
+            def transaction(conn: Connection) -> None:
+                if stored:
+                    conn.execute(update(sessions_table).where(*self._where(sessions_table, key)).values(**values))
+                else:
+                    conn.execute(insert(sessions_table).values(
+                        app_name=key[0], user_id=key[1], session_id=key[2], created_at=time.time(), **values
+                    ))
+                if rows:
+                    conn.execute(insert(events_table), rows)
+
+            await self._db.run(transaction)
+            entry.stored, entry.persisted_events = True, count
+
+    async def _entry(self, key: Key, check: bool = True) -> _Entry | None:
+        entry = self._cache.get(key)
+        if entry is not None:
+            self._cache.move_to_end(key)
+            if not check or not self._validate or await self._stored_count(key) in (None, entry.persisted_events):
+                return entry
+        if not self._validate and key in self._absent:
+            return None
+        entry = await self._load(key)
+        if entry is not None:
+            self._remember(key, entry)
+        elif not self._validate:
+            self._absent[key] = None
+            while len(self._absent) > self._max:
+                self._absent.popitem(last=False)
+        return entry
+
+    async def _stored_count(self, key: Key) -> int | None:
+        stmt = select(sessions_table.c.event_count).where(*self._where(sessions_table, key))
+        return await self._db.run(lambda conn: conn.execute(stmt).scalar(), write=False)
+
+    async def _load(self, key: Key) -> _Entry | None:
+        def read(conn: Connection) -> tuple[Any, list[str]] | None:
+            row = conn.execute(select(sessions_table).where(*self._where(sessions_table, key))).first()
+            if row is None:
+                return None
+            stmt = select(events_table.c.event_json).where(*self._where(events_table, key)).order_by(events_table.c.seq)
+            return row, [r.event_json for r in conn.execute(stmt)]
+
+        found = await self._db.run(read, write=False)
+        if found is None:
+            return None
+        row, texts = found
+        events = [Event.model_validate_json(text) for text in texts]
+        session = Session(id=key[2], app_name=key[0], user_id=key[1], state=json.loads(row.state_json), events=events,
+                          last_update_time=row.updated_at)
+        return _Entry(session, persisted_events=len(events), stored=True)
+
+    def _remember(self, key: Key, entry: _Entry) -> None:
+        self._cache[key] = entry
+        self._cache.move_to_end(key)
+        while len(self._cache) > self._max:
+            old_key, old = next(iter(self._cache.items()))
+            if old.lock.locked() or old.persisted_events != len(old.session.events):
+                break  # never drop what is not written yet
+            self._cache.pop(old_key)
+
+    @staticmethod
+    def _where(table: Table, key: Key) -> list[Any]:
+        return [table.c.app_name == key[0], table.c.user_id == key[1], table.c.session_id == key[2]]
+
+    @staticmethod
+    def _copy(session: Session, config: GetSessionConfig | None) -> Session:
+        events = list(session.events)
+        if config is not None:
+            if config.num_recent_events is not None:
+                events = events[-config.num_recent_events:] if config.num_recent_events else []
+            if config.after_timestamp is not None:
+                events = [e for e in events if e.timestamp >= config.after_timestamp]
+        return Session(id=session.id, app_name=session.app_name, user_id=session.user_id, state=dict(session.state),
+                       events=events, last_update_time=session.last_update_time)
+
+
+__all__ = ["DurableSessionService"]

@@ -1,0 +1,43 @@
+"""Runtime settings, read once at start-up (never at import time) and passed down explicitly."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent_runtime.agent_config import AgentConfig
+from agent_runtime.database import default_database_url
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    config: AgentConfig
+    host: str = "127.0.0.1"
+    port: int = 8080
+    state_dir: Path = Path(".gatehouse")
+    database_url: str | None = None
+    public_url: str | None = None
+    sweep_interval: float = 0.25
+
+    @property
+    def db_url(self) -> str:
+        return self.database_url or default_database_url(self.state_dir)
+
+    @property
+    def url(self) -> str:
+        return self.public_url or f"http://{self.host}:{self.port}/"
+
+
+def load_config(config_path: Path | None, manifests: Sequence[Path]) -> AgentConfig:
+    """The AgentConfig from ``--config config.json`` or from manifests (``-f``), exactly one of them."""
+    if (config_path is None) == (not manifests):
+        raise ValueError("give either --config FILE or one or more -f MANIFEST")
+    if config_path is not None:
+        return AgentConfig.from_json(config_path.read_text())
+    from agent_runtime.manifests import select_agent_config
+
+    return select_agent_config(manifests)
+
+
+__all__ = ["RuntimeSettings", "load_config"]

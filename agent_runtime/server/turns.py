@@ -1,0 +1,120 @@
+"""Running the agent through ADK for one A2A request, and reading what came of it.
+
+A *new turn* sends the user's text; a *resume* sends one ``adk_request_confirmation`` function response per
+decided request (built here from the durable records, never from client input). Either way the run ends
+with a final reply or with new gated calls, which are stored as pending approvals before the caller
+reports the pause, so a client that sees a request can decide it at once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from google.adk.runners import Runner
+from google.genai import types
+
+from agent_runtime.approvals import ApprovalRecord, ApprovalService, args_hash
+from agent_runtime.server.gate import CURRENT_RUN, RunScope, confirmation_payload
+from agent_runtime.server.metrics import Metrics
+from agent_runtime.server.sessions import DurableSessionService
+
+CONFIRMATION_CALL = "adk_request_confirmation"
+USER_ID = "a2a"
+
+
+@dataclass
+class TurnOutcome:
+    text: str
+    requests: list[ApprovalRecord] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def paused(self) -> bool:
+        return bool(self.requests)
+
+
+class TurnRunner:
+    def __init__(
+        self,
+        runner: Runner,
+        sessions: DurableSessionService,
+        approvals: ApprovalService,
+        metrics: Metrics,
+        timeout_seconds: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._runner = runner
+        self._sessions = sessions
+        self._approvals = approvals
+        self._metrics = metrics
+        self._timeout = timeout_seconds
+        self._clock = clock
+
+    async def new_turn(self, task_id: str, context_id: str, text: str) -> TurnOutcome:
+        content = types.Content(role="user", parts=[types.Part(text=text)])
+        return await self._run(task_id, context_id, content)
+
+    async def resume_turn(self, task_id: str, context_id: str, decided: Sequence[ApprovalRecord]) -> TurnOutcome:
+        parts = [
+            types.Part(
+                function_response=types.FunctionResponse(
+                    name=CONFIRMATION_CALL,
+                    id=r.confirmation_id,
+                    response={
+                        "confirmed": r.status == "approved",
+                        "payload": confirmation_payload(r.id, r.status, r.reason, r.expires_at - r.created_at),
+                    },
+                )
+            )
+            for r in decided
+        ]
+        return await self._run(task_id, context_id, types.Content(role="user", parts=parts))
+
+    async def _run(self, task_id: str, context_id: str, content: types.Content) -> TurnOutcome:
+        scope = RunScope(task_id, context_id)
+        token = CURRENT_RUN.set(scope)
+        texts: list[str] = []
+        errors: list[str] = []
+        confirmation_ids: dict[str, str] = {}
+        try:
+            async for event in self._runner.run_async(user_id=USER_ID, session_id=context_id, new_message=content):
+                if event.error_code or event.error_message:
+                    errors.append(f"{event.error_code or 'error'}: {event.error_message or ''}".strip())
+                for call in event.get_function_calls():
+                    if call.name == CONFIRMATION_CALL and call.args:
+                        original = call.args.get("originalFunctionCall") or {}
+                        if original.get("id") and call.id:
+                            confirmation_ids[original["id"]] = call.id
+                if event.content and event.content.parts and not event.partial and event.author != "user":
+                    texts.extend(p.text for p in event.content.parts if p.text and not p.thought)
+        finally:
+            CURRENT_RUN.reset(token)
+            # The run's events become durable before anyone is told about its outcome.
+            await self._sessions.flush_session(self._runner.app_name, USER_ID, context_id)
+        records = self._records(scope, confirmation_ids)
+        if records:
+            await self._approvals.add_pending(records)
+            self._metrics.pending.inc(len(records))
+        return TurnOutcome(text="\n".join(texts).strip(), requests=records, errors=errors)
+
+    def _records(self, scope: RunScope, confirmation_ids: dict[str, str]) -> list[ApprovalRecord]:
+        now = self._clock()
+        records = []
+        for position, call in enumerate(scope.pending):
+            confirmation_id = confirmation_ids.get(call.call_id)
+            if confirmation_id is None:
+                raise RuntimeError(f"ADK did not pause gated call {call.call_id} ({call.tool})")
+            records.append(
+                ApprovalRecord(
+                    id=call.request_id, task_id=scope.task_id, context_id=scope.context_id,
+                    confirmation_id=confirmation_id, call_id=call.call_id, tool=call.tool, server=call.server,
+                    args=call.args, args_hash=args_hash(call.tool, call.args), hint=call.hint,
+                    created_at=now, expires_at=now + self._timeout, position=position,
+                )
+            )
+        return records
+
+
+__all__ = ["CONFIRMATION_CALL", "TurnOutcome", "TurnRunner"]

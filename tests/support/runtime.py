@@ -1,0 +1,205 @@
+"""End-to-end helpers: the demo MCP server and the runtime as real processes, and a raw A2A JSON-RPC client."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from tests.support.processes import GATEHOUSE_CMD, free_port, running
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "file-manager"
+RUNTIME_CMD = [sys.executable, "-c", "from agent_runtime.cli import runtime_main; runtime_main()"]
+
+
+@dataclass
+class Tools:
+    url: str
+    sandbox: Path
+    journal: Path
+
+    def executions(self, tool: str | None = None, path: str | None = None) -> list[dict[str, Any]]:
+        if not self.journal.exists():
+            return []
+        lines = [json.loads(line) for line in self.journal.read_text().splitlines() if line.strip()]
+        return [
+            x for x in lines
+            if (tool is None or x["tool"] == tool) and (path is None or x["args"].get("path") == path)
+        ]
+
+
+@contextmanager
+def demo_tools(base: Path) -> Iterator[Tools]:
+    sandbox, journal = base / "sandbox", base / "journal.jsonl"
+    sandbox.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    args = [*GATEHOUSE_CMD, "demo-tools", "--sandbox", str(sandbox), "--port", str(port), "--journal", str(journal)]
+    with running(args, ready="demo-tools ready"):
+        yield Tools(f"http://127.0.0.1:{port}/mcp", sandbox, journal)
+
+
+def write_manifests(directory: Path, mcp_url: str, **approval: Any) -> list[Path]:
+    """The example manifests with the MCP URL pointed at ``mcp_url`` and ``spec.approval`` fields overridden."""
+    directory.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name in ("agent.yaml", "modelconfig.yaml", "mcp-server.yaml"):
+        doc = yaml.safe_load((EXAMPLE / name).read_text())
+        if doc["kind"] == "RemoteMCPServer":
+            doc["spec"]["url"] = mcp_url
+        if doc["kind"] == "Agent":
+            doc["spec"]["approval"].update(approval)
+        path = directory / name
+        path.write_text(yaml.safe_dump(doc))
+        out.append(path)
+    return out
+
+
+class RuntimeProcess:
+    """``gatehouse-runtime serve`` as a subprocess; ``kill9()`` and ``start()`` again for restarts."""
+
+    def __init__(self, files: list[Path], state_dir: Path, log: Path) -> None:
+        self.files, self.state_dir, self.log = files, state_dir, log
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 45.0) -> None:
+        args = [*RUNTIME_CMD, "serve", "--port", str(self.port), "--state-dir", str(self.state_dir)]
+        for f in self.files:
+            args += ["-f", str(f)]
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"runtime exited {self.proc.returncode}:\n{self.log.read_text()[-4000:]}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"runtime not ready:\n{self.log.read_text()[-4000:]}")
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+@contextmanager
+def runtime(base: Path, tools: Tools, **approval: Any) -> Iterator[RuntimeProcess]:
+    files = write_manifests(base / "manifests", tools.url, **approval)
+    proc = RuntimeProcess(files, base / "state", base / "runtime.log")
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+class Rpc:
+    """Raw A2A JSON-RPC over httpx (header ``A2A-Version: 1.0``), returning plain JSON."""
+
+    def __init__(self, url: str) -> None:
+        self.client = httpx.Client(base_url=url, headers={"A2A-Version": "1.0"}, timeout=60)
+
+    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        body = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
+        reply = self.client.post("/", json=body)
+        reply.raise_for_status()
+        return reply.json()
+
+    def send(
+        self, text: str | None = None, data: Any = None, task: dict[str, Any] | None = None, context_id: str | None = None
+    ) -> dict[str, Any]:
+        """SendMessage; returns the JSON-RPC ``result`` (``{"task": …}`` or ``{"message": …}``), or raises on error."""
+        parts: list[dict[str, Any]] = []
+        if text is not None:
+            parts.append({"text": text})
+        if data is not None:
+            parts.append({"data": data})
+        message: dict[str, Any] = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": parts}
+        if task is not None:
+            message["taskId"], message["contextId"] = task["id"], task["contextId"]
+        elif context_id is not None:
+            message["contextId"] = context_id
+        reply = self.call("SendMessage", {"message": message})
+        if "error" in reply:
+            raise RuntimeError(reply["error"])
+        return reply["result"]
+
+    def get_task(self, task_id: str) -> dict[str, Any]:
+        reply = self.call("GetTask", {"id": task_id})
+        if "error" in reply:
+            raise RuntimeError(reply["error"])
+        return reply["result"]
+
+    def metric(self, name: str, **labels: str) -> float:
+        text = self.client.get("/metrics").text
+        want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        for line in text.splitlines():
+            if line.startswith("#"):
+                continue
+            key, _, value = line.rpartition(" ")
+            metric, _, label_text = key.partition("{")
+            got = ",".join(sorted(x for x in label_text.rstrip("}").split(",") if x))
+            if metric == name and got == want:
+                return float(value)
+        return 0.0
+
+
+def state(task: dict[str, Any]) -> str:
+    return task["status"]["state"]
+
+
+def status_text(task: dict[str, Any]) -> str:
+    return "\n".join(p["text"] for p in task["status"].get("message", {}).get("parts", []) if "text" in p)
+
+
+def interrupt(task: dict[str, Any]) -> dict[str, Any]:
+    (data,) = [p["data"] for p in task["status"]["message"]["parts"] if "data" in p]
+    return data
+
+
+def request_ids(task: dict[str, Any]) -> list[str]:
+    return [r["id"] for r in interrupt(task)["action_requests"]]
+
+
+def wait_for(predicate: Any, timeout: float = 15.0, interval: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(interval)
+
+
+__all__ = [
+    "Rpc", "RuntimeProcess", "Tools", "demo_tools", "interrupt", "request_ids", "runtime", "state", "status_text",
+    "wait_for", "write_manifests",
+]

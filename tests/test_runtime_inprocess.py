@@ -1,0 +1,90 @@
+"""The runtime app in-process (ASGI) against a real demo MCP server: internal decisions and recovery paths."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from a2a.types import Task, TaskState
+
+from agent_runtime import wire
+from agent_runtime.approvals import Resolution
+from agent_runtime.manifests import select_agent_config
+from agent_runtime.server.app import Runtime, build_app
+from agent_runtime.server.settings import RuntimeSettings
+from tests.support.runtime import Tools, demo_tools, request_ids, state, status_text, write_manifests
+
+pytestmark = pytest.mark.e2e
+
+
+class App:
+    def __init__(self, client: httpx.AsyncClient, runtime: Runtime, tools: Tools) -> None:
+        self.client, self.runtime, self.tools = client, runtime, tools
+
+    async def send(self, text: str | None = None, data: Any = None, task: dict[str, Any] | None = None) -> dict[str, Any]:
+        parts: list[dict[str, Any]] = ([{"text": text}] if text else []) + ([{"data": data}] if data is not None else [])
+        message: dict[str, Any] = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": parts}
+        if task:
+            message["taskId"], message["contextId"] = task["id"], task["contextId"]
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+        return (await self.client.post("/", json=body)).json()["result"]
+
+    async def get(self, task_id: str) -> dict[str, Any]:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
+        return (await self.client.post("/", json=body)).json()["result"]
+
+
+@pytest.fixture
+async def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[App]:
+    monkeypatch.setenv("GOOGLE_API_USE_CLIENT_CERTIFICATE", "false")  # as `gatehouse-runtime serve` does
+    with demo_tools(tmp_path / "tools") as tools:
+        config = select_agent_config(write_manifests(tmp_path / "m", tools.url))
+        starlette = build_app(RuntimeSettings(config=config, state_dir=tmp_path / "state"))
+        runtime: Runtime = starlette.state.runtime
+        async with starlette.router.lifespan_context(starlette):
+            while not runtime.ready:
+                await asyncio.sleep(0.05)
+            transport = httpx.ASGITransport(app=starlette)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t", headers={"A2A-Version": "1.0"}) as client:
+                yield App(client, runtime, tools)
+
+
+async def test_an_internal_decision_that_lost_the_race_leaves_the_task_alone(app: App) -> None:
+    (app.tools.sandbox / "race.txt").write_text("x")
+    task = (await app.send("delete race.txt"))["task"]
+    before = await app.get(task["id"])
+    await app.runtime.resumer.resume(task["id"], task["contextId"], {"apr-other": Resolution("expired")}, "timeout", "late")
+    after = await app.get(task["id"])
+    assert after["status"] == before["status"] and state(after) == "TASK_STATE_INPUT_REQUIRED"
+    done = (await app.send(data=wire.approve_all(), task=task))["task"]
+    assert state(done) == "TASK_STATE_COMPLETED" and not (app.tools.sandbox / "race.txt").exists()
+
+
+async def test_an_internal_decision_resumes_without_a_client(app: App) -> None:
+    (app.tools.sandbox / "internal.txt").write_text("x")
+    task = (await app.send("delete internal.txt"))["task"]
+    (request_id,) = request_ids(task)
+    result = await app.runtime.resumer.resume(
+        task["id"], task["contextId"], {request_id: Resolution("approved")}, "kubernetes", "Approved by alice (ToolApproval)."
+    )
+    assert isinstance(result, Task) and result.status.state == TaskState.TASK_STATE_COMPLETED
+    stored = await app.get(task["id"])
+    assert "Approved by alice" in "\n".join(p.get("text", "") for m in stored["history"] for p in m["parts"])
+    assert stored["status"]["message"]["metadata"]["decisions"][request_id]["source"] == "kubernetes"
+    assert len(app.tools.executions("delete_file", "internal.txt")) == 1
+
+
+async def test_a_resume_cut_short_is_finished_by_the_next_message_without_running_twice(app: App) -> None:
+    (app.tools.sandbox / "cut.txt").write_text("x")
+    task = (await app.send("delete cut.txt"))["task"]
+    (request_id,) = request_ids(task)
+    # As if the runtime died right after recording the decision, before the agent ran on.
+    await app.runtime.approvals.decide(task["id"], {request_id: Resolution("approved")}, "a2a")
+    done = (await app.send("approve", task=task))["task"]
+    assert state(done) == "TASK_STATE_COMPLETED" and "Delete of cut.txt" in status_text(done)
+    assert len(app.tools.executions("delete_file", "cut.txt")) == 1

@@ -1,0 +1,98 @@
+"""DurableSessionService: ADK sessions cached in memory, one transaction per run, reloaded after a restart."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.events.event import Event
+from google.adk.events.event_actions import EventActions
+from google.adk.sessions.base_session_service import GetSessionConfig
+from google.adk.tools.tool_confirmation import ToolConfirmation
+from google.genai import types
+
+from agent_runtime.database import Database, default_database_url
+from agent_runtime.server.sessions import DurableSessionService
+
+KEY = {"app_name": "app", "user_id": "u", "session_id": "s1"}
+
+
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[Database]:
+    db = Database(default_database_url(tmp_path))
+    yield db
+    await db.dispose()
+
+
+async def _service(engine: Database, validate: bool = False) -> DurableSessionService:
+    svc = DurableSessionService(engine, validate_cache=validate)
+    await svc.create_tables()
+    return svc
+
+
+def _call_event() -> Event:
+    call = types.FunctionCall(id="call-1", name="delete_file", args={"path": "a"})
+    return Event(
+        author="agent", invocation_id="i1", content=types.Content(role="model", parts=[types.Part(function_call=call)]),
+        actions=EventActions(
+            state_delta={"gatehouse_grant:files/delete_file": True, "temp:scratch": 1},
+            requested_tool_confirmations={"call-1": ToolConfirmation(hint="why", payload={"request_id": "apr-1"})},
+        ),
+    )
+
+
+async def test_a_flushed_run_survives_a_restart(engine: Database) -> None:
+    svc = await _service(engine)
+    session = await svc.create_session(**KEY)
+    with pytest.raises(AlreadyExistsError):
+        await svc.create_session(**KEY)
+    await svc.append_event(session, Event(author="user", invocation_id="i1",
+                                          content=types.Content(role="user", parts=[types.Part(text="delete a")])))
+    await svc.append_event(session, _call_event())
+    assert session.state["temp:scratch"] == 1  # visible during the run
+    await svc.flush_session("app", "u", "s1")
+
+    restarted = await _service(engine)
+    loaded = await restarted.get_session(**KEY)
+    assert loaded is not None
+    assert [e.author for e in loaded.events] == ["user", "agent"]
+    assert loaded.events[1].get_function_calls()[0].args == {"path": "a"}
+    assert loaded.events[1].actions.requested_tool_confirmations["call-1"].payload == {"request_id": "apr-1"}
+    assert loaded.state == {"gatehouse_grant:files/delete_file": True}
+    recent = await restarted.get_session(**KEY, config=GetSessionConfig(num_recent_events=1))
+    assert recent is not None and [e.author for e in recent.events] == ["agent"]
+    assert [s.id for s in (await restarted.list_sessions(app_name="app")).sessions] == ["s1"]
+
+
+async def test_copies_share_one_cached_session(engine: Database) -> None:
+    svc = await _service(engine)
+    await svc.create_session(**KEY)
+    first = await svc.get_session(**KEY)
+    assert first is not None
+    await svc.append_event(first, _call_event())
+    second = await svc.get_session(**KEY)
+    assert second is not None and len(second.events) == 1 and second is not first
+    assert await svc.get_session(app_name="app", user_id="u", session_id="nope") is None
+
+
+async def test_replicas_see_each_others_flushed_runs(engine: Database) -> None:
+    a, b = await _service(engine, validate=True), await _service(engine, validate=True)
+    await a.create_session(**KEY)
+    await a.flush_session("app", "u", "s1")
+    seen_by_b = await b.get_session(**KEY)
+    assert seen_by_b is not None and seen_by_b.events == []
+    session = await a.get_session(**KEY)
+    assert session is not None
+    await a.append_event(session, _call_event())
+    await a.flush_session("app", "u", "s1")
+    again = await b.get_session(**KEY)
+    assert again is not None and len(again.events) == 1
+
+
+async def test_delete_session(engine: Database) -> None:
+    svc = await _service(engine)
+    await svc.create_session(**KEY)
+    await svc.delete_session(**KEY)
+    assert await (await _service(engine)).get_session(**KEY) is None
