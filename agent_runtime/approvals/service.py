@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, Text, func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
+from agent_runtime.approvals.events import ApprovalEvents
 from agent_runtime.approvals.records import ApprovalRecord, Resolution
 from agent_runtime.database import Database
 
@@ -101,9 +102,10 @@ class _Lost(Exception):
 
 
 class ApprovalService:
-    def __init__(self, db: Database, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, db: Database, clock: Callable[[], float] = time.time, events: ApprovalEvents | None = None) -> None:
         self._db = db
         self._clock = clock
+        self.events = events or ApprovalEvents()
 
     async def create_tables(self) -> None:
         try:
@@ -116,6 +118,7 @@ class ApprovalService:
         if records:
             rows = [_record_to_row(r) for r in records]
             await self._db.run(lambda conn: conn.execute(approvals.insert(), rows))
+            await self.events.publish("requested", records)
 
     async def _select(self, stmt: Any) -> list[ApprovalRecord]:
         return await self._db.run(lambda conn: [_row_to_record(row) for row in conn.execute(stmt)], write=False)
@@ -160,12 +163,15 @@ class ApprovalService:
             raise AlreadyDecided([records[i] for i in exc.ids if i in records]) from None
         mine = {r.id: r for r in known if r.status == "pending"}
         if all(i in mine for i in resolutions):
-            return [
+            decided = [
                 replace(mine[i], status=res.status, reason=res.reason, scope=res.scope, source=source, decided_at=now)
                 for i, res in resolutions.items()
             ]
-        records = {r.id: r for r in await self.for_task(task_id)}
-        return [records[i] for i in resolutions]
+        else:
+            records = {r.id: r for r in await self.for_task(task_id)}
+            decided = [records[i] for i in resolutions]
+        await self.events.publish("decided", decided, source)
+        return decided
 
     async def claim_execution(self, call_id: str, tool: str, args_hash: str) -> Claim:
         def transaction(conn: Connection) -> Claim:
