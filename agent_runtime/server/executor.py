@@ -25,6 +25,7 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Task, TaskState
+from a2a.utils.errors import UnsupportedOperationError
 
 from agent_runtime import wire
 from agent_runtime.agent_config import AgentConfig
@@ -33,6 +34,9 @@ from agent_runtime.server.metrics import Metrics
 from agent_runtime.server.turns import TurnOutcome, TurnRunner
 
 INTERNAL_DECISION = "gatehouse.internal_decision"
+TERMINAL_STATES = frozenset({
+    TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED,
+})
 INTERRUPT_METADATA = {"interrupt_type": wire.INTERRUPT_TOOL_APPROVAL}
 OUTCOME_LABEL = {"approved": "approved", "denied": "denied", "expired": "timeout"}
 
@@ -63,6 +67,9 @@ class GatehouseExecutor(AgentExecutor):
             await self._new_turn(context.task_id, context.context_id, message, updater)
         elif task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
             await self._decision(task, message, updater, internal)
+        elif task.status.state in TERMINAL_STATES:
+            # Finished meanwhile (another replica decided it): write nothing; the handler answers "Already decided".
+            raise UnsupportedOperationError(message=f"Task {task.id} is in terminal state: {TaskState.Name(task.status.state)}")
         else:
             state = TaskState.Name(task.status.state)
             await updater.update_status(
