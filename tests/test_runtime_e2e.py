@@ -268,3 +268,13 @@ async def test_a2a_sdk_client_streams_pause_and_resume(env: tuple[Tools, Runtime
         assert status.state == TaskState.TASK_STATE_COMPLETED
         assert not target.exists()
         assert len(tools.executions("delete_file", "streamed.txt")) == 1
+
+
+def test_cancel_a_paused_task_refuses_its_requests(rpc: Rpc, tools: Tools) -> None:
+    target = _file(tools, "cancel-me.txt")
+    task = _pause(rpc, "delete cancel-me.txt")
+    reply = rpc.call("CancelTask", {"id": task["id"]})
+    assert state(reply["result"]) == "TASK_STATE_CANCELED"
+    late = rpc.send("approve", task=task)["message"]["parts"][0]["text"]
+    assert late.startswith("Already decided:") and "denied by cancel" in late
+    assert target.exists() and tools.executions("delete_file", "cancel-me.txt") == []
