@@ -17,6 +17,7 @@ path as an :class:`InternalDecision` in the server call context, which only in-p
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,7 @@ from agent_runtime.server.metrics import Metrics
 from agent_runtime.server.turns import TurnOutcome, TurnRunner
 
 INTERNAL_DECISION = "gatehouse.internal_decision"
+RECOVERY_GRACE_SECONDS = 30.0
 TERMINAL_STATES = frozenset({
     TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED,
 })
@@ -50,7 +52,11 @@ class InternalDecision:
 
 
 class GatehouseExecutor(AgentExecutor):
-    def __init__(self, config: AgentConfig, turns: TurnRunner, approvals: ApprovalService, metrics: Metrics) -> None:
+    def __init__(
+        self, config: AgentConfig, turns: TurnRunner, approvals: ApprovalService, metrics: Metrics, *, single_process: bool
+    ) -> None:
+        """``single_process``: no other replica can work on a task (sqlite), so a stalled resume is finished at once."""
+        self._single_process = single_process
         self._config = config
         self._turns = turns
         self._approvals = approvals
@@ -71,6 +77,9 @@ class GatehouseExecutor(AgentExecutor):
             # Finished meanwhile (another replica decided it): write nothing; the handler answers "Already decided".
             raise UnsupportedOperationError(message=f"Task {task.id} is in terminal state: {TaskState.Name(task.status.state)}")
         else:
+            records = await self._approvals.for_task(task.id)
+            if self._stalled(records):
+                return await self._recover(task, records, updater)
             state = TaskState.Name(task.status.state)
             await updater.update_status(
                 task.status.state, message=_text(updater, f"This task is not waiting for a decision ({state}).")
@@ -127,7 +136,7 @@ class GatehouseExecutor(AgentExecutor):
                     allow_session=self._config.approval.allow_session_grants,
                 )
             except wire.DecisionError as exc:
-                if not pending and records:
+                if self._stalled(records):
                     return await self._recover(task, records, updater)
                 replayed = _already_decided_ids(message, records)
                 error = str(AlreadyDecided(replayed)) if replayed else str(exc)
@@ -147,11 +156,25 @@ class GatehouseExecutor(AgentExecutor):
         await self._resume(task, decided, updater)
 
     async def _resume(self, task: Task, decided: list[ApprovalRecord], updater: TaskUpdater) -> None:
+        if not self._single_process:
+            await updater.start_work()  # durable: other replicas now know this task is being resumed
         outcome = await self._turns.resume_turn(task.id, task.context_id, decided)
         await self._report(updater, outcome, decided)
 
+    def _stalled(self, records: list[ApprovalRecord]) -> bool:
+        """Decided, but the task never finished: the runtime that applied the decision died on the way.
+
+        With one process that is certain whenever it is seen (requests of one task never overlap here);
+        with replicas, only once the decision is older than :data:`RECOVERY_GRACE_SECONDS`.
+        """
+        if not records or any(r.status == "pending" for r in records):
+            return False
+        if self._single_process:
+            return True
+        return max(r.decided_at or 0.0 for r in records) < time.time() - RECOVERY_GRACE_SECONDS
+
     async def _recover(self, task: Task, records: list[ApprovalRecord], updater: TaskUpdater) -> None:
-        """Input-required with nothing pending: a restart cut the resume short. Finish it (runs nothing twice)."""
+        """Finish a stalled resume with the recorded decisions (an approved call that started is not rerun)."""
         last = max(r.created_at for r in records)
         await self._resume(task, [r for r in records if r.created_at == last], updater)
 
