@@ -76,6 +76,8 @@ class GatehouseExecutor(AgentExecutor):
         elif task.status.state in TERMINAL_STATES:
             # Finished meanwhile (another replica decided it): write nothing; the handler answers "Already decided".
             raise UnsupportedOperationError(message=f"Task {task.id} is in terminal state: {TaskState.Name(task.status.state)}")
+        elif isinstance(internal, InternalDecision):
+            return  # submitted/working: someone else is on it; an internal decision changes nothing here
         else:
             records = await self._approvals.for_task(task.id)
             if self._stalled(records):
