@@ -267,6 +267,12 @@ async def test_a2a_sdk_client_streams_pause_and_resume(env: tuple[Tools, Runtime
         ))
         assert status.state == TaskState.TASK_STATE_COMPLETED
         assert not target.exists()
+        # A replay over the stream is answered with a message; nothing runs again.
+        replay = Message(role=Role.ROLE_USER, message_id=str(uuid.uuid4()), task_id=task_id, context_id=context_id,
+                         parts=[new_data_part(wire.approve_all())])
+        events = [e async for e in client.send_message(SendMessageRequest(message=replay))]
+        assert [e.HasField("message") for e in events] == [True]
+        assert events[0].message.parts[0].text.startswith("Already decided:")
         assert len(tools.executions("delete_file", "streamed.txt")) == 1
 
 
