@@ -17,6 +17,7 @@ path as an :class:`InternalDecision` in the server call context, which only in-p
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,8 @@ from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Resolution
 from agent_runtime.server.metrics import Metrics
 from agent_runtime.server.turns import TurnOutcome, TurnRunner
+
+log = logging.getLogger(__name__)
 
 INTERNAL_DECISION = "gatehouse.internal_decision"
 RECOVERY_GRACE_SECONDS = 30.0
@@ -118,7 +121,11 @@ class GatehouseExecutor(AgentExecutor):
         if not text:
             await updater.reject(_text(updater, "The message has no text."))
             return
-        outcome = await self._turns.new_turn(task_id, context_id, text)
+        try:
+            outcome = await self._turns.new_turn(task_id, context_id, text)
+        except Exception as exc:
+            log.exception("agent run failed (task %s)", task_id)
+            return await updater.failed(_text(updater, f"The agent failed: {type(exc).__name__}: {exc}"))
         await self._report(updater, outcome)
 
     # --- a decision -----------------------------------------------------------------------------
@@ -160,7 +167,13 @@ class GatehouseExecutor(AgentExecutor):
     async def _resume(self, task: Task, decided: list[ApprovalRecord], updater: TaskUpdater) -> None:
         if not self._single_process:
             await updater.start_work()  # durable: other replicas now know this task is being resumed
-        outcome = await self._turns.resume_turn(task.id, task.context_id, decided)
+        try:
+            outcome = await self._turns.resume_turn(task.id, task.context_id, decided)
+        except Exception as exc:
+            log.exception("agent run failed (task %s)", task.id)
+            metadata = {"decisions": _decisions_metadata(decided)}
+            text = f"The agent failed after the decision: {type(exc).__name__}: {exc}"
+            return await updater.failed(_text(updater, text, metadata))
         await self._report(updater, outcome, decided)
 
     def _stalled(self, records: list[ApprovalRecord]) -> bool:
