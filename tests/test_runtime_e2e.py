@@ -267,4 +267,20 @@ async def test_a2a_sdk_client_streams_pause_and_resume(env: tuple[Tools, Runtime
         ))
         assert status.state == TaskState.TASK_STATE_COMPLETED
         assert not target.exists()
+        # A replay over the stream is answered with a message; nothing runs again.
+        replay = Message(role=Role.ROLE_USER, message_id=str(uuid.uuid4()), task_id=task_id, context_id=context_id,
+                         parts=[new_data_part(wire.approve_all())])
+        events = [e async for e in client.send_message(SendMessageRequest(message=replay))]
+        assert [e.HasField("message") for e in events] == [True]
+        assert events[0].message.parts[0].text.startswith("Already decided:")
         assert len(tools.executions("delete_file", "streamed.txt")) == 1
+
+
+def test_cancel_a_paused_task_refuses_its_requests(rpc: Rpc, tools: Tools) -> None:
+    target = _file(tools, "cancel-me.txt")
+    task = _pause(rpc, "delete cancel-me.txt")
+    reply = rpc.call("CancelTask", {"id": task["id"]})
+    assert state(reply["result"]) == "TASK_STATE_CANCELED"
+    late = rpc.send("approve", task=task)["message"]["parts"][0]["text"]
+    assert late.startswith("Already decided:") and "denied by cancel" in late
+    assert target.exists() and tools.executions("delete_file", "cancel-me.txt") == []

@@ -137,7 +137,7 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     )
     runner = Runner(app_name=config.name, agent=agent, session_service=sessions, auto_create_session=True)
     turns = TurnRunner(runner, sessions, approvals, metrics, config.approval.timeout_seconds)
-    executor = GatehouseExecutor(config, turns, approvals, metrics)
+    executor = GatehouseExecutor(config, turns, approvals, metrics, single_process=db.sqlite)
     handler = GatehouseRequestHandler(
         agent_executor=executor, task_store=task_store, agent_card=agent_card(config, settings.url), approvals=approvals,
         interrupted_task_timeout=60.0,  # a paused task's in-memory state is dropped when idle; the store keeps it

@@ -17,6 +17,8 @@ path as an :class:`InternalDecision` in the server call context, which only in-p
 from __future__ import annotations
 
 import contextlib
+import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +27,7 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Task, TaskState
+from a2a.utils.errors import UnsupportedOperationError
 
 from agent_runtime import wire
 from agent_runtime.agent_config import AgentConfig
@@ -32,7 +35,13 @@ from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalServ
 from agent_runtime.server.metrics import Metrics
 from agent_runtime.server.turns import TurnOutcome, TurnRunner
 
+log = logging.getLogger(__name__)
+
 INTERNAL_DECISION = "gatehouse.internal_decision"
+RECOVERY_GRACE_SECONDS = 30.0
+TERMINAL_STATES = frozenset({
+    TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED,
+})
 INTERRUPT_METADATA = {"interrupt_type": wire.INTERRUPT_TOOL_APPROVAL}
 OUTCOME_LABEL = {"approved": "approved", "denied": "denied", "expired": "timeout"}
 
@@ -46,7 +55,11 @@ class InternalDecision:
 
 
 class GatehouseExecutor(AgentExecutor):
-    def __init__(self, config: AgentConfig, turns: TurnRunner, approvals: ApprovalService, metrics: Metrics) -> None:
+    def __init__(
+        self, config: AgentConfig, turns: TurnRunner, approvals: ApprovalService, metrics: Metrics, *, single_process: bool
+    ) -> None:
+        """``single_process``: no other replica can work on a task (sqlite), so a stalled resume is finished at once."""
+        self._single_process = single_process
         self._config = config
         self._turns = turns
         self._approvals = approvals
@@ -63,7 +76,15 @@ class GatehouseExecutor(AgentExecutor):
             await self._new_turn(context.task_id, context.context_id, message, updater)
         elif task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
             await self._decision(task, message, updater, internal)
+        elif task.status.state in TERMINAL_STATES:
+            # Finished meanwhile (another replica decided it): write nothing; the handler answers "Already decided".
+            raise UnsupportedOperationError(message=f"Task {task.id} is in terminal state: {TaskState.Name(task.status.state)}")
+        elif isinstance(internal, InternalDecision):
+            return  # submitted/working: someone else is on it; an internal decision changes nothing here
         else:
+            records = await self._approvals.for_task(task.id)
+            if self._stalled(records):
+                return await self._recover(task, records, updater)
             state = TaskState.Name(task.status.state)
             await updater.update_status(
                 task.status.state, message=_text(updater, f"This task is not waiting for a decision ({state}).")
@@ -100,7 +121,11 @@ class GatehouseExecutor(AgentExecutor):
         if not text:
             await updater.reject(_text(updater, "The message has no text."))
             return
-        outcome = await self._turns.new_turn(task_id, context_id, text)
+        try:
+            outcome = await self._turns.new_turn(task_id, context_id, text)
+        except Exception as exc:
+            log.exception("agent run failed (task %s)", task_id)
+            return await updater.failed(_text(updater, f"The agent failed: {type(exc).__name__}: {exc}"))
         await self._report(updater, outcome)
 
     # --- a decision -----------------------------------------------------------------------------
@@ -120,7 +145,7 @@ class GatehouseExecutor(AgentExecutor):
                     allow_session=self._config.approval.allow_session_grants,
                 )
             except wire.DecisionError as exc:
-                if not pending and records:
+                if self._stalled(records):
                     return await self._recover(task, records, updater)
                 replayed = _already_decided_ids(message, records)
                 error = str(AlreadyDecided(replayed)) if replayed else str(exc)
@@ -140,11 +165,31 @@ class GatehouseExecutor(AgentExecutor):
         await self._resume(task, decided, updater)
 
     async def _resume(self, task: Task, decided: list[ApprovalRecord], updater: TaskUpdater) -> None:
-        outcome = await self._turns.resume_turn(task.id, task.context_id, decided)
+        if not self._single_process:
+            await updater.start_work()  # durable: other replicas now know this task is being resumed
+        try:
+            outcome = await self._turns.resume_turn(task.id, task.context_id, decided)
+        except Exception as exc:
+            log.exception("agent run failed (task %s)", task.id)
+            metadata = {"decisions": _decisions_metadata(decided)}
+            text = f"The agent failed after the decision: {type(exc).__name__}: {exc}"
+            return await updater.failed(_text(updater, text, metadata))
         await self._report(updater, outcome, decided)
 
+    def _stalled(self, records: list[ApprovalRecord]) -> bool:
+        """Decided, but the task never finished: the runtime that applied the decision died on the way.
+
+        With one process that is certain whenever it is seen (requests of one task never overlap here);
+        with replicas, only once the decision is older than :data:`RECOVERY_GRACE_SECONDS`.
+        """
+        if not records or any(r.status == "pending" for r in records):
+            return False
+        if self._single_process:
+            return True
+        return max(r.decided_at or 0.0 for r in records) < time.time() - RECOVERY_GRACE_SECONDS
+
     async def _recover(self, task: Task, records: list[ApprovalRecord], updater: TaskUpdater) -> None:
-        """Input-required with nothing pending: a restart cut the resume short. Finish it (runs nothing twice)."""
+        """Finish a stalled resume with the recorded decisions (an approved call that started is not rerun)."""
         last = max(r.created_at for r in records)
         await self._resume(task, [r for r in records if r.created_at == last], updater)
 

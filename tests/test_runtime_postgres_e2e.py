@@ -1,0 +1,64 @@
+"""Two runtime replicas sharing one Postgres database: a pause made on one is decided on the other, a
+replay on either runs nothing, and a replica killed with an approval pending loses nothing.
+
+Needs a reachable Postgres and the ``postgres`` extra (asyncpg): set ``GATEHOUSE_TEST_POSTGRES_URL``,
+e.g. ``postgresql+asyncpg://user@127.0.0.1:5432/gatehouse``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent_runtime import wire
+from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, state, status_text, write_manifests
+
+URL = os.environ.get("GATEHOUSE_TEST_POSTGRES_URL", "")
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(not URL, reason="set GATEHOUSE_TEST_POSTGRES_URL to a Postgres database to run the replica tests"),
+    pytest.mark.skipif(importlib.util.find_spec("asyncpg") is None, reason="the postgres extra (asyncpg) is not installed"),
+]
+
+
+@pytest.fixture
+def replicas(tmp_path: Path) -> Iterator[tuple[Tools, RuntimeProcess, RuntimeProcess]]:
+    with demo_tools(tmp_path / "tools") as tools:
+        files = write_manifests(tmp_path / "m", tools.url)
+        a = RuntimeProcess(files, tmp_path / "a", tmp_path / "a.log", ["--database-url", URL])
+        b = RuntimeProcess(files, tmp_path / "b", tmp_path / "b.log", ["--database-url", URL])
+        a.start()
+        b.start()
+        try:
+            yield tools, a, b
+        finally:
+            a.stop()
+            b.stop()
+
+
+def test_paused_on_one_replica_decided_on_the_other(replicas: tuple[Tools, RuntimeProcess, RuntimeProcess]) -> None:
+    tools, a, b = replicas
+    (tools.sandbox / "shared.txt").write_text("x")
+    task = Rpc(a.url).send("delete shared.txt")["task"]
+    assert state(task) == "TASK_STATE_INPUT_REQUIRED"
+    done = Rpc(b.url).send(data=wire.approve_all(), task=task)["task"]
+    assert state(done) == "TASK_STATE_COMPLETED" and "Delete of shared.txt" in status_text(done)
+    replay = Rpc(a.url).send("approve", task=task)["message"]["parts"][0]["text"]
+    assert replay.startswith("Already decided:")
+    assert status_text(Rpc(a.url).get_task(task["id"])) == status_text(done)  # the finished task is untouched
+    assert len(tools.executions("delete_file", "shared.txt")) == 1
+
+
+def test_a_replica_killed_with_a_pending_approval(replicas: tuple[Tools, RuntimeProcess, RuntimeProcess]) -> None:
+    tools, a, b = replicas
+    (tools.sandbox / "orphan.txt").write_text("x")
+    task = Rpc(a.url).send("delete orphan.txt")["task"]
+    a.kill9()
+    assert state(Rpc(b.url).get_task(task["id"])) == "TASK_STATE_INPUT_REQUIRED"
+    done = Rpc(b.url).send(data=wire.deny_all("not today"), task=task)["task"]
+    assert "rejected by the user: not today" in status_text(done)
+    assert (tools.sandbox / "orphan.txt").exists() and tools.executions("delete_file", "orphan.txt") == []
