@@ -5,6 +5,7 @@ Port 8765 (the example's MCP URL) is held busy during the run, so the demo must 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import socket
@@ -85,3 +86,19 @@ def test_cli_help_lists_demo() -> None:
     out = subprocess.run([*GATEHOUSE_CMD, "demo", "--help"], capture_output=True, text=True, timeout=60, env={
         **os.environ, "COLUMNS": "200"}).stdout
     assert "--interactive" in out and "--no-interactive" in out and "--keep" in out
+
+
+def test_a_step_that_misbehaves_fails_the_demo_with_a_clear_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rich.console import Console
+
+    from agent_runtime.demo import runner, walkthrough
+
+    wrong = dataclasses.replace(walkthrough.STEPS[1], reply=("Delete of old.txt: kept",))
+    monkeypatch.setattr(walkthrough, "STEPS", [walkthrough.STEPS[0], wrong])
+    monkeypatch.chdir(ROOT)
+    console = Console(record=True, width=200)
+    assert runner.run_demo(interactive=False, console=console) == runner.EXIT_FAILED
+    out = console.export_text()
+    assert "demo failed: step 2 ('delete old.txt'): the reply 'Delete of old.txt: deleted /old.txt" in out
+    assert "does not contain ['Delete of old.txt: kept']" in out
+    assert "demo passed" not in out
