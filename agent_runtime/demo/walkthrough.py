@@ -144,7 +144,8 @@ class Narrator:
                 raise DemoFailure(f"{path} is gone while its delete still waits for approval")
         if any(name == "delete_file" for name, _ in step.pause):
             c.print("[dim]Nothing gated has run yet: the files are still in the sandbox.[/]")
-        assert step.decide is not None and result.task_id and result.context_id
+        if step.decide is None or not result.task_id or not result.context_id:
+            raise DemoFailure(f"cannot answer the pause (task {result.task_id!r}, context {result.context_id!r})")
         decision = step.decide(requests)
         if not self.envelope_shown:
             envelope = {"message": {"role": "ROLE_USER", "taskId": result.task_id, "contextId": result.context_id,
