@@ -12,8 +12,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-## demo: render the example Agent into the AgentConfig the runtime runs
+## demo: run the example agent locally and walk through approve, deny, an argument rule and a batch decision
 demo: $(STAMP)
+	$(VENV)/bin/gatehouse demo
+
+## render: print the AgentConfig the runtime runs for the example Agent
+render: $(STAMP)
 	$(VENV)/bin/gatehouse render -f examples/file-manager/agent.yaml \
 		-f examples/file-manager/modelconfig.yaml -f examples/file-manager/mcp-server.yaml
 

@@ -108,6 +108,22 @@ def demo_tools(
 
 
 @app.command()
+def demo(
+    interactive: bool | None = typer.Option(
+        None, "--interactive/--no-interactive", help="Hand over to chat (default: when stdin is a terminal)."
+    ),
+    keep: bool = typer.Option(False, "--keep", help="Keep the temp dir (sandbox, runtime state, logs) afterwards."),
+) -> None:
+    """Run the example agent locally and walk through approve, deny, an argument rule and a batch decision.
+    Without a terminal it answers itself and exits 0 only if every step behaved as expected."""
+    from agent_runtime.demo import run_demo
+
+    code = run_demo(interactive=interactive, keep=keep)
+    if code:
+        raise typer.Exit(code)
+
+
+@app.command()
 def chat(
     url: str = typer.Argument(..., help="The agent's A2A base URL (its card is at URL/.well-known/agent-card.json)."),
     context_id: str | None = typer.Option(None, "--context-id", help="Continue this conversation (A2A context id)."),
