@@ -194,6 +194,8 @@ def write_plot(report: dict[str, Any], out_dir: Path) -> Path | None:
     for c in cols:
         ax.plot(levels, [_path("loss", str(level), "lost_percent")(results[c]) or 0 for level in levels],
                 marker="o", label=LABELS[c])
+    ax.set_xticks(levels)
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("concurrent conversations")
     ax.set_ylabel("% lost")
     ax.set_title("lost conversations (lower is better)")

@@ -50,6 +50,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--loss-levels", default="20,40,60", help="concurrency levels of the loss scenario")
     p.add_argument("--loss-conversations", type=int, help="conversations per loss level (default 500, quick 100)")
     p.add_argument("--cold-starts", type=int, help="cold-start samples per target (default 3, quick 1)")
+    p.add_argument("--settle", type=float, default=1.0, help="seconds a server idles before its RSS is read")
     p.add_argument("--targets", default=",".join(ALL), help=f"comma list of {', '.join(ALL)}")
     p.add_argument("--operator-agents", type=int, default=500)
     p.add_argument("--out", type=Path, default=RESULTS, help="where latest.json / latest.png go")
@@ -74,6 +75,7 @@ def settings_from(args: argparse.Namespace) -> scenarios.Settings:
         loss_levels=tuple(int(x) for x in args.loss_levels.split(",") if x.strip()),
         loss_conversations=args.loss_conversations or (100 if q else 500),
         cold_starts=args.cold_starts or (1 if q else 3),
+        settle=args.settle,
     )
 
 
@@ -95,8 +97,8 @@ def log(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def _cold(server: Server) -> dict[str, float]:
-    sample = scenarios.cold_start(server)
+def _cold(server: Server, settle: float) -> dict[str, float]:
+    sample = scenarios.cold_start(server, settle)
     log(f"  {server.target.label}: ready in {sample['ready_seconds']:.2f}s, RSS at rest {sample['rss_at_rest_mb']:.0f} MB")
     return sample
 
@@ -116,7 +118,7 @@ async def measure(targets: list[Target], reasons: dict[str, str], s: scenarios.S
                     reasons[t.key] = f"failed to start: {str(exc).splitlines()[0]}"
                     log(reasons[t.key])
                     continue
-                cold[t.key].append(_cold(server))
+                cold[t.key].append(_cold(server, s.settle))
                 servers.append(server)
             if servers:
                 log(f"latency: {s.iterations} iterations (+{s.warmup} warm-up), interleaved")
@@ -136,10 +138,10 @@ async def measure(targets: list[Target], reasons: dict[str, str], s: scenarios.S
             shift = k % max(1, len(live))
             for t in [*live[shift:], *live[:shift]]:
                 with running(t, work, tools.url, f"{t.key}-cold{k + 1}") as server:
-                    cold[t.key].append(_cold(server))
+                    cold[t.key].append(_cold(server, s.settle))
         for t in live:
             log(f"{t.label}: {s.paused} paused, then {s.paused} decisions at concurrency {s.concurrency}")
-            value = await scenarios.paused_then_decided(t, work, tools, s.paused, s.concurrency)
+            value = await scenarios.paused_then_decided(t, work, tools, s.paused, s.concurrency, s.settle)
             results[t.key]["held"] = value
             log(f"  RSS {value['rss_at_rest_mb']} → {value['rss_paused_mb']} MB; {value['decisions']} decisions in "
                 f"{value['decisions_seconds']}s ({value['decisions_per_second']}/s); errors "

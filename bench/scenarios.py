@@ -43,6 +43,7 @@ class Settings:
     loss_levels: tuple[int, ...] = (20, 40, 60)
     loss_conversations: int = 500
     cold_starts: int = 3
+    settle: float = 1.0  # seconds a server idles before its RSS is read
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -195,13 +196,13 @@ async def loss(server: Server, tools: ToolsServer, level: int, conversations: in
 
 
 async def paused_then_decided(
-    target: Target, work: Path, tools: ToolsServer, n: int, concurrency: int
+    target: Target, work: Path, tools: ToolsServer, n: int, concurrency: int, settle: float = 1.0
 ) -> dict[str, Any]:
     """A fresh server holds ``n`` paused conversations (RSS), then ``n`` decisions at ``concurrency`` (rate)."""
     names = _names(target.key, "held", n)
     tools.touch(names)
     with running(target, work, tools.url, f"{target.key}-held") as server:
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(settle / 2)
         rss_before = server.rss_mb()
         gate = asyncio.Semaphore(concurrency)
         held: list[Paused | None] = [None] * n
@@ -219,7 +220,7 @@ async def paused_then_decided(
             start = time.perf_counter()
             await asyncio.gather(*(hold(i) for i in range(n)))
             pause_seconds = time.perf_counter() - start
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(settle)
             rss_paused = server.rss_mb()
 
             async def decide(p: Paused) -> None:
@@ -252,7 +253,7 @@ async def paused_then_decided(
     }
 
 
-def cold_start(server: Server) -> dict[str, float]:
-    """Seconds from spawn to ready, and RSS at rest one second later."""
-    time.sleep(1.0)
+def cold_start(server: Server, settle: float = 1.0) -> dict[str, float]:
+    """Seconds from spawn to ready, and RSS at rest ``settle`` seconds later."""
+    time.sleep(settle)
     return {"ready_seconds": round(server.ready_seconds, 3), "rss_at_rest_mb": round(server.rss_mb(), 1)}
