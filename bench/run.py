@@ -157,7 +157,8 @@ async def measure(targets: list[Target], reasons: dict[str, str], s: scenarios.S
 
 
 def machine() -> dict[str, Any]:
-    info: dict[str, Any] = {"nproc": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+    info: dict[str, Any] = {"nproc": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+                            "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]}
     try:
         import psutil
 
@@ -180,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         if reason and key in args.targets:
             log(f"{key}: {reason}")
     started = datetime.now(UTC)
+    load_at_start = [round(x, 2) for x in os.getloadavg()]
+    log(f"load average {load_at_start[0]} on {os.cpu_count()} CPUs before the run (anything else running skews timings)")
     with ExitStack() as stack:
         if args.work:
             work = args.work.resolve()
@@ -192,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
     full = {
         "meta": {"started": started.isoformat(), "seconds": round((datetime.now(UTC) - started).total_seconds(), 1),
-                 "mode": "quick" if args.quick else "full", "argv": sys.argv[1:], "machine": machine()},
+                 "mode": "quick" if args.quick else "full", "argv": sys.argv[1:], "loadavg_at_start": load_at_start,
+                 "machine": machine()},
         "settings": {**s.__dict__, "loss_levels": list(s.loss_levels)},
         "available": reasons,
         "results": results,
