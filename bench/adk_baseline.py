@@ -81,9 +81,9 @@ def build_app(tools_url: str, port: int, state_dir: Path | None) -> Any:
         from sqlalchemy.ext.asyncio import create_async_engine
 
         state_dir.mkdir(parents=True, exist_ok=True)
-        url = f"sqlite+aiosqlite:///{(state_dir / 'adk.db').resolve()}"
-        sessions = DatabaseSessionService(db_url=url)
-        engine = create_async_engine(url)
+        # One sqlite file per store, as each store is documented on its own.
+        sessions = DatabaseSessionService(db_url=f"sqlite+aiosqlite:///{(state_dir / 'sessions.db').resolve()}")
+        engine = create_async_engine(f"sqlite+aiosqlite:///{(state_dir / 'tasks.db').resolve()}")
         task_store = DatabaseTaskStore(engine)
     runner = Runner(app_name=agent.name, agent=agent, session_service=sessions)
 
