@@ -31,11 +31,11 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,bench]'
 	touch $(BENCH_STAMP)
 
-## bench: Gatehouse vs plain ADK (to_a2a + tool confirmation), interleaved; table + bench/results/latest.{json,png} (~15 min)
+## bench: Gatehouse vs plain ADK (to_a2a + tool confirmation), interleaved; table + bench/results/latest.{json,png} (~20 min)
 bench: $(BENCH_STAMP)
 	$(PY) -m bench.run
 
-## bench-quick: the same with small counts (~3 min)
+## bench-quick: the same with small counts (~5 min)
 bench-quick: $(BENCH_STAMP)
 	$(PY) -m bench.run --quick
 

@@ -56,8 +56,10 @@ def build_app(tools_url: str, port: int, state_dir: Path | None) -> Any:
     from agent_runtime.models.factory import build_model
 
     cfg = select_agent_config([EXAMPLE / "agent.yaml", EXAMPLE / "modelconfig.yaml", EXAMPLE / "mcp-server.yaml"])
-    names = list(cfg.mcp_servers[0].tool_names)
-    params = StreamableHTTPConnectionParams(url=tools_url)
+    server = cfg.mcp_servers[0]
+    names = list(server.tool_names)
+    # The RemoteMCPServer's timeout (30 s in the example), as Gatehouse gets it; ADK's default is 5 s.
+    params = StreamableHTTPConnectionParams(url=tools_url, timeout=server.timeout_seconds)
     gated = McpToolset(connection_params=params, tool_filter=[n for n in names if n in GATED], require_confirmation=True)
     free = McpToolset(connection_params=params, tool_filter=[n for n in names if n not in GATED])
     counter = ModelCallCounter()
