@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+BENCH_STAMP := $(VENV)/.bench-stamp
 
-.PHONY: demo test lint render e2e-kind bench soak clean
+.PHONY: demo test lint render e2e-kind bench bench-quick soak clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +30,18 @@ test: $(STAMP)
 ## e2e-kind: the chart and image on a real kind cluster (needs a Docker engine and kind; skipped, with why, without)
 e2e-kind: $(STAMP)
 	$(PY) -m pytest -m e2e_kind -rs tests/e2e_kind
+
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	touch $(BENCH_STAMP)
+
+## bench: Gatehouse vs plain ADK (to_a2a + tool confirmation), interleaved; table + bench/results/latest.{json,png} (~20 min)
+bench: $(BENCH_STAMP)
+	$(PY) -m bench.run
+
+## bench-quick: the same with small counts (~5 min)
+bench-quick: $(BENCH_STAMP)
+	$(PY) -m bench.run --quick
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

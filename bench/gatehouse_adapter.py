@@ -1,0 +1,102 @@
+"""The Gatehouse side of the bench: a small adapter around ``gatehouse-runtime serve``.
+
+It plugs in by itself once the runtime exists. :func:`availability` runs ``gatehouse-runtime serve --help``; if
+that fails, every Gatehouse row says "gatehouse runtime not available yet" and the ADK rows still run. Once it
+works, the bench starts (``--host 127.0.0.1`` only if ``--help`` lists it):
+
+    gatehouse-runtime serve -f examples/file-manager/agent.yaml -f examples/file-manager/modelconfig.yaml \\
+        -f WORK/mcp.yaml --port P --state-dir D [--host 127.0.0.1]
+
+where ``WORK/mcp.yaml`` is ``examples/file-manager/mcp-server.yaml`` pointed at the bench's demo-tools server. It
+expects: readiness at ``GET /readyz`` (200), A2A JSON-RPC at ``/``, a pause as ``TASK_STATE_INPUT_REQUIRED`` with a
+data part ``{"interrupt_type": "tool_approval", "action_requests": [{"id": "apr-…", …}]}``, a decision as a data
+part ``{"decision_type": "approve"}`` on the same task/context, and ``gatehouse_model_calls_total`` in
+``GET /metrics`` (Prometheus text; summed over label sets; absent → the row says so).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import yaml
+
+from bench.protocols import Protocol
+from bench.targets import Target
+
+__all__ = ["NOT_AVAILABLE", "Availability", "GatehouseTarget", "availability", "parse_metric"]
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "file-manager"
+NOT_AVAILABLE = "gatehouse runtime not available yet"
+MODEL_CALLS_METRIC = "gatehouse_model_calls_total"
+
+
+@dataclass(frozen=True)
+class Availability:
+    ok: bool
+    executable: list[str]
+    reason: str = ""
+    help_text: str = ""
+
+
+def _executable() -> list[str]:
+    beside = Path(sys.executable).with_name("gatehouse-runtime")
+    if beside.is_file():
+        return [str(beside)]
+    found = shutil.which("gatehouse-runtime")
+    return [found] if found else [sys.executable, "-c", "from agent_runtime.cli import runtime_main; runtime_main()"]
+
+
+@functools.cache
+def availability() -> Availability:
+    """Whether ``gatehouse-runtime serve`` exists here (its ``--help`` exits 0)."""
+    exe = _executable()
+    try:
+        proc = subprocess.run([*exe, "serve", "--help"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Availability(False, exe, f"{NOT_AVAILABLE} ({exc})")
+    if proc.returncode != 0:
+        return Availability(False, exe, f"{NOT_AVAILABLE} (`gatehouse-runtime serve --help` exited {proc.returncode})")
+    return Availability(True, exe, help_text=proc.stdout)
+
+
+def parse_metric(text: str, name: str) -> float | None:
+    """Sum of every sample of ``name`` in Prometheus text exposition (None if there is none)."""
+    pattern = re.compile(rf"^{re.escape(name)}(?:\{{[^}}]*\}})?\s+(\S+)", re.MULTILINE)
+    values = [float(v) for v in pattern.findall(text)]
+    return sum(values) if values else None
+
+
+@dataclass
+class GatehouseTarget(Target):
+    key: str = "gatehouse"
+    label: str = "Gatehouse"
+    protocol: Protocol = "gatehouse"
+    ready_path: str = "/readyz"
+
+    def command(self, port: int, state_dir: Path, tools_url: str, work: Path) -> list[str]:
+        avail = availability()
+        mcp = yaml.safe_load((EXAMPLE / "mcp-server.yaml").read_text())
+        mcp["spec"]["url"] = tools_url
+        mcp_file = work / "mcp.yaml"
+        mcp_file.write_text(yaml.safe_dump(mcp, sort_keys=False))
+        cmd = [
+            *avail.executable, "serve",
+            "-f", str(EXAMPLE / "agent.yaml"), "-f", str(EXAMPLE / "modelconfig.yaml"), "-f", str(mcp_file),
+            "--port", str(port), "--state-dir", str(state_dir),
+        ]
+        if "--host" in avail.help_text:
+            cmd += ["--host", "127.0.0.1"]
+        return cmd
+
+    async def model_calls(self, http: httpx.AsyncClient, url: str) -> float | None:
+        response = await http.get(url + "/metrics")
+        if response.status_code != 200:
+            return None
+        return parse_metric(response.text, MODEL_CALLS_METRIC)

@@ -1,0 +1,211 @@
+"""Turn a run's results into rows (metric, Gatehouse, ADK durable, ADK in-memory, ratio, target, pass/fail),
+a rich table, ``bench/results/latest.json`` (+ a timestamped copy) and ``bench/results/latest.png``.
+
+The targets are judged on the Gatehouse column; the ratio is Gatehouse / ADK durable.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["COLUMNS", "build_rows", "print_table", "write_json", "write_plot"]
+
+COLUMNS = ("gatehouse", "adk_durable", "adk_memory")
+LABELS = {"gatehouse": "Gatehouse", "adk_durable": "ADK durable", "adk_memory": "ADK in-memory"}
+FULL_HELD = 1000
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    get: Callable[[dict[str, Any]], float | None]
+    target: str = "—"
+    passes: Callable[[float, float | None], bool] | None = None  # (gatehouse value, ratio) -> pass
+    ratio: bool = True
+
+
+def _path(*keys: Any) -> Callable[[dict[str, Any]], float | None]:
+    def get(result: dict[str, Any]) -> float | None:
+        value: Any = result
+        for key in keys:
+            if not isinstance(value, dict) or value.get(key) is None:
+                return None
+            value = value[key]
+        return value if isinstance(value, int | float) else None
+
+    return get
+
+
+def _latency_ok(value: float, ratio: float | None) -> bool:
+    return value < 15 and ratio is not None and ratio <= 0.25
+
+
+def metrics(held: int, levels: tuple[int, ...]) -> list[Metric]:
+    full = held >= FULL_HELD
+    out = [
+        Metric("pause p50 (ms)", _path("latency", "pause_ms", "p50"), "< 15 ms, ratio <= 0.25", _latency_ok),
+        Metric("pause p99 (ms)", _path("latency", "pause_ms", "p99")),
+        Metric("resume p50 (ms)", _path("latency", "resume_ms", "p50"), "< 15 ms, ratio <= 0.25", _latency_ok),
+        Metric("resume p99 (ms)", _path("latency", "resume_ms", "p99")),
+        Metric("model calls per approved call", _path("latency", "model_calls_per_approved_call"), "2",
+               lambda v, r: v == 2),
+        Metric("tool runs per approval", _path("latency", "tool_runs_per_approval"), "1", lambda v, r: v == 1),
+        Metric(f"RSS with {held:,} paused (MB)", _path("held", "rss_paused_mb"),
+               "< 200 MB" if full else f"(< 200 MB at {FULL_HELD:,})", (lambda v, r: v < 200) if full else None),
+        Metric(f"{held:,} decisions (s)", _path("held", "decisions_seconds"),
+               "< 10 s" if full else f"(< 10 s at {FULL_HELD:,})", (lambda v, r: v < 10) if full else None),
+        Metric("decisions/s", _path("held", "decisions_per_second")),
+    ]
+    out += [
+        Metric(f"lost at {level} concurrent (%)", _path("loss", str(level), "lost_percent"),
+               "0" if level == 60 else "—", (lambda v, r: v == 0) if level == 60 else None, ratio=False)
+        for level in levels
+    ]
+    out += [
+        Metric("cold start to ready (s)", _path("cold_start", "ready_seconds")),
+        Metric("RSS at rest (MB)", _path("cold_start", "rss_at_rest_mb")),
+    ]
+    return out
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b == 0:
+        return None
+    return round(a / b, 3)
+
+
+def build_rows(results: dict[str, dict[str, Any]], available: dict[str, str], operator: dict[str, Any],
+               held: int, levels: tuple[int, ...]) -> list[dict[str, Any]]:
+    """One dict per metric. A target that did not run has its reason (a string) instead of a value."""
+    rows = []
+    for metric in metrics(held, levels):
+        values: dict[str, Any] = {}
+        for col in COLUMNS:
+            values[col] = available[col] or metric.get(results.get(col, {}))
+        gh = values["gatehouse"] if isinstance(values["gatehouse"], int | float) else None
+        adk = values["adk_durable"] if isinstance(values["adk_durable"], int | float) else None
+        ratio = _ratio(gh, adk) if metric.ratio else None
+        verdict = None
+        if metric.passes is not None and gh is not None:
+            verdict = "pass" if metric.passes(gh, ratio) else "fail"
+        rows.append({"metric": metric.name, **values, "ratio": ratio, "target": metric.target, "pass": verdict})
+    agents = operator.get("agents", 500)
+    op_targets = {
+        "agents_to_accepted_seconds": (f"{agents} Agents to Accepted (s)", "< 60 s", lambda v: v < 60),
+        "api_requests_per_reconcile": ("API requests per reconcile", "—", None),
+        "writes_on_noop_resync": ("writes on a no-op resync", "0", lambda v: v == 0),
+    }
+    for key, (name, target, check) in op_targets.items():
+        value = operator.get(key) if operator.get("available") else operator.get("reason")
+        verdict = None
+        if check is not None and isinstance(value, int | float):
+            verdict = "pass" if check(value) else "fail"
+        rows.append({"metric": f"operator: {name}", "gatehouse": value, "adk_durable": None, "adk_memory": None,
+                     "ratio": None, "target": target, "pass": verdict})
+    return rows
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:,.3f}".rstrip("0").rstrip(".") if abs(value) < 10 else f"{value:,.1f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def print_table(rows: list[dict[str, Any]], title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for header in ("metric", "Gatehouse", "ADK durable", "ADK in-memory", "ratio GH/ADK", "target", "pass/fail"):
+        table.add_column(header, overflow="fold")
+    seen_reasons: set[str] = set()
+    for row in rows:
+        cells = []
+        for col in ("metric", *COLUMNS, "ratio", "target", "pass"):
+            value = row[col]
+            if isinstance(value, str) and col in COLUMNS:  # a reason: say it once, then abbreviate
+                value = value if value not in seen_reasons else "n/a"
+                seen_reasons.add(row[col])
+            cells.append(_cell(value))
+        style = {"pass": "green", "fail": "red"}.get(row["pass"] or "", "")
+        table.add_row(*cells, style=style)
+    Console(width=170).print(table)
+
+
+def write_json(report: dict[str, Any], out_dir: Path, stamp: str) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    latest = out_dir / "latest.json"
+    tmp = out_dir / "latest.json.tmp"
+    tmp.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
+    tmp.replace(latest)
+    shutil.copyfile(latest, out_dir / f"{stamp}.json")
+    return latest
+
+
+def write_plot(report: dict[str, Any], out_dir: Path) -> Path | None:
+    """``latest.png``: latency, decisions/s, memory and loss per target. None if matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    results = report["results"]
+    cols = [c for c in COLUMNS if c in results]
+    labels = [LABELS[c] for c in cols]
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    ax = axes[0][0]
+    series = [("pause p50", "pause_ms", "p50"), ("pause p99", "pause_ms", "p99"),
+              ("resume p50", "resume_ms", "p50"), ("resume p99", "resume_ms", "p99")]
+    width = 0.8 / len(series)
+    for j, (name, key, q) in enumerate(series):
+        values = [_path("latency", key, q)(results[c]) or 0 for c in cols]
+        ax.bar([i + j * width for i in range(len(cols))], values, width, label=name)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cols))], labels)
+    ax.set_ylabel("ms")
+    ax.set_title("pause / resume latency (lower is better)")
+    ax.axhline(15, color="grey", linestyle="--", linewidth=0.8)
+    ax.legend(fontsize=8)
+    ax = axes[0][1]
+    ax.bar(labels, [_path("held", "decisions_per_second")(results[c]) or 0 for c in cols], color="tab:green")
+    ax.set_title(f"decisions/s over HTTP, concurrency {report['settings']['concurrency']} (higher is better)")
+    ax = axes[1][0]
+    rest = [_path("held", "rss_at_rest_mb")(results[c]) or 0 for c in cols]
+    held = [_path("held", "rss_paused_mb")(results[c]) or 0 for c in cols]
+    ax.bar([i - 0.2 for i in range(len(cols))], rest, 0.4, label="at rest")
+    ax.bar([i + 0.2 for i in range(len(cols))], held, 0.4, label=f"{report['settings']['paused']:,} paused")
+    ax.set_xticks(range(len(cols)), labels)
+    ax.set_ylabel("MB RSS")
+    ax.set_title("memory (lower is better)")
+    ax.axhline(200, color="grey", linestyle="--", linewidth=0.8)
+    ax.legend(fontsize=8)
+    ax = axes[1][1]
+    levels = report["settings"]["loss_levels"]
+    for c in cols:
+        ax.plot(levels, [_path("loss", str(level), "lost_percent")(results[c]) or 0 for level in levels],
+                marker="o", label=LABELS[c])
+    ax.set_xticks(levels)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("concurrent conversations")
+    ax.set_ylabel("% lost")
+    ax.set_title("lost conversations (lower is better)")
+    ax.legend(fontsize=8)
+    missing = [f"{LABELS[c]}: {reason}" for c, reason in report["available"].items() if reason]
+    fig.suptitle("Gatehouse vs plain ADK confirmation over to_a2a" + ("\n" + "; ".join(missing) if missing else ""),
+                 fontsize=10)
+    fig.tight_layout()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "latest.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

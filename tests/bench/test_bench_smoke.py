@@ -1,0 +1,76 @@
+"""The bench end to end with tiny counts: the plain-ADK baseline servers (durable and in-memory) under the real
+driver, over HTTP on 127.0.0.1. Checks the shape and sanity of ``latest.json``; never timings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.processes import free_port
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+ADK = ("adk_durable", "adk_memory")
+
+
+def test_bench_quick_adk_rows(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    cmd = [sys.executable, "-m", "bench.run", "--targets", ",".join(ADK), "--iterations", "3", "--warmup", "0",
+           "--paused", "5", "--concurrency", "5", "--loss-levels", "2", "--loss-conversations", "2",
+           "--cold-starts", "1", "--settle", "0.1", "--out", str(out), "--work", str(tmp_path / "work"), "--no-plot"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    report = json.loads((out / "latest.json").read_text())
+    assert {"meta", "settings", "available", "results", "operator", "rows"} <= set(report)
+    assert len(list(out.glob("2*.json"))) == 1  # the timestamped copy
+    assert report["available"]["gatehouse"] == "not run (--targets)"
+    assert report["operator"]["available"] is False and report["operator"]["reason"]
+    assert report["meta"]["machine"]["nproc"] >= 1
+
+    for key in ADK:
+        assert report["available"][key] == ""
+        result = report["results"][key]
+        latency = result["latency"]
+        assert latency["errors"] == {}
+        assert latency["approved"] == 3
+        for phase in ("pause_ms", "resume_ms"):
+            assert latency[phase]["n"] == 3
+            assert 0 < latency[phase]["p50"] <= latency[phase]["p99"]
+        assert latency["model_calls_per_approved_call"] == 2  # ADK's confirmation: call, then summary
+        assert latency["tool_runs_per_approval"] == 1  # the journal: every approved call ran exactly once
+
+        held = result["held"]
+        assert held["paused"] == 5 and held["decisions"] == 5
+        assert held["tool_ran_once"] == 5 and held["tool_ran_twice"] == 0
+        assert held["rss_paused_mb"] > 0 and held["decisions_per_second"] > 0
+
+        loss = result["loss"]["2"]
+        assert loss["conversations"] == 2 and loss["lost"] == 0
+
+        cold = result["cold_start"]
+        assert cold["ready_seconds"] > 0 and cold["rss_at_rest_mb"] > 0
+
+    metrics = [row["metric"] for row in report["rows"]]
+    assert "pause p50 (ms)" in metrics and "model calls per approved call" in metrics
+    assert any(m.startswith("operator:") for m in metrics)
+    assert all(row["gatehouse"] == "not run (--targets)" for row in report["rows"] if not row["metric"].startswith("operator:"))
+
+
+def test_gatehouse_adapter_reports_unavailable_runtime_or_builds_its_command(tmp_path: Path) -> None:
+    from bench.gatehouse_adapter import NOT_AVAILABLE, GatehouseTarget, availability, parse_metric
+
+    avail = availability()
+    if not avail.ok:
+        assert avail.reason.startswith(NOT_AVAILABLE)
+    cmd = GatehouseTarget().command(free_port(), tmp_path / "state", "http://127.0.0.1:9/mcp", tmp_path)
+    assert cmd[len(avail.executable)] == "serve" and "--state-dir" in cmd and "--port" in cmd
+    assert "http://127.0.0.1:9/mcp" in (tmp_path / "mcp.yaml").read_text()
+    text = 'gatehouse_model_calls_total{agent="a"} 3.0\ngatehouse_model_calls_total{agent="b"} 1\nother_total 9\n'
+    assert parse_metric(text, "gatehouse_model_calls_total") == 4.0
+    assert parse_metric("", "gatehouse_model_calls_total") is None
