@@ -90,11 +90,10 @@ _EXAMPLE = '{"decision": "approve"|"deny", "reason": "…"}'
 
 
 class DecisionResult(BaseModel):
-    """200: this request decided it. ``resuming``: no request of the task is pending any more, it runs on."""
+    """200: this request decided it (durably; the task runs on once none of its requests is pending)."""
 
     applied: Literal[True] = True
     approval: ApprovalView
-    resuming: bool
 
 
 class Problem(BaseModel):

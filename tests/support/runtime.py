@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,8 +70,8 @@ def write_manifests(directory: Path, mcp_url: str, **approval: Any) -> list[Path
 class RuntimeProcess:
     """``gatehouse-runtime serve`` as a subprocess; ``kill9()`` and ``start()`` again for restarts."""
 
-    def __init__(self, files: list[Path], state_dir: Path, log: Path) -> None:
-        self.files, self.state_dir, self.log = files, state_dir, log
+    def __init__(self, files: list[Path], state_dir: Path, log: Path, serve_args: Sequence[str] = ()) -> None:
+        self.files, self.state_dir, self.log, self.serve_args = files, state_dir, log, list(serve_args)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -80,6 +80,7 @@ class RuntimeProcess:
         args = [*RUNTIME_CMD, "serve", "--port", str(self.port), "--state-dir", str(self.state_dir)]
         for f in self.files:
             args += ["-f", str(f)]
+        args += self.serve_args
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         deadline = time.monotonic() + timeout
@@ -110,9 +111,9 @@ class RuntimeProcess:
 
 
 @contextmanager
-def runtime(base: Path, tools: Tools, **approval: Any) -> Iterator[RuntimeProcess]:
+def runtime(base: Path, tools: Tools, serve_args: Sequence[str] = (), **approval: Any) -> Iterator[RuntimeProcess]:
     files = write_manifests(base / "manifests", tools.url, **approval)
-    proc = RuntimeProcess(files, base / "state", base / "runtime.log")
+    proc = RuntimeProcess(files, base / "state", base / "runtime.log", serve_args)
     proc.start()
     try:
         yield proc
