@@ -18,11 +18,11 @@ import httpx
 import pytest
 
 from agent_runtime import wire
-from agent_runtime.approvals import AlreadyDecided, Resolution
+from agent_runtime.approvals import AlreadyDecided, Resolution, deciders
 from agent_runtime.manifests import select_agent_config
 from agent_runtime.rest import RestSettings
 from agent_runtime.server.app import Runtime, build_app
-from agent_runtime.server.decide_one import UnknownRequest, decide_one
+from agent_runtime.server.decide_one import UnknownRequest, decide_one, resume_recorded
 from agent_runtime.server.settings import RuntimeSettings
 from tests.support.runtime import Tools, demo_tools, request_ids, state, status_text, write_manifests
 from tests.support.webhook_receiver import Receiver, webhook_receiver
@@ -149,3 +149,19 @@ async def test_slack_webhook_and_timeouts_in_metrics(make_app: Callable[..., Any
             call = "`delete_file(path='slow.txt')`"
             assert texts[1] == f"file-manager: {call} [{rid}] was timed out: timeout: no decision within 1s"
             assert "x-gatehouse-signature" not in receiver.at("/slack")[0].headers  # no secret, no signature
+
+
+async def test_a_decision_recorded_before_a_restart_is_resumed_at_start_up(make_app: Callable[..., Any]) -> None:
+    async with make_app() as app:
+        task = await app.pause("restart.txt")
+        (rid,) = request_ids(task)
+        # As if the runtime stopped right after decide_one's transaction, before the resume.
+        await app.runtime.approvals.decide(
+            task["id"], {rid: Resolution("approved")}, "rest", also=lambda conn, at: deciders.record(conn, rid, "alice", at)
+        )
+        assert state(await app.get(task["id"])) == "TASK_STATE_INPUT_REQUIRED"
+        assert await resume_recorded(app.runtime) == 1
+        done = await app.get(task["id"])
+        assert state(done) == "TASK_STATE_COMPLETED" and "Delete of restart.txt" in status_text(done)
+        assert await resume_recorded(app.runtime) == 0
+        assert len(app.tools.executions("delete_file", "restart.txt")) == 1

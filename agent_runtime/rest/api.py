@@ -41,7 +41,7 @@ from agent_runtime.rest.settings import DEFAULT_PRINCIPAL, RestSettings
 from agent_runtime.rest.stream import EventStream
 from agent_runtime.rest.views import views
 from agent_runtime.rest.webhooks import Webhooks
-from agent_runtime.server.decide_one import UnknownRequest, decide_one, wait_for_resumes
+from agent_runtime.server.decide_one import UnknownRequest, decide_one, resume_recorded, wait_for_resumes
 
 if TYPE_CHECKING:
     from agent_runtime.server.app import Runtime
@@ -69,6 +69,7 @@ class RestApi:
         self.stream = EventStream(runtime.db, agent)
         self.webhooks = Webhooks(runtime.db, agent, settings, runtime.metrics)
         self._unsubscribe: list[Callable[[], None]] = []
+        self._recovery: asyncio.Task[None] | None = None
 
     @property
     def routes(self) -> list[Route]:
@@ -85,10 +86,23 @@ class RestApi:
         events = self.runtime.approvals.events
         self._unsubscribe = [events.subscribe(self.stream.on_approval_event), events.subscribe(self.webhooks.on_approval_event)]
         self.webhooks.start()
+        self._recovery = asyncio.create_task(self._resume_recorded(), name="gatehouse-resume-recorded")
+
+    async def _resume_recorded(self) -> None:
+        while not self.runtime.ready:  # the MCP tools are listed
+            await asyncio.sleep(0.1)
+        try:
+            if resumed := await resume_recorded(self.runtime):
+                log.warning("resumed %d task(s) decided one request at a time before a restart", resumed)
+        except Exception:
+            log.exception("resuming tasks decided before a restart failed")
 
     async def stop(self) -> None:
         for unsubscribe in self._unsubscribe:
             unsubscribe()
+        if self._recovery is not None:
+            self._recovery.cancel()
+            await asyncio.gather(self._recovery, return_exceptions=True)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wait_for_resumes(), 10.0)
         await self.webhooks.stop()

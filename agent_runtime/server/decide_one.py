@@ -17,20 +17,25 @@ task with several pending requests may be decided piece by piece by different pe
    message for the remaining ids, or the timeout sweeper — the executor answers all calls of the pause.
 
 The resume runs in the background by default (a caller such as a REST handler answers as soon as the
-decision is recorded); ``wait=True`` awaits it.
+decision is recorded); ``wait=True`` awaits it. If the runtime stops in between, :func:`resume_recorded`
+finishes such tasks at the next start (every ``decide_one`` decision has a row in the deciders table).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection
+from a2a.server.context import ServerCallContext
+from a2a.types import TaskState
+from sqlalchemy import Connection, select
 
 from agent_runtime.approvals import ApprovalRecord, Resolution, deciders
+from agent_runtime.approvals.service import approvals
 from agent_runtime.server.executor import OUTCOME_LABEL
 
 if TYPE_CHECKING:
@@ -98,10 +103,34 @@ async def _resume(runtime: Runtime, record: ApprovalRecord, source: str, note: s
         log.exception("resuming task %s after %s failed", record.task_id, record.id)
 
 
+async def resume_recorded(runtime: Runtime, window: float = 24 * 3600) -> int:
+    """At start-up: resume tasks whose last pause was completed by :func:`decide_one` but which were never run
+    on (the runtime stopped between the decision and the resume). Returns how many were resumed."""
+    since = time.time() - window
+    stmt = (
+        select(approvals.c.task_id, approvals.c.context_id)
+        .join(deciders.deciders, deciders.deciders.c.request_id == approvals.c.id)
+        .where(deciders.deciders.c.decided_at >= since)
+        .distinct()
+    )
+    candidates = await runtime.db.run(lambda conn: [tuple(row) for row in conn.execute(stmt)], write=False)
+    resumed = 0
+    for task_id, context_id in candidates:
+        if await runtime.approvals.for_task(task_id, pending_only=True):
+            continue
+        task = await runtime.task_store.get(task_id, ServerCallContext())
+        if task is None or task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
+            continue
+        note = "Every request of this pause was decided before a restart: resuming."
+        await runtime.resumer.resume(task_id, context_id, {}, "restart", note)
+        resumed += 1
+    return resumed
+
+
 async def wait_for_resumes() -> None:
     """Let background resumes finish (used on shutdown and by tests)."""
     while _resuming:
         await asyncio.gather(*list(_resuming), return_exceptions=True)
 
 
-__all__ = ["OneDecided", "UnknownRequest", "decide_one", "wait_for_resumes"]
+__all__ = ["OneDecided", "UnknownRequest", "decide_one", "resume_recorded", "wait_for_resumes"]
