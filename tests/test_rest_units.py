@@ -172,3 +172,11 @@ def test_metrics_latency_and_timeouts_from_events() -> None:
     assert value("gatehouse_decision_latency_seconds_bucket", {"outcome": "approved", "source": "rest", "le": "60.0"}) == 1
     assert value("gatehouse_decision_latency_seconds_count", {"outcome": "timeout", "source": "timeout"}) == 1
     assert value("gatehouse_approval_timeouts_total", {"agent": "files-agent", "tool": "delete_file"}) == 1
+
+
+def test_public_surface() -> None:
+    import agent_runtime.rest as rest
+    import agent_runtime.server.decide_one as decide_one
+
+    assert rest.__all__ == ["RestApi", "RestSettings", "load_rest_settings"]
+    assert decide_one.__all__ == ["OneDecided", "UnknownRequest", "decide_one", "resume_recorded", "wait_for_resumes"]
