@@ -52,12 +52,24 @@ def serve(
     database_url: str | None = typer.Option(None, "--database-url", help="e.g. postgresql+asyncpg://user:pw@host/db"),
     public_url: str | None = typer.Option(None, "--public-url", help="URL announced in the agent card."),
     log_level: str = typer.Option("warning", "--log-level"),
+    api_token_file: Path | None = typer.Option(
+        None, "--api-token-file", help="REST bearer tokens, 'principal:token' a line (or env GATEHOUSE_API_TOKEN); none: no auth."
+    ),
+    webhooks: list[str] = typer.Option([], "--webhook", help="POST approval events here (repeatable; env GATEHOUSE_WEBHOOKS)."),
+    webhook_format: str = typer.Option("json", "--webhook-format", envvar="GATEHOUSE_WEBHOOK_FORMAT", help="json or slack."),
+    webhook_secret_file: Path | None = typer.Option(
+        None, "--webhook-secret-file", help="HMAC-SHA256 key for X-Gatehouse-Signature (or env GATEHOUSE_WEBHOOK_SECRET)."
+    ),
 ) -> None:
-    """Serve one agent over A2A with the approval gate (JSON-RPC at /, card, /healthz, /readyz, /metrics)."""
+    """Serve one agent over A2A with the approval gate (JSON-RPC at /, card, /healthz, /readyz, /metrics, /approvals)."""
+    from agent_runtime.rest.settings import load_rest_settings
     from agent_runtime.server.settings import RuntimeSettings, load_config
 
     try:
         agent_config = load_config(config, files)
+        rest = load_rest_settings(
+            token_file=api_token_file, webhooks=webhooks, webhook_format=webhook_format, webhook_secret_file=webhook_secret_file
+        )
     except (TranslationError, FileNotFoundError, ValueError) as exc:
         _fail(exc)
     import os
@@ -71,7 +83,8 @@ def serve(
     os.environ.setdefault("GOOGLE_API_USE_CLIENT_CERTIFICATE", "false")
 
     settings = RuntimeSettings(
-        config=agent_config, host=host, port=port, state_dir=state_dir, database_url=database_url, public_url=public_url
+        config=agent_config, host=host, port=port, state_dir=state_dir, database_url=database_url, public_url=public_url,
+        rest=rest,
     )
     uvicorn.run(build_app(settings), host=host, port=port, log_level=log_level, access_log=False)
 

@@ -85,7 +85,7 @@ def test_card_probes_and_metrics(rpc: Rpc) -> None:
 def test_pause_shape_then_approve_runs_once_with_two_model_calls(rpc: Rpc, tools: Tools) -> None:
     target = _file(tools, "approve-me.txt")
     calls_before = rpc.metric("gatehouse_model_calls_total")
-    requests_before = rpc.metric("gatehouse_approval_requests_total", tool="delete_file")
+    requests_before = rpc.metric("gatehouse_approval_requests_total", agent="file-manager", tool="delete_file")
     approved_before = rpc.metric("gatehouse_decisions_total", outcome="approved", source="a2a")
 
     task = _pause(rpc, "delete approve-me.txt")
@@ -108,7 +108,7 @@ def test_pause_shape_then_approve_runs_once_with_two_model_calls(rpc: Rpc, tools
     assert not target.exists()
     assert len(tools.executions("delete_file", "approve-me.txt")) == 1
     assert rpc.metric("gatehouse_model_calls_total") - calls_before == 2
-    assert rpc.metric("gatehouse_approval_requests_total", tool="delete_file") - requests_before == 1
+    assert rpc.metric("gatehouse_approval_requests_total", agent="file-manager", tool="delete_file") - requests_before == 1
     assert rpc.metric("gatehouse_decisions_total", outcome="approved", source="a2a") - approved_before == 1
     # Audit: the request and the decision are in the task history, the applied decision on the final status.
     stored = rpc.get_task(task["id"])

@@ -129,17 +129,31 @@ class ApprovalService:
             stmt = stmt.where(approvals.c.status == "pending")
         return await self._select(stmt.order_by(approvals.c.created_at, approvals.c.position))
 
+    async def get(self, request_id: str) -> ApprovalRecord | None:
+        found = await self._select(select(approvals).where(approvals.c.id == request_id))
+        return found[0] if found else None
+
+    async def by_status(self, status: str | None = None, limit: int = 500) -> list[ApprovalRecord]:
+        """Newest first; ``status`` None lists every state."""
+        stmt = select(approvals)
+        if status is not None:
+            stmt = stmt.where(approvals.c.status == status)
+        return await self._select(stmt.order_by(approvals.c.created_at.desc(), approvals.c.position).limit(limit))
+
     async def pending_in_context(self, context_id: str) -> list[ApprovalRecord]:
         return await self._select(
             select(approvals).where(approvals.c.context_id == context_id, approvals.c.status == "pending")
         )
 
     async def decide(
-        self, task_id: str, resolutions: dict[str, Resolution], source: str, known: Sequence[ApprovalRecord] = ()
+        self, task_id: str, resolutions: dict[str, Resolution], source: str, known: Sequence[ApprovalRecord] = (),
+        also: Callable[[Connection, float], None] | None = None,
     ) -> list[ApprovalRecord]:
         """Resolve every named pending request of ``task_id`` at once, or none (:class:`AlreadyDecided`).
 
         ``known``: the caller's copies of the pending records, returned updated instead of re-reading them.
+        ``also(conn, decided_at)``: more writes committed in the same transaction, only when the decision wins
+        (who decided, an idempotency key); if it raises, nothing is decided.
         """
         now = self._clock()
 
@@ -155,6 +169,8 @@ class ApprovalService:
                     lost.append(request_id)
             if lost:
                 raise _Lost(lost)  # rolls the whole transaction back
+            if also is not None:
+                also(conn, now)
 
         try:
             await self._db.run(transaction)

@@ -2,8 +2,9 @@
 
 Modules: ``settings`` (read once at start-up) → ``app`` (assembles everything) → ``executor`` (A2A requests)
 → ``turns`` (ADK runs) → ``gate`` (per-call policy and pauses); ``resume`` (the one decision path, also for
-internal sources) and ``sweeper`` (timeouts); ``database``, ``toolsets``, ``metrics``. Durable approval state
-lives in :mod:`agent_runtime.approvals`.
+internal sources), ``decide_one`` (one request at a time, for REST and Kubernetes) and ``sweeper`` (timeouts);
+``database``, ``toolsets``, ``metrics``. Durable approval state lives in :mod:`agent_runtime.approvals`; the
+REST API, events and webhooks in :mod:`agent_runtime.rest`.
 """
 
 __all__: list[str] = []

@@ -4,7 +4,8 @@
 (creates every table once), lists the MCP tools once (readiness), and starts the timeout sweeper.
 
 Routes: A2A JSON-RPC at ``/``, the agent card at ``/.well-known/agent-card.json``, ``/healthz``,
-``/readyz`` (200 once the stores are open and the MCP tools listed), ``/metrics`` (Prometheus).
+``/readyz`` (200 once the stores are open and the MCP tools listed), ``/metrics`` (Prometheus), and the REST
+approvals API with its event stream (:mod:`agent_runtime.rest`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import ApprovalService
 from agent_runtime.database import Database
 from agent_runtime.models.factory import build_model
+from agent_runtime.rest import RestApi
 from agent_runtime.server.executor import GatehouseExecutor
 from agent_runtime.server.gate import Gate
 from agent_runtime.server.metrics import Metrics
@@ -119,8 +121,9 @@ class Runtime:
 def build_runtime(settings: RuntimeSettings) -> Runtime:
     config = settings.config
     db = Database(settings.db_url)
-    metrics = Metrics()
+    metrics = Metrics(config.name)
     approvals = ApprovalService(db)
+    approvals.events.subscribe(metrics.on_approval_event)
     # Postgres may have replicas: there the session cache checks the database and tasks are not cached.
     sessions = DurableSessionService(db, validate_cache=not db.sqlite)
     task_store = CachedTaskStore(db)
@@ -149,6 +152,7 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
 
 def build_app(settings: RuntimeSettings) -> Starlette:
     runtime = build_runtime(settings)
+    rest = RestApi(runtime, settings.rest)
 
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -170,15 +174,18 @@ def build_app(settings: RuntimeSettings) -> Starlette:
             runtime.problems.append(f"{type(exc).__name__}: {exc}")
             log.exception("runtime failed to start")
             raise
+        await rest.start()
         try:
             yield
         finally:
+            await rest.stop()
             await runtime.close()
 
     routes = [
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         Route("/metrics", metrics),
+        *rest.routes,
         *create_agent_card_routes(agent_card(settings.config, settings.url)),
         *create_jsonrpc_routes(runtime.handler, rpc_url="/"),
     ]

@@ -133,6 +133,11 @@ class GatehouseExecutor(AgentExecutor):
     async def _decision(self, task: Task, message: Message, updater: TaskUpdater, internal: Any) -> None:
         records = await self._approvals.for_task(task.id)
         pending = [r for r in records if r.status == "pending"]
+        if isinstance(internal, InternalDecision) and not internal.resolutions:
+            # "Resume what is recorded": requests were decided one by one (REST, kubectl; see decide_one).
+            if records and not pending:
+                await self._recover(task, records, updater)
+            return
         if isinstance(internal, InternalDecision):
             resolutions, source = internal.resolutions, internal.source
         else:
@@ -145,8 +150,8 @@ class GatehouseExecutor(AgentExecutor):
                     allow_session=self._config.approval.allow_session_grants,
                 )
             except wire.DecisionError as exc:
-                if self._stalled(records):
-                    return await self._recover(task, records, updater)
+                if self._stalled(records):  # decided by another channel, or a restart cut the resume short
+                    return await self._recover(task, records, updater, note=_decided_elsewhere(records))
                 replayed = _already_decided_ids(message, records)
                 error = str(AlreadyDecided(replayed)) if replayed else str(exc)
                 return await self._still_waiting(updater, pending, error)
@@ -156,15 +161,16 @@ class GatehouseExecutor(AgentExecutor):
         except AlreadyDecided as exc:
             if isinstance(internal, InternalDecision):
                 return  # another channel decided first: the task is theirs, leave it exactly as it is
-            if pending:
-                return await self._still_waiting(updater, pending, str(exc))
+            if pending:  # list only what is still pending (another channel may just have decided some)
+                lost = {r.id for r in exc.records}
+                return await self._still_waiting(updater, [r for r in pending if r.id not in lost], str(exc))
             return await updater.update_status(task.status.state, message=_text(updater, str(exc)))
         self._metrics.pending.dec(len(decided))
         for r in decided:
             self._metrics.decisions.labels(outcome=OUTCOME_LABEL[r.status], source=source).inc()
-        await self._resume(task, decided, updater)
+        await self._resume(task, with_decided_siblings(records, decided), updater)
 
-    async def _resume(self, task: Task, decided: list[ApprovalRecord], updater: TaskUpdater) -> None:
+    async def _resume(self, task: Task, decided: list[ApprovalRecord], updater: TaskUpdater, note: str = "") -> None:
         if not self._single_process:
             await updater.start_work()  # durable: other replicas now know this task is being resumed
         try:
@@ -174,10 +180,11 @@ class GatehouseExecutor(AgentExecutor):
             metadata = {"decisions": _decisions_metadata(decided)}
             text = f"The agent failed after the decision: {type(exc).__name__}: {exc}"
             return await updater.failed(_text(updater, text, metadata))
-        await self._report(updater, outcome, decided)
+        await self._report(updater, outcome, decided, note)
 
     def _stalled(self, records: list[ApprovalRecord]) -> bool:
-        """Decided, but the task never finished: the runtime that applied the decision died on the way.
+        """Decided, but the task never finished: another channel decided it, or the runtime that applied the
+        decision died on the way.
 
         With one process that is certain whenever it is seen (requests of one task never overlap here);
         with replicas, only once the decision is older than :data:`RECOVERY_GRACE_SECONDS`.
@@ -188,10 +195,10 @@ class GatehouseExecutor(AgentExecutor):
             return True
         return max(r.decided_at or 0.0 for r in records) < time.time() - RECOVERY_GRACE_SECONDS
 
-    async def _recover(self, task: Task, records: list[ApprovalRecord], updater: TaskUpdater) -> None:
+    async def _recover(self, task: Task, records: list[ApprovalRecord], updater: TaskUpdater, note: str = "") -> None:
         """Finish a stalled resume with the recorded decisions (an approved call that started is not rerun)."""
         last = max(r.created_at for r in records)
-        await self._resume(task, [r for r in records if r.created_at == last], updater)
+        await self._resume(task, [r for r in records if r.created_at == last], updater, note)
 
     async def _still_waiting(self, updater: TaskUpdater, pending: list[ApprovalRecord], error: str) -> None:
         parts = [new_text_part(error)]
@@ -203,7 +210,9 @@ class GatehouseExecutor(AgentExecutor):
 
     # --- reporting ------------------------------------------------------------------------------
 
-    async def _report(self, updater: TaskUpdater, outcome: TurnOutcome, decided: list[ApprovalRecord] | None = None) -> None:
+    async def _report(
+        self, updater: TaskUpdater, outcome: TurnOutcome, decided: list[ApprovalRecord] | None = None, note: str = ""
+    ) -> None:
         if outcome.paused:
             requests = [r.action_request() for r in outcome.requests]
             interrupt = wire.ApprovalInterrupt(action_requests=requests)
@@ -212,7 +221,7 @@ class GatehouseExecutor(AgentExecutor):
             await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, message=message, metadata=dict(INTERRUPT_METADATA))
             return
         text = outcome.text or ("; ".join(outcome.errors) if outcome.errors else "(no reply)")
-        parts = [new_text_part(text)]
+        parts = [new_text_part(note), new_text_part(text)] if note else [new_text_part(text)]
         timed_out = [r for r in decided or [] if r.status == "expired" or r.source == "timeout"]
         if timed_out:
             parts.append(new_text_part(_timeout_note(timed_out)))
@@ -241,6 +250,21 @@ def _already_decided_ids(message: Message, records: list[ApprovalRecord]) -> lis
     return [r for r in records if r.id in named and r.status != "pending"]
 
 
+def with_decided_siblings(records: list[ApprovalRecord], decided: list[ApprovalRecord]) -> list[ApprovalRecord]:
+    """``decided`` plus the requests of the same pause decided earlier one by one (REST, kubectl): the resumed
+    turn must answer every call of that pause, in the order the model made them."""
+    ids = {r.id for r in decided}
+    pauses = {r.created_at for r in decided}
+    earlier = [r for r in records if r.id not in ids and r.status != "pending" and r.created_at in pauses]
+    return sorted([*earlier, *decided], key=lambda r: (r.created_at, r.position))
+
+
+def _decided_elsewhere(records: list[ApprovalRecord]) -> str:
+    last = max(r.created_at for r in records)
+    details = "; ".join(r.describe_decision() for r in records if r.created_at == last)
+    return f"Already decided: {details}. This message decided nothing."
+
+
 def _decisions_metadata(decided: list[ApprovalRecord] | None) -> dict[str, Any]:
     return {
         r.id: {"tool": r.tool, "outcome": OUTCOME_LABEL[r.status], "source": r.source, "reason": r.reason, "scope": r.scope}
@@ -259,4 +283,4 @@ def _timeout_note(records: list[ApprovalRecord]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["INTERNAL_DECISION", "GatehouseExecutor", "InternalDecision"]
+__all__ = ["INTERNAL_DECISION", "GatehouseExecutor", "InternalDecision", "with_decided_siblings"]

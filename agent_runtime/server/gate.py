@@ -115,7 +115,7 @@ class Gate:
         tool_context.actions.skip_summarization = True
         call_id = tool_context.function_call_id or ""
         scope.pending.append(PendingCall(request_id, call_id, name, server, dict(args), decision.hint))
-        self._metrics.approval_requests.labels(tool=name).inc()
+        self._metrics.approval_requests.labels(agent=self._metrics.agent, tool=name).inc()
         return dict(PLACEHOLDER)
 
     async def _resumed(

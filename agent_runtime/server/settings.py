@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.database import default_database_url
+from agent_runtime.rest.settings import RestSettings
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class RuntimeSettings:
     database_url: str | None = None
     public_url: str | None = None
     sweep_interval: float = 0.25
+    rest: RestSettings = field(default_factory=RestSettings)  # REST auth, webhooks
 
     @property
     def db_url(self) -> str:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,9 +70,12 @@ def write_manifests(directory: Path, mcp_url: str, **approval: Any) -> list[Path
 class RuntimeProcess:
     """``gatehouse-runtime serve`` as a subprocess; ``kill9()`` and ``start()`` again for restarts."""
 
-    def __init__(self, files: list[Path], state_dir: Path, log: Path, extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self, files: list[Path], state_dir: Path, log: Path, extra_args: list[str] | None = None, serve_args: Sequence[str] = ()
+    ) -> None:
         self.files, self.state_dir, self.log = files, state_dir, log
         self.extra_args = list(extra_args or [])
+        self.serve_args = list(serve_args)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -81,6 +84,7 @@ class RuntimeProcess:
         args = [*RUNTIME_CMD, "serve", "--port", str(self.port), "--state-dir", str(self.state_dir), *self.extra_args]
         for f in self.files:
             args += ["-f", str(f)]
+        args += self.serve_args
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         deadline = time.monotonic() + timeout
@@ -111,9 +115,9 @@ class RuntimeProcess:
 
 
 @contextmanager
-def runtime(base: Path, tools: Tools, **approval: Any) -> Iterator[RuntimeProcess]:
+def runtime(base: Path, tools: Tools, serve_args: Sequence[str] = (), **approval: Any) -> Iterator[RuntimeProcess]:
     files = write_manifests(base / "manifests", tools.url, **approval)
-    proc = RuntimeProcess(files, base / "state", base / "runtime.log")
+    proc = RuntimeProcess(files, base / "state", base / "runtime.log", serve_args)
     proc.start()
     try:
         yield proc

@@ -1,0 +1,42 @@
+"""Who decided a request: the principal behind a REST token, a Kubernetes user, or just the channel.
+
+The approvals table records the *source* of a decision (``a2a``, ``timeout``, ``rest``, ``kubernetes``…). A
+channel that knows the person writes a row here in the same transaction as the decision itself (through
+``ApprovalService.decide(..., also=...)``), so the two are committed together or not at all. Requests with
+no row were decided by their source alone: ``decided_by`` is then the source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import Column, Connection, Float, String, Table, select
+
+from agent_runtime.approvals.service import metadata
+from agent_runtime.database import Database
+
+# On the approvals' own metadata: created with them at start-up.
+deciders = Table(
+    "gatehouse_approval_deciders",
+    metadata,
+    Column("request_id", String(64), primary_key=True),
+    Column("decided_by", String(256), nullable=False),
+    Column("decided_at", Float, nullable=False),
+)
+
+
+def record(conn: Connection, request_id: str, decided_by: str, decided_at: float) -> None:
+    """Write who decided ``request_id``; call inside the deciding transaction."""
+    conn.execute(deciders.insert().values(request_id=request_id, decided_by=decided_by, decided_at=decided_at))
+
+
+async def lookup(db: Database, request_ids: Iterable[str]) -> dict[str, str]:
+    """``{request_id: decided_by}`` for the ids that have a row."""
+    ids = list(request_ids)
+    if not ids:
+        return {}
+    stmt = select(deciders.c.request_id, deciders.c.decided_by).where(deciders.c.request_id.in_(ids))
+    return await db.run(lambda conn: {row[0]: row[1] for row in conn.execute(stmt)}, write=False)
+
+
+__all__ = ["deciders", "lookup", "record"]

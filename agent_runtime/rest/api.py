@@ -1,0 +1,197 @@
+"""The REST approval API on the runtime; :class:`RestApi` also owns the event stream and the webhooks.
+
+Routes (JSON bodies are the models of :mod:`agent_runtime.rest.models`; every 4xx is a ``Problem``):
+
+- ``GET /approvals?state=pending|approved|denied|expired|all`` (default pending) → ``ApprovalList``, newest first;
+- ``GET /approvals/events`` → server-sent events (:mod:`agent_runtime.rest.stream`);
+- ``GET /approvals/{id}`` → 202 + ``Retry-After`` while pending, 200 once decided, 404 unknown; both bodies
+  an ``ApprovalView``;
+- ``POST /approvals/{id}/decision`` with ``Idempotency-Key`` (400 without) and a ``DecisionBody`` (422 if
+  malformed) → 200 ``DecisionResult`` when this request decided it, 409 ``Problem`` naming who decided what
+  when it was decided already, 404 unknown. The key replays the same answer; with another body → 422.
+
+Decisions go through :func:`agent_runtime.server.decide_one.decide_one` (source ``rest``, ``decided_by`` the
+token's principal, else "rest"). With tokens configured every route here needs ``Authorization: Bearer``
+(401 otherwise); the A2A routes, probes and metrics are not affected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel
+from sqlalchemy import Connection
+from sqlalchemy.exc import IntegrityError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from agent_runtime.approvals import AlreadyDecided
+from agent_runtime.rest.auth import principal_for
+from agent_runtime.rest.idempotency import MAX_KEY_LENGTH, IdempotencyKeys, StoredAnswer
+from agent_runtime.rest.models import STATES, ApprovalList, ApprovalView, BodyError, DecisionBody, DecisionResult, Problem
+from agent_runtime.rest.settings import DEFAULT_PRINCIPAL, RestSettings
+from agent_runtime.rest.stream import EventStream
+from agent_runtime.rest.views import views
+from agent_runtime.rest.webhooks import Webhooks
+from agent_runtime.server.decide_one import UnknownRequest, decide_one, resume_recorded, wait_for_resumes
+
+if TYPE_CHECKING:
+    from agent_runtime.server.app import Runtime
+
+log = logging.getLogger(__name__)
+
+SOURCE = "rest"
+Handler = Callable[[Request, str], Awaitable[Response]]
+
+
+def _json(model: BaseModel, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(model.model_dump_json(), status_code=status_code, headers=headers, media_type="application/json")
+
+
+def _problem(status_code: int, error: str, approval: ApprovalView | None = None, **headers: str) -> Response:
+    return _json(Problem(error=error, approval=approval), status_code, headers or None)
+
+
+class RestApi:
+    def __init__(self, runtime: Runtime, settings: RestSettings) -> None:
+        self.runtime = runtime
+        self.settings = settings
+        agent = runtime.settings.config.name
+        self.keys = IdempotencyKeys(runtime.db)
+        self.stream = EventStream(runtime.db, agent)
+        self.webhooks = Webhooks(runtime.db, agent, settings, runtime.metrics)
+        self._unsubscribe: list[Callable[[], None]] = []
+        self._recovery: asyncio.Task[None] | None = None
+
+    @property
+    def routes(self) -> list[Route]:
+        return [
+            Route("/approvals", self._guard(self.list_approvals), methods=["GET"]),
+            Route("/approvals/events", self._guard(self.events), methods=["GET"]),
+            Route("/approvals/{request_id}", self._guard(self.get_approval), methods=["GET"]),
+            Route("/approvals/{request_id}/decision", self._guard(self.decide), methods=["POST"]),
+        ]
+
+    async def start(self) -> None:
+        """After the runtime's stores are open: the idempotency table, the listeners, the webhook workers."""
+        await self.keys.create_tables()
+        events = self.runtime.approvals.events
+        self._unsubscribe = [events.subscribe(self.stream.on_approval_event), events.subscribe(self.webhooks.on_approval_event)]
+        self.webhooks.start()
+        self._recovery = asyncio.create_task(self._resume_recorded(), name="gatehouse-resume-recorded")
+
+    async def _resume_recorded(self) -> None:
+        while not self.runtime.ready:  # the MCP tools are listed
+            await asyncio.sleep(0.1)
+        try:
+            if resumed := await resume_recorded(self.runtime):
+                log.warning("resumed %d task(s) decided one request at a time before a restart", resumed)
+        except Exception:
+            log.exception("resuming tasks decided before a restart failed")
+
+    async def stop(self) -> None:
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        if self._recovery is not None:
+            self._recovery.cancel()
+            await asyncio.gather(self._recovery, return_exceptions=True)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wait_for_resumes(), 10.0)
+        await self.webhooks.stop()
+
+    # --- auth -----------------------------------------------------------------------------------
+
+    def _guard(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            if not self.settings.auth:
+                return await handler(request, DEFAULT_PRINCIPAL)
+            principal = principal_for(self.settings.tokens, request.headers.get("authorization"))
+            if principal is None:
+                error = "a valid 'Authorization: Bearer <token>' header is required"
+                return _problem(401, error, **{"WWW-Authenticate": "Bearer"})
+            return await handler(request, principal)
+
+        return endpoint
+
+    # --- reading --------------------------------------------------------------------------------
+
+    async def list_approvals(self, request: Request, _: str) -> Response:
+        state = request.query_params.get("state", "pending")
+        if state not in STATES:
+            return _problem(422, f"state must be one of {', '.join(STATES)}, not {state!r}")
+        records = await self.runtime.approvals.by_status(None if state == "all" else state)
+        return _json(ApprovalList(approvals=await views(self.runtime.db, records)))
+
+    async def get_approval(self, request: Request, _: str) -> Response:
+        request_id = request.path_params["request_id"]
+        record = await self.runtime.approvals.get(request_id)
+        if record is None:
+            return _problem(404, f"no approval request {request_id!r}")
+        (view,) = await views(self.runtime.db, [record])
+        if record.status == "pending":
+            wait = max(1, min(self.settings.retry_after, math.ceil(record.expires_at - time.time())))
+            return _json(view, 202, {"Retry-After": str(wait)})
+        return _json(view)
+
+    async def events(self, _request: Request, _: str) -> Response:
+        return self.stream.response()
+
+    # --- deciding -------------------------------------------------------------------------------
+
+    async def decide(self, request: Request, principal: str) -> Response:
+        request_id = request.path_params["request_id"]
+        key = request.headers.get("idempotency-key", "").strip()
+        if not key or len(key) > MAX_KEY_LENGTH:
+            return _problem(400, f"an Idempotency-Key header (1-{MAX_KEY_LENGTH} characters) is required: "
+                                 "a new unique value per decision, the same value only to retry that decision")
+        try:
+            body = DecisionBody.parse(await request.body())
+        except BodyError as exc:
+            return _problem(422, str(exc))
+        fingerprint = body.fingerprint(request_id)
+        stored = await self.keys.get(key)
+        if stored is not None:
+            return self._replay(stored, fingerprint, key)
+        record = await self.runtime.approvals.get(request_id)
+        if record is None:
+            return _problem(404, f"no approval request {request_id!r}")
+        resolution = body.resolution()
+        answer: list[str] = []
+
+        def remember(conn: Connection, decided_at: float) -> None:
+            decided = replace(record, status=resolution.status, reason=resolution.reason, source=SOURCE, decided_at=decided_at)
+            answer.append(DecisionResult(approval=ApprovalView.of(decided, principal)).model_dump_json())
+            IdempotencyKeys.write(conn, key, request_id, fingerprint, 200, answer[-1])
+
+        try:
+            await decide_one(self.runtime, request_id, resolution, SOURCE, principal, also=remember)
+        except UnknownRequest:
+            return _problem(404, f"no approval request {request_id!r}")
+        except IntegrityError:  # the same key, used at the same moment by another request, won
+            stored = await self.keys.get(key)
+            assert stored is not None
+            return self._replay(stored, fingerprint, key)
+        except AlreadyDecided as exc:
+            current = await self.runtime.approvals.get(request_id)
+            (view,) = await views(self.runtime.db, [current or record])
+            conflict = Problem(error=str(exc), approval=view).model_dump_json()
+            return self._replay(await self.keys.put(key, request_id, fingerprint, 409, conflict), fingerprint, key)
+        return Response(answer[-1], status_code=200, media_type="application/json")
+
+    @staticmethod
+    def _replay(stored: StoredAnswer, fingerprint: str, key: str) -> Response:
+        if stored.fingerprint != fingerprint:
+            return _problem(422, f"Idempotency-Key {key!r} was already used for another request or decision; "
+                                 "use a new key for a new decision")
+        return Response(stored.response_json, status_code=stored.status_code, media_type="application/json")
+
+
+__all__ = ["SOURCE", "RestApi"]

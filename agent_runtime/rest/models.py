@@ -1,0 +1,117 @@
+"""The REST API's bodies: one pydantic model per shape, and the one parser for a decision body.
+
+Server, tests and any client parse with these (``DecisionBody.parse``, ``ApprovalView.model_validate``…).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from agent_runtime.approvals import ApprovalRecord, Resolution, iso_utc
+
+State = Literal["pending", "approved", "denied", "expired", "all"]
+STATES: tuple[str, ...] = ("pending", "approved", "denied", "expired", "all")
+
+
+class BodyError(ValueError):
+    """A request body that cannot be used; ``str(exc)`` says exactly what is wrong."""
+
+
+class ApprovalView(BaseModel):
+    """One approval request as the REST API, the event stream and the webhooks show it."""
+
+    id: str
+    task_id: str
+    context_id: str
+    tool: str
+    server: str | None = None
+    args: dict[str, Any]
+    hint: str
+    status: Literal["pending", "approved", "denied", "expired"]
+    created_at: str
+    expires_at: str
+    decided_by: str | None = None
+    decided_at: str | None = None
+    reason: str = ""
+    source: str = ""
+
+    @classmethod
+    def of(cls, record: ApprovalRecord, decided_by: str | None = None) -> ApprovalView:
+        decided = record.status != "pending"
+        return cls(
+            id=record.id, task_id=record.task_id, context_id=record.context_id, tool=record.tool, server=record.server,
+            args=record.args, hint=record.hint, status=record.status, created_at=iso_utc(record.created_at),
+            expires_at=iso_utc(record.expires_at), decided_by=(decided_by or record.source) if decided else None,
+            decided_at=iso_utc(record.decided_at) if decided and record.decided_at else None,
+            reason=record.reason, source=record.source,
+        )
+
+
+class ApprovalList(BaseModel):
+    approvals: list[ApprovalView]
+
+
+class DecisionBody(BaseModel):
+    """``POST /approvals/{id}/decision``: ``{"decision": "approve"|"deny", "reason": "…"}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["approve", "deny"]
+    reason: str = ""
+
+    @classmethod
+    def parse(cls, raw: bytes) -> DecisionBody:
+        try:
+            data = json.loads(raw or b"null")
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise BodyError(f"the body is not JSON ({exc}); send {_EXAMPLE}") from None
+        if not isinstance(data, dict):
+            raise BodyError(f"the body must be a JSON object like {_EXAMPLE}")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
+            raise BodyError(f"{problems}; send {_EXAMPLE}") from None
+
+    def resolution(self) -> Resolution:
+        return Resolution("approved" if self.decision == "approve" else "denied", self.reason)
+
+    def fingerprint(self, request_id: str) -> str:
+        """What an idempotency key is bound to: this request id and this decision."""
+        canonical = json.dumps({"id": request_id, **self.model_dump()}, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+_EXAMPLE = '{"decision": "approve"|"deny", "reason": "…"}'
+
+
+class DecisionResult(BaseModel):
+    """200: this request decided it (durably; the task runs on once none of its requests is pending)."""
+
+    applied: Literal[True] = True
+    approval: ApprovalView
+
+
+class Problem(BaseModel):
+    """Every 4xx answer. On 409 ``approval`` shows who decided what."""
+
+    error: str
+    approval: ApprovalView | None = None
+
+
+class ApprovalEventData(BaseModel):
+    """The JSON of one server-sent event and of one webhook delivery (format ``json``)."""
+
+    event: Literal["requested", "decided"]
+    agent: str
+    approval: ApprovalView
+
+
+__all__ = [
+    "STATES", "ApprovalEventData", "ApprovalList", "ApprovalView", "BodyError", "DecisionBody", "DecisionResult",
+    "Problem", "State",
+]

@@ -1,0 +1,167 @@
+"""REST, ``decide_one`` and webhooks on the runtime app in-process (ASGI) against a real demo MCP server.
+
+Cheaper than a subprocess, so the variants live here: auth off, Slack-format webhooks, timeouts in the
+metrics, and a task decided partly by REST and finished by an A2A message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agent_runtime import wire
+from agent_runtime.approvals import AlreadyDecided, Resolution, deciders
+from agent_runtime.manifests import select_agent_config
+from agent_runtime.rest import RestSettings
+from agent_runtime.server.app import Runtime, build_app
+from agent_runtime.server.decide_one import UnknownRequest, decide_one, resume_recorded
+from agent_runtime.server.settings import RuntimeSettings
+from tests.support.runtime import Tools, demo_tools, request_ids, state, status_text, write_manifests
+from tests.support.webhook_receiver import Receiver, webhook_receiver
+
+pytestmark = pytest.mark.e2e
+
+
+class App:
+    def __init__(self, client: httpx.AsyncClient, runtime: Runtime, tools: Tools) -> None:
+        self.client, self.runtime, self.tools = client, runtime, tools
+
+    async def send(self, text: str | None = None, data: Any = None, task: dict[str, Any] | None = None) -> dict[str, Any]:
+        parts: list[dict[str, Any]] = ([{"text": text}] if text else []) + ([{"data": data}] if data is not None else [])
+        message: dict[str, Any] = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": parts}
+        if task:
+            message["taskId"], message["contextId"] = task["id"], task["contextId"]
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+        return (await self.client.post("/", json=body)).json()["result"]
+
+    async def get(self, task_id: str) -> dict[str, Any]:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
+        return (await self.client.post("/", json=body)).json()["result"]
+
+    async def pause(self, *names: str) -> dict[str, Any]:
+        for name in names:
+            (self.tools.sandbox / name).write_text(name)
+        text = f"delete {names[0]}" if len(names) == 1 else f"clean up {names[0]} and {names[1]}"
+        task = (await self.send(text))["task"]
+        assert state(task) == "TASK_STATE_INPUT_REQUIRED", task
+        return task
+
+    async def decide(self, request_id: str, decision: str, reason: str = "") -> httpx.Response:
+        return await self.client.post(f"/approvals/{request_id}/decision", json={"decision": decision, "reason": reason},
+                                      headers={"Idempotency-Key": str(uuid.uuid4())})
+
+    def metric(self, name: str, **labels: str) -> float:
+        value = self.runtime.metrics.registry.get_sample_value(name, labels)
+        return value or 0.0
+
+
+@pytest.fixture
+def make_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    monkeypatch.setenv("GOOGLE_API_USE_CLIENT_CERTIFICATE", "false")
+
+    @asynccontextmanager
+    async def make(rest: RestSettings | None = None, **approval: Any) -> AsyncIterator[App]:
+        with demo_tools(tmp_path / "tools") as tools:
+            config = select_agent_config(write_manifests(tmp_path / "m", tools.url, **approval))
+            settings = RuntimeSettings(config=config, state_dir=tmp_path / "state", rest=rest or RestSettings())
+            starlette = build_app(settings)
+            runtime: Runtime = starlette.state.runtime
+            async with starlette.router.lifespan_context(starlette):
+                while not runtime.ready:
+                    await asyncio.sleep(0.05)
+                transport = httpx.ASGITransport(app=starlette)
+                async with httpx.AsyncClient(transport=transport, base_url="http://t", headers={"A2A-Version": "1.0"}) as c:
+                    yield App(c, runtime, tools)
+
+    return make
+
+
+async def _finished(app: App, task: dict[str, Any]) -> dict[str, Any]:
+    for _ in range(600):
+        current = await app.get(task["id"])
+        if state(current) != "TASK_STATE_INPUT_REQUIRED":
+            return current
+        await asyncio.sleep(0.05)
+    raise AssertionError("the task did not finish")
+
+
+async def test_auth_off_rest_decides_one_and_a2a_finishes_the_pause(make_app: Callable[..., Any]) -> None:
+    async with make_app() as app:
+        task = await app.pause("mix-a.txt", "mix-b.txt")
+        first, second = request_ids(task)
+        reply = await app.decide(first, "deny", "a stays")  # no token needed when none is configured
+        assert reply.status_code == 200 and reply.json()["approval"]["decided_by"] == "rest"
+        # The A2A client decides what is left; the resumed turn answers both calls of the pause.
+        stale = await app.send(data=wire.batch({first: True, second: True}), task=task)
+        assert state(stale["task"]) == "TASK_STATE_INPUT_REQUIRED" and "Already decided" in status_text(stale["task"])
+        assert request_ids(stale["task"]) == [second]
+        done = (await app.send(data=wire.approve_all(), task=task))["task"]
+        assert state(done) == "TASK_STATE_COMPLETED"
+        assert "rejected by the user: a stays" in status_text(done)
+        outcomes = {i: d["outcome"] for i, d in done["status"]["message"]["metadata"]["decisions"].items()}
+        assert outcomes == {first: "denied", second: "approved"}
+        assert not app.tools.executions("delete_file", "mix-a.txt")
+        assert len(app.tools.executions("delete_file", "mix-b.txt")) == 1
+
+
+async def test_decide_one_directly(make_app: Callable[..., Any]) -> None:
+    async with make_app() as app:
+        with pytest.raises(UnknownRequest):
+            await decide_one(app.runtime, "apr-missing", Resolution("approved"), "kubernetes", "alice")
+        task = await app.pause("direct.txt")
+        (rid,) = request_ids(task)
+        decided = await decide_one(app.runtime, rid, Resolution("approved"), "kubernetes", "alice", wait=True)
+        assert decided.record.status == "approved" and decided.resume is not None and decided.resume.done()
+        assert state(await app.get(task["id"])) == "TASK_STATE_COMPLETED"
+        with pytest.raises(AlreadyDecided, match="approved by kubernetes"):
+            await decide_one(app.runtime, rid, Resolution("denied"), "rest", "bob")
+        view = (await app.client.get(f"/approvals/{rid}")).json()
+        assert (view["decided_by"], view["source"]) == ("alice", "kubernetes")
+        assert len(app.tools.executions("delete_file", "direct.txt")) == 1
+
+
+async def test_slack_webhook_and_timeouts_in_metrics(make_app: Callable[..., Any]) -> None:
+    receiver: Receiver
+    with webhook_receiver() as receiver:
+        rest = RestSettings(webhooks=(f"{receiver.url}/slack",), webhook_format="slack")
+        async with make_app(rest, timeout="1s") as app:
+            task = await app.pause("slow.txt")
+            (rid,) = request_ids(task)
+            done = await _finished(app, task)
+            assert "timeout: no decision within 1s" in status_text(done)
+            assert app.metric("gatehouse_approval_timeouts_total", agent="file-manager", tool="delete_file") == 1
+            assert app.metric("gatehouse_decision_latency_seconds_count", outcome="timeout", source="timeout") == 1
+            assert app.metric("gatehouse_decision_latency_seconds_sum", outcome="timeout", source="timeout") >= 1
+            assert app.metric("gatehouse_pending_approvals") == 0
+            texts = await asyncio.to_thread(
+                receiver.wait, lambda: (t := [json.loads(d.body)["text"] for d in receiver.at("/slack")]) and len(t) >= 2 and t
+            )
+            assert texts[0].startswith("Approval needed: file-manager wants to run `delete_file(path='slow.txt')`")
+            assert rid in texts[0] and "(requireApproval)" in texts[0]
+            call = "`delete_file(path='slow.txt')`"
+            assert texts[1] == f"file-manager: {call} [{rid}] was timed out: timeout: no decision within 1s"
+            assert "x-gatehouse-signature" not in receiver.at("/slack")[0].headers  # no secret, no signature
+
+
+async def test_a_decision_recorded_before_a_restart_is_resumed_at_start_up(make_app: Callable[..., Any]) -> None:
+    async with make_app() as app:
+        task = await app.pause("restart.txt")
+        (rid,) = request_ids(task)
+        # As if the runtime stopped right after decide_one's transaction, before the resume.
+        await app.runtime.approvals.decide(
+            task["id"], {rid: Resolution("approved")}, "rest", also=lambda conn, at: deciders.record(conn, rid, "alice", at)
+        )
+        assert state(await app.get(task["id"])) == "TASK_STATE_INPUT_REQUIRED"
+        assert await resume_recorded(app.runtime) == 1
+        done = await app.get(task["id"])
+        assert state(done) == "TASK_STATE_COMPLETED" and "Delete of restart.txt" in status_text(done)
+        assert await resume_recorded(app.runtime) == 0
+        assert len(app.tools.executions("delete_file", "restart.txt")) == 1
