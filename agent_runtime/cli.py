@@ -52,6 +52,9 @@ def serve(
     database_url: str | None = typer.Option(None, "--database-url", help="e.g. postgresql+asyncpg://user:pw@host/db"),
     public_url: str | None = typer.Option(None, "--public-url", help="URL announced in the agent card."),
     log_level: str = typer.Option("warning", "--log-level"),
+    kubeconfig: Path | None = typer.Option(None, "--kubeconfig", help="Mirror approvals as ToolApprovals in this cluster."),
+    kube_namespace: str | None = typer.Option(None, "--kube-namespace", help="Their namespace (with $KUBECONFIG: turns it on)."),
+    approval_retention: str = typer.Option("1h", "--approval-retention", help="Delete finished ToolApprovals after this."),
 ) -> None:
     """Serve one agent over A2A with the approval gate (JSON-RPC at /, card, /healthz, /readyz, /metrics)."""
     from agent_runtime.server.settings import RuntimeSettings, load_config
@@ -70,8 +73,17 @@ def serve(
     # (seconds without a metadata server); MCP servers here are not Google endpoints. Opt back in by setting it.
     os.environ.setdefault("GOOGLE_API_USE_CLIENT_CERTIFICATE", "false")
 
+    from agent_runtime.durations import parse_duration
+    from agent_runtime.kube import detect
+
+    try:
+        retention = parse_duration(approval_retention)
+    except ValueError as exc:
+        _fail(exc)
+    kube = detect(kubeconfig, kube_namespace, retention, default_namespace=agent_config.namespace)
     settings = RuntimeSettings(
-        config=agent_config, host=host, port=port, state_dir=state_dir, database_url=database_url, public_url=public_url
+        config=agent_config, host=host, port=port, state_dir=state_dir, database_url=database_url, public_url=public_url,
+        kube=kube,
     )
     uvicorn.run(build_app(settings), host=host, port=port, log_level=log_level, access_log=False)
 
