@@ -22,7 +22,7 @@ from agent_runtime.kube.objects import approval_name
 from agent_runtime.manifests import select_agent_config
 from agent_runtime.server.app import Runtime, build_app
 from agent_runtime.server.settings import RuntimeSettings
-from tests.support.kube_fixtures import Kubectl, kube_api, kubectl  # noqa: F401 (fixtures)
+from tests.support.kube_fixtures import Kubectl
 from tests.support.kube_server import RunningEmulator
 from tests.support.runtime import Tools, demo_tools, request_ids, state, status_text, write_manifests
 
@@ -79,7 +79,9 @@ def phase(obj: dict[str, Any] | None) -> str | None:
     return (obj or {}).get("status", {}).get("phase")
 
 
-async def _app(tmp_path: Path, api: RunningEmulator, kubectl: Kubectl, with_agent: bool = True, **kube: Any) -> AsyncIterator[App]:
+async def _app(
+    tmp_path: Path, api: RunningEmulator, kubectl: Kubectl, with_agent: bool = True, **kube: Any
+) -> AsyncIterator[App]:
     with demo_tools(tmp_path / "tools") as tools:
         files = write_manifests(tmp_path / "m", tools.url)
         if with_agent:
@@ -98,7 +100,7 @@ async def _app(tmp_path: Path, api: RunningEmulator, kubectl: Kubectl, with_agen
 
 
 @pytest.fixture
-async def app(tmp_path: Path, kube_api: RunningEmulator, kubectl: Kubectl, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[App]:  # noqa: F811
+async def app(tmp_path: Path, kube_api: RunningEmulator, kubectl: Kubectl, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[App]:
     monkeypatch.setenv("GOOGLE_API_USE_CLIENT_CERTIFICATE", "false")
     async for a in _app(tmp_path, kube_api, kubectl):
         yield a
@@ -229,7 +231,7 @@ async def test_the_watch_lists_again_after_410_gone(app: App) -> None:
 
 @pytest.fixture
 async def short_app(
-    tmp_path: Path, kube_api: RunningEmulator, kubectl: Kubectl, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    tmp_path: Path, kube_api: RunningEmulator, kubectl: Kubectl, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[App]:
     """No Agent object in the cluster, and finished ToolApprovals kept for one second only."""
     monkeypatch.setenv("GOOGLE_API_USE_CLIENT_CERTIFICATE", "false")
