@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,14 +70,15 @@ def write_manifests(directory: Path, mcp_url: str, **approval: Any) -> list[Path
 class RuntimeProcess:
     """``gatehouse-runtime serve`` as a subprocess; ``kill9()`` and ``start()`` again for restarts."""
 
-    def __init__(self, files: list[Path], state_dir: Path, log: Path) -> None:
+    def __init__(self, files: list[Path], state_dir: Path, log: Path, extra_args: Sequence[str] = ()) -> None:
         self.files, self.state_dir, self.log = files, state_dir, log
+        self.extra_args = list(extra_args)  # e.g. --kubeconfig FILE --kube-namespace NS
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 45.0) -> None:
-        args = [*RUNTIME_CMD, "serve", "--port", str(self.port), "--state-dir", str(self.state_dir)]
+        args = [*RUNTIME_CMD, "serve", "--port", str(self.port), "--state-dir", str(self.state_dir), *self.extra_args]
         for f in self.files:
             args += ["-f", str(f)]
         with self.log.open("ab") as log:
