@@ -143,7 +143,7 @@ def test_approve_from_kubectl_resumes_the_task(shared: Stack) -> None:
     wait_for(lambda: s.pending_count() == 0, timeout=30)
     events = json.loads(s.kubectl("get", "events", "-o", "json"))["items"]
     mine = [e["reason"] for e in events if e.get("reportingComponent") == "gatehouse.dev" and name in e["message"]]
-    assert mine == ["ApprovalRequested", "ApprovalApproved"]
+    assert sorted(mine) == ["ApprovalApproved", "ApprovalRequested"]
 
 
 def test_deny_from_kubectl_tells_the_model_why(shared: Stack) -> None:
