@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from agent_runtime import wire
+from agent_runtime.approvals import Resolution
 from agent_runtime.kube import KubeSettings
 from agent_runtime.kube.objects import approval_name
 from agent_runtime.manifests import select_agent_config
@@ -251,3 +252,24 @@ async def test_without_an_agent_object_and_with_a_short_retention(short_app: App
     await until(lambda: _completed(app, task["id"]), what="the task completed")
     await until(lambda: phase(app.approval(rid)) == "Denied", what="Denied")
     await until(lambda: app.approval(rid) is None, timeout=10, what="deleted after the retention")
+
+
+async def test_a2a_and_an_internal_decision_at_once_leave_one_clean_outcome(app: App) -> None:
+    for round_ in range(3):
+        f = f"race{round_}.txt"
+        (app.tools.sandbox / f).write_text("x")
+        task = (await app.send(f"delete {f}"))["task"]
+        (rid,) = request_ids(task)
+        internal = app.runtime.resumer.resume(
+            task["id"], task["contextId"], {rid: Resolution("approved")},
+            "kubectl", "Approved by alice via kubectl.",
+        )
+        order = [internal, app.send(data=wire.approve_all(), task=task)]
+        if round_ % 2:
+            order.reverse()
+        await asyncio.gather(*order)
+        done = await app.get(task["id"])
+        assert state(done) == "TASK_STATE_COMPLETED", status_text(done)
+        assert f"Delete of {f}" in status_text(done), status_text(done)
+        assert done["status"]["message"]["metadata"]["decisions"][rid]["source"] in ("a2a", "kubectl")
+        assert len(app.tools.executions("delete_file", f)) == 1
