@@ -273,3 +273,20 @@ async def test_a2a_and_an_internal_decision_at_once_leave_one_clean_outcome(app:
         assert f"Delete of {f}" in status_text(done), status_text(done)
         assert done["status"]["message"]["metadata"]["decisions"][rid]["source"] in ("a2a", "kubectl")
         assert len(app.tools.executions("delete_file", f)) == 1
+
+
+async def test_kubectl_decides_one_request_and_a2a_the_rest(app: App) -> None:
+    for f in ("m1.txt", "m2.txt"):
+        (app.tools.sandbox / f).write_text("x")
+    task = (await app.send("clean up m1.txt and m2.txt"))["task"]
+    first, second = request_ids(task)
+    await until(lambda: phase(app.approval(second)) == "Pending", what="both mirrored")
+    await app.decide(first, "Deny", "m1 stays")
+    await until(lambda: phase(app.approval(first)) == "Denied", what="first Denied")
+    replay = (await app.send(data=wire.approve_all(), task=task))["task"]  # approves what is still pending
+    assert state(replay) == "TASK_STATE_COMPLETED"
+    decisions = replay["status"]["message"]["metadata"]["decisions"]
+    assert {k: (v["outcome"], v["source"]) for k, v in decisions.items()} == {
+        first: ("denied", "kubectl"), second: ("approved", "a2a")}
+    assert [x["args"]["path"] for x in app.tools.executions("delete_file")] == ["m2.txt"]
+    await until(lambda: phase(app.approval(second)) == "Approved", what="second Approved")
