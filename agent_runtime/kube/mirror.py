@@ -243,13 +243,12 @@ class Mirror:
                 continue
             for record in await self._approvals.for_task(spec["taskId"]):
                 if record.id == spec.get("requestId") and record.status != "pending":
+                    who = (spec.get("decision") or {}).get("decidedBy")
+                    if record.source == "kubectl" and who:
+                        self.note_decider(record.id, who)
                     self.sync(record)
         self._count_dirty = True
-        self._idle.clear()
-        self._put("pendingApprovals", self._noop, attempts=1)
-
-    async def _noop(self) -> None:
-        return None
+        self._put("pendingApprovals", self._sync_count, attempts=0)
 
     def observe(self, obj: dict[str, Any]) -> None:
         """Remember a finished ToolApproval seen in the cluster, for deletion after the retention."""

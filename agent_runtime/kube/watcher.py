@@ -67,7 +67,10 @@ class DecisionWatcher:
                 version = listed.get("metadata", {}).get("resourceVersion", "")
                 delay = 0.2
                 while True:  # renew the watch from the last version seen until it is gone
+                    started = asyncio.get_running_loop().time()
                     version = await self._watch(params, version)
+                    if asyncio.get_running_loop().time() - started < 1.0:
+                        await asyncio.sleep(1.0)  # a server ending watches at once is not hammered
             except asyncio.CancelledError:
                 raise
             except _Gone:
