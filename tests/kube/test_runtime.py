@@ -290,3 +290,20 @@ async def test_kubectl_decides_one_request_and_a2a_the_rest(app: App) -> None:
         first: ("denied", "kubectl"), second: ("approved", "a2a")}
     assert [x["args"]["path"] for x in app.tools.executions("delete_file")] == ["m2.txt"]
     await until(lambda: phase(app.approval(second)) == "Approved", what="second Approved")
+
+
+async def test_a_decision_written_while_the_watch_is_down_is_applied_when_it_lists_again(app: App) -> None:
+    (app.tools.sandbox / "h.txt").write_text("x")
+    task = (await app.send("delete h.txt"))["task"]
+    (rid,) = request_ids(task)
+    await until(lambda: phase(app.approval(rid)) == "Pending", what="mirrored")
+    app.api.emulator.forbid("GET", "/toolapprovals$", status=503)  # lists and watches fail
+    app.api.emulator.compact()  # the open watch ends
+    await asyncio.sleep(0.5)
+    await app.decide(rid, "Approve", who="bob")
+    await asyncio.sleep(1.0)
+    assert state(await app.get(task["id"])) == "TASK_STATE_INPUT_REQUIRED"
+    app.api.emulator.allow_all()
+    await until(lambda: _completed(app, task["id"]), what="the task completed after the relist")
+    obj = await until(lambda: phase(app.approval(rid)) == "Approved" and app.approval(rid), what="Approved")
+    assert obj["status"]["decidedBy"] == "bob"
