@@ -104,9 +104,10 @@ class Mirror:
     def sync(self, record: ApprovalRecord, announce: bool = False) -> None:
         """Queue: make the ToolApproval of ``record`` show its current state (and announce it as an Event)."""
         name = objects.approval_name(self.agent, record.id)
-        self._put(f"sync {name}", lambda: self._sync(record), attempts=0)
+        who = self._deciders.pop(record.id, "") if record.status != "pending" else ""
+        self._put(f"sync {name}", lambda: self._sync(record, who), attempts=0)
         if announce:
-            self._put(f"event {name}", lambda: self._event(record), attempts=3)
+            self._put(f"event {name}", lambda: self._event(record, who), attempts=3)
 
     def _put(self, what: str, op: Op, attempts: int) -> None:
         self._idle.clear()
@@ -189,9 +190,9 @@ class Mirror:
                 return False
             raise
 
-    async def _sync(self, record: ApprovalRecord) -> None:
+    async def _sync(self, record: ApprovalRecord, decided_by: str = "") -> None:
         name = objects.approval_name(self.agent, record.id)
-        status = objects.status(record, self._deciders.get(record.id, ""))
+        status = objects.status(record, decided_by)
         if record.status == "pending":
             if await self._create(record):
                 await self._client.merge_patch(f"{self.path(name)}/status", {"status": status})
@@ -204,12 +205,11 @@ class Mirror:
             await self._create(record)
             await self._client.merge_patch(f"{self.path(name)}/status", {"status": status})
         self._finished[name] = record.decided_at or self._clock()
-        self._deciders.pop(record.id, None)
 
-    async def _event(self, record: ApprovalRecord) -> None:
+    async def _event(self, record: ApprovalRecord, decided_by: str = "") -> None:
         agent = await self._agent() or {"metadata": {"name": self.agent, "namespace": self.namespace}}
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body = objects.event(record, agent, self._instance, now, self._deciders.get(record.id, ""))
+        body = objects.event(record, agent, self._instance, now, decided_by)
         await self._client.create(f"/api/v1/namespaces/{self.namespace}/events", body)
 
     async def _sync_count(self) -> None:

@@ -130,8 +130,9 @@ async def test_a_request_is_mirrored_and_a_kubectl_decision_resumes_the_task(app
     assert final["status"]["decidedBy"] == "alice" and final["status"]["source"] == "kubectl"
     assert final["status"]["reason"] == "looks fine" and final["status"]["decidedAt"]
     await until(lambda: app.agent()["status"].get("pendingApprovals") == 0, what="pendingApprovals 0")
-    reasons = await until(lambda: _event_reasons(app) >= {"ApprovalRequested", "ApprovalApproved"} and _event_reasons(app))
-    assert reasons
+    await until(lambda: _event_reasons(app) >= {"ApprovalRequested", "ApprovalApproved"}, what="both Events")
+    (approved,) = [m for r, m in _events(app) if r == "ApprovalApproved"]
+    assert f"approved by alice via kubectl: looks fine (toolapproval {name})" in approved
 
 
 async def _completed(app: App, task_id: str) -> dict[str, Any] | None:
@@ -139,13 +140,17 @@ async def _completed(app: App, task_id: str) -> dict[str, Any] | None:
     return got if state(got) == "TASK_STATE_COMPLETED" else None
 
 
-def _event_reasons(app: App) -> set[str]:
-    def collect() -> set[str]:
-        return {
-            o.raw.get("reason") for (res, _, _), o in app.api.emulator._objects.items()
+def _events(app: App) -> list[tuple[str, str]]:
+    def collect() -> list[tuple[str, str]]:
+        return [
+            (o.raw.get("reason"), o.raw.get("message")) for (res, _, _), o in app.api.emulator._objects.items()
             if res.plural == "events" and not o.deleted and o.raw.get("reportingComponent") == "gatehouse.dev"
-        }
+        ]
     return app.api.call(collect)
+
+
+def _event_reasons(app: App) -> set[str]:
+    return {reason for reason, _ in _events(app)}
 
 
 async def test_a_batch_decided_one_toolapproval_at_a_time_resumes_once_with_every_resolution(app: App) -> None:
