@@ -60,6 +60,9 @@ def serve(
     webhook_secret_file: Path | None = typer.Option(
         None, "--webhook-secret-file", help="HMAC-SHA256 key for X-Gatehouse-Signature (or env GATEHOUSE_WEBHOOK_SECRET)."
     ),
+    kubeconfig: Path | None = typer.Option(None, "--kubeconfig", help="Mirror approvals as ToolApprovals in this cluster."),
+    kube_namespace: str | None = typer.Option(None, "--kube-namespace", help="Their namespace (with $KUBECONFIG: turns it on)."),
+    approval_retention: str = typer.Option("1h", "--approval-retention", help="Delete finished ToolApprovals after this."),
 ) -> None:
     """Serve one agent over A2A with the approval gate (JSON-RPC at /, card, /healthz, /readyz, /metrics, /approvals)."""
     from agent_runtime.rest.settings import load_rest_settings
@@ -82,9 +85,18 @@ def serve(
     # (seconds without a metadata server); MCP servers here are not Google endpoints. Opt back in by setting it.
     os.environ.setdefault("GOOGLE_API_USE_CLIENT_CERTIFICATE", "false")
 
+    from agent_runtime.durations import parse_duration
+    from agent_runtime.kube import detect
+
+    try:
+        retention = parse_duration(approval_retention)
+    except ValueError as exc:
+        _fail(exc)
+    kube = detect(kubeconfig, kube_namespace, retention, default_namespace=agent_config.namespace)
     settings = RuntimeSettings(
         config=agent_config, host=host, port=port, state_dir=state_dir, database_url=database_url, public_url=public_url,
         rest=rest,
+        kube=kube,
     )
     uvicorn.run(build_app(settings), host=host, port=port, log_level=log_level, access_log=False)
 

@@ -14,14 +14,13 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from agent_runtime.resources import GROUP, VERSION
 
 PLURAL = "toolapprovals"
 app = typer.Typer(help="Decide Gatehouse tool approvals.", no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
+out = Console(soft_wrap=True, highlight=False)
+err = Console(stderr=True, soft_wrap=True, highlight=False)
 
 
 class PluginError(Exception):
@@ -42,28 +41,41 @@ def _api(context: str | None) -> Any:
 
 
 def _namespace(namespace: str | None, context: str | None) -> str:
+    """``-n``, else the namespace of the kubeconfig context in use (``--context`` or the current one)."""
     if namespace:
         return namespace
     from kubernetes import config
 
     try:
-        _, active = config.list_kube_config_contexts()
+        contexts, active = config.list_kube_config_contexts()
+        if context:
+            active = next((c for c in contexts if c.get("name") == context), active)
         return (active or {}).get("context", {}).get("namespace") or "default"
     except Exception:
         return "default"
 
 
-def _explain(exc: Exception, name: str, namespace: str) -> PluginError:
+def _explain(exc: Exception, name: str, namespace: str, verb: str = "decide") -> PluginError:
+    """The API's error as something the user can act on (``verb``: what they tried to do)."""
     status = getattr(exc, "status", None)
+    what = f'toolapproval "{name}"' if name else "toolapprovals"
     if status == 404:
-        return PluginError(f'toolapproval "{name}" not found in namespace "{namespace}"')
+        return PluginError(f'{what} not found in namespace "{namespace}"')
     if status == 403:
-        return PluginError(f'forbidden: you may not decide toolapproval "{name}" in namespace "{namespace}" '
-                           "(bind the gatehouse-approver ClusterRole)")
+        role = "gatehouse-approver" if verb == "decide" else "gatehouse-viewer (or gatehouse-approver)"
+        return PluginError(f'forbidden: you may not {verb} {what} in namespace "{namespace}" '
+                           f"(ask for a RoleBinding to the {role} ClusterRole)")
     if status == 409:
-        return PluginError(f'toolapproval "{name}" was decided by someone else just now')
+        return PluginError(f"{what} was decided by someone else just now; nothing changed "
+                           f"(see: kubectl gatehouse describe {name} -n {namespace})")
+    if status is None:
+        return PluginError(f"cannot reach the Kubernetes API: {exc}")
     body = getattr(exc, "body", None) or str(exc)
-    return PluginError(f"API error: {body}")
+    try:
+        body = json.loads(body).get("message") or body
+    except (TypeError, ValueError, AttributeError):
+        pass
+    return PluginError(f"API error ({status}): {body}")
 
 
 def _age(timestamp: str | None) -> str:
@@ -81,16 +93,14 @@ def phase_of(obj: dict[str, Any]) -> str:
 
 
 def whoami(client: Any) -> str:
-    """The caller's username as the API server sees it (SelfSubjectReview)."""
-    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview", "metadata": {}}
+    """The caller's username as the API server sees it (SelfSubjectReview, Kubernetes 1.28+)."""
     try:
-        review = client.ApiClient().call_api(
-            "/apis/authentication.k8s.io/v1/selfsubjectreviews", "POST", body=body,
-            response_type="object", auth_settings=["BearerToken"], _return_http_data_only=True,
-        )
+        review = client.AuthenticationV1Api().create_self_subject_review(client.V1SelfSubjectReview())
     except Exception as exc:
-        raise PluginError(f"could not determine who you are (SelfSubjectReview failed: {exc})") from None
-    username = ((review or {}).get("status") or {}).get("userInfo", {}).get("username")
+        reason = getattr(exc, "reason", None) or exc
+        raise PluginError(f"could not determine who you are (SelfSubjectReview failed: {reason})") from None
+    user_info = getattr(getattr(review, "status", None), "user_info", None)
+    username = getattr(user_info, "username", None)
     if not username:
         raise PluginError("could not determine who you are: the SelfSubjectReview returned no username")
     return username
@@ -109,10 +119,14 @@ def list_approvals(
     api = client.CustomObjectsApi()
     selector = f"gatehouse.dev/agent={agent}" if agent else None
     kwargs = {"label_selector": selector} if selector else {}
-    if all_namespaces:
-        items = api.list_cluster_custom_object(GROUP, VERSION, PLURAL, **kwargs)["items"]
-    else:
-        items = api.list_namespaced_custom_object(GROUP, VERSION, _namespace(namespace, context), PLURAL, **kwargs)["items"]
+    ns = _namespace(namespace, context)
+    try:
+        if all_namespaces:
+            items = api.list_cluster_custom_object(GROUP, VERSION, PLURAL, **kwargs)["items"]
+        else:
+            items = api.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, **kwargs)["items"]
+    except Exception as exc:
+        raise _explain(exc, "", "*" if all_namespaces else ns, "list") from None
     if agent:  # also filter client-side: not every API server honours label selectors
         items = [i for i in items if i["spec"].get("agentRef") == agent]
     if not show_all:
@@ -120,22 +134,27 @@ def list_approvals(
     if not items:
         out.print("No pending approvals." if not show_all else "No approvals.")
         return
-    table = Table(box=None, header_style="bold")
-    for column in (["NAMESPACE"] if all_namespaces else []) + ["NAME", "AGENT", "TOOL", "ARGS", "PHASE", "AGE"]:
-        table.add_column(column)
+    header = (["NAMESPACE"] if all_namespaces else []) + ["NAME", "AGENT", "TOOL", "ARGS", "PHASE", "AGE"]
+    rows = []
     for item in sorted(items, key=lambda i: i["metadata"].get("creationTimestamp") or ""):
         args = json.dumps(item["spec"].get("arguments") or {}, sort_keys=True)
         row = [item["metadata"]["name"], item["spec"]["agentRef"], item["spec"]["tool"],
                args if len(args) <= 48 else args[:45] + "...", phase_of(item), _age(item["metadata"].get("creationTimestamp"))]
-        table.add_row(*([item["metadata"]["namespace"]] if all_namespaces else []), *row)
-    out.print(table)
+        rows.append(([item["metadata"]["namespace"]] if all_namespaces else []) + row)
+    typer.echo(columns(header, rows))
 
 
-def _get(client: Any, name: str, namespace: str) -> dict[str, Any]:
+def columns(header: list[str], rows: list[list[str]]) -> str:
+    """Plain aligned columns, like ``kubectl get`` prints them (never wrapped, whatever the terminal)."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join("   ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows])
+
+
+def _get(client: Any, name: str, namespace: str, verb: str = "decide") -> dict[str, Any]:
     try:
         return client.CustomObjectsApi().get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
     except Exception as exc:
-        raise _explain(exc, name, namespace) from None
+        raise _explain(exc, name, namespace, verb) from None
 
 
 @app.command()
@@ -147,7 +166,7 @@ def describe(
     """Show one approval with its arguments pretty-printed."""
     client = _api(context)
     ns = _namespace(namespace, context)
-    obj = _get(client, name, ns)
+    obj = _get(client, name, ns, "read")
     spec, status = obj["spec"], obj.get("status") or {}
     out.print(f"[bold]Name:[/]        {name}\n[bold]Namespace:[/]   {ns}\n[bold]Agent:[/]       {spec['agentRef']}")
     out.print(f"[bold]Tool:[/]        {spec['tool']}\n[bold]Phase:[/]       {phase_of(obj)}")

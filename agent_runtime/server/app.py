@@ -30,6 +30,8 @@ from starlette.routing import Route
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import ApprovalService
 from agent_runtime.database import Database
+from agent_runtime.kube.bridge import KubeBridge
+from agent_runtime.kube.objects import approval_name
 from agent_runtime.models.factory import build_model
 from agent_runtime.rest import RestApi
 from agent_runtime.server.executor import GatehouseExecutor
@@ -80,6 +82,7 @@ class Runtime:
     handler: GatehouseRequestHandler
     resumer: Resumer
     sweeper: TimeoutSweeper
+    kube: KubeBridge | None = None
     ready: bool = False
     problems: list[str] = field(default_factory=list)
     _lister: asyncio.Task[None] | None = None
@@ -90,6 +93,8 @@ class Runtime:
         await self.approvals.create_tables()
         self.metrics.pending.set(await self.approvals.pending_count())
         self.sweeper.start()
+        if self.kube is not None:
+            self.kube.start()
         self._lister = asyncio.create_task(self._list_tools(), name="gatehouse-list-tools")
 
     async def _list_tools(self) -> None:
@@ -109,6 +114,8 @@ class Runtime:
         self.ready = False
         if self._lister is not None:
             self._lister.cancel()
+        if self.kube is not None:
+            await self.kube.stop()
         await self.sweeper.stop()
         with contextlib.suppress(Exception):
             await self.handler.aclose()
@@ -140,14 +147,16 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     )
     runner = Runner(app_name=config.name, agent=agent, session_service=sessions, auto_create_session=True)
     turns = TurnRunner(runner, sessions, approvals, metrics, config.approval.timeout_seconds)
-    executor = GatehouseExecutor(config, turns, approvals, metrics, single_process=db.sqlite)
+    name_of = (lambda request_id: approval_name(config.name, request_id)) if settings.kube else None
+    executor = GatehouseExecutor(config, turns, approvals, metrics, single_process=db.sqlite, approval_name=name_of)
     handler = GatehouseRequestHandler(
         agent_executor=executor, task_store=task_store, agent_card=agent_card(config, settings.url), approvals=approvals,
         interrupted_task_timeout=60.0,  # a paused task's in-memory state is dropped when idle; the store keeps it
     )
     resumer = Resumer(handler)
     sweeper = TimeoutSweeper(approvals, resumer, config.approval.on_timeout, settings.sweep_interval)
-    return Runtime(settings, db, metrics, approvals, sessions, task_store, toolsets, gate, handler, resumer, sweeper)
+    kube = KubeBridge(settings.kube, config.name, approvals, resumer) if settings.kube else None
+    return Runtime(settings, db, metrics, approvals, sessions, task_store, toolsets, gate, handler, resumer, sweeper, kube=kube)
 
 
 def build_app(settings: RuntimeSettings) -> Starlette:

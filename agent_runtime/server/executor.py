@@ -12,6 +12,11 @@ Every request ends in exactly one of these task states, with the shapes of the R
 Decisions from inside the runtime (the timeout sweeper, later Kubernetes and REST) arrive through the same
 path as an :class:`InternalDecision` in the server call context, which only in-process code can set; see
 :mod:`agent_runtime.server.resume`.
+
+A task's gated calls of one model turn form a batch that is resumed as a whole. An A2A decision always
+decides the whole batch; an internal one may decide part of it (kubectl decides one ToolApproval at a
+time): that part is recorded, the task stays input-required listing what is still pending, and the batch
+is resumed — with every resolution — by whichever decision leaves nothing pending.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,14 +62,17 @@ class InternalDecision:
 
 class GatehouseExecutor(AgentExecutor):
     def __init__(
-        self, config: AgentConfig, turns: TurnRunner, approvals: ApprovalService, metrics: Metrics, *, single_process: bool
+        self, config: AgentConfig, turns: TurnRunner, approvals: ApprovalService, metrics: Metrics, *, single_process: bool,
+        approval_name: Callable[[str], str | None] | None = None,
     ) -> None:
-        """``single_process``: no other replica can work on a task (sqlite), so a stalled resume is finished at once."""
+        """``single_process``: no other replica can work on a task (sqlite), so a stalled resume is finished at once.
+        ``approval_name``: the ToolApproval name of a request, where approvals are mirrored to Kubernetes."""
         self._single_process = single_process
         self._config = config
         self._turns = turns
         self._approvals = approvals
         self._metrics = metrics
+        self._approval_name = approval_name or (lambda _request_id: None)  # e.g. the mirrored ToolApproval
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         message = context.message
@@ -168,7 +177,11 @@ class GatehouseExecutor(AgentExecutor):
         self._metrics.pending.dec(len(decided))
         for r in decided:
             self._metrics.decisions.labels(outcome=OUTCOME_LABEL[r.status], source=source).inc()
-        await self._resume(task, with_decided_siblings(records, decided), updater)
+        batch = _batch_after(records, decided)
+        still = [r for r in batch if r.status == "pending"]
+        if still:  # an internal channel (kubectl) decided part of the batch: resume once none is pending
+            return await self._still_waiting(updater, still, _partly_decided(decided, still))
+        await self._resume(task, batch, updater)
 
     async def _resume(self, task: Task, decided: list[ApprovalRecord], updater: TaskUpdater, note: str = "") -> None:
         if not self._single_process:
@@ -203,18 +216,21 @@ class GatehouseExecutor(AgentExecutor):
     async def _still_waiting(self, updater: TaskUpdater, pending: list[ApprovalRecord], error: str) -> None:
         parts = [new_text_part(error)]
         if pending:
-            interrupt = wire.ApprovalInterrupt(action_requests=[r.action_request() for r in pending])
+            interrupt = wire.ApprovalInterrupt(action_requests=[self._action_request(r) for r in pending])
             parts.append(new_data_part(interrupt.model_dump(mode="json")))
         message = updater.new_agent_message(parts, metadata=dict(INTERRUPT_METADATA))
         await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, message=message, metadata=dict(INTERRUPT_METADATA))
 
     # --- reporting ------------------------------------------------------------------------------
 
+    def _action_request(self, record: ApprovalRecord) -> wire.ActionRequest:
+        return record.action_request().model_copy(update={"approval": self._approval_name(record.id)})
+
     async def _report(
         self, updater: TaskUpdater, outcome: TurnOutcome, decided: list[ApprovalRecord] | None = None, note: str = ""
     ) -> None:
         if outcome.paused:
-            requests = [r.action_request() for r in outcome.requests]
+            requests = [self._action_request(r) for r in outcome.requests]
             interrupt = wire.ApprovalInterrupt(action_requests=requests)
             parts = [new_text_part(wire.describe_requests(requests)), new_data_part(interrupt.model_dump(mode="json"))]
             message = updater.new_agent_message(parts, metadata=dict(INTERRUPT_METADATA))
@@ -236,6 +252,27 @@ class GatehouseExecutor(AgentExecutor):
 
 def _text(updater: TaskUpdater, text: str, metadata: dict[str, Any] | None = None) -> Message:
     return updater.new_agent_message([new_text_part(text)], metadata=metadata)
+
+
+def _batch_after(records: list[ApprovalRecord], decided: list[ApprovalRecord]) -> list[ApprovalRecord]:
+    """The task's latest batch of requests (one model turn's gated calls), with ``decided`` applied.
+
+    A batch is resumed as a whole (ADK needs an answer for every paused call); an internal channel such as
+    kubectl decides one request at a time, so the batch may be partly decided for a while.
+    """
+    if not records:
+        return list(decided)
+    latest = max(r.created_at for r in records)
+    fresh = {r.id: r for r in decided}
+    batch = [fresh.get(r.id, r) for r in records if r.created_at == latest]
+    batch += [r for r in decided if r.id not in {b.id for b in batch}]
+    return sorted(batch, key=lambda r: r.position)
+
+
+def _partly_decided(decided: list[ApprovalRecord], still: list[ApprovalRecord]) -> str:
+    done = "; ".join(f"{r.id} ({r.tool}) {OUTCOME_LABEL[r.status]} via {r.source}" for r in decided)
+    waiting = ", ".join(f"{r.id} ({r.tool})" for r in still)
+    return f"Recorded: {done}. Still waiting for a decision on {waiting}; the task resumes once every request is decided."
 
 
 def _already_decided_ids(message: Message, records: list[ApprovalRecord]) -> list[ApprovalRecord]:

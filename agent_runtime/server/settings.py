@@ -8,6 +8,7 @@ from pathlib import Path
 
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.database import default_database_url
+from agent_runtime.kube.settings import KubeSettings
 from agent_runtime.rest.settings import RestSettings
 
 
@@ -21,6 +22,7 @@ class RuntimeSettings:
     public_url: str | None = None
     sweep_interval: float = 0.25
     rest: RestSettings = field(default_factory=RestSettings)  # REST auth, webhooks
+    kube: KubeSettings | None = None  # Kubernetes-visible approvals (agent_runtime.kube), off when None
 
     @property
     def db_url(self) -> str:

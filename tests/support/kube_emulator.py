@@ -23,6 +23,12 @@ It answers ``kubectl get``'s Table requests too, with a CRD's ``additionalPrinte
 semantics (treated as merge patch), protobuf request bodies (``kubectl create secret`` sends protobuf:
 create built-in objects with the ``kubernetes`` client or ``kubectl apply``), RBAC and admission.
 
+Identity and denial, for tests of clients: a ``SelfSubjectReview`` (POST
+``/apis/authentication.k8s.io/v1/selfsubjectreviews``) answers with :attr:`KubeEmulator.username`;
+:meth:`KubeEmulator.forbid` makes matching requests answer 403 like RBAC would (or another status); :meth:`KubeEmulator.compact`
+forgets the watch history (as etcd compaction or an API server restart does): open watches end and
+resuming one from an older resourceVersion answers ``410 Gone``.
+
 Payload mechanics (merge patch, selectors, Tables) live in :mod:`tests.support.kube_wire`; serving it on
 127.0.0.1 from a thread in :mod:`tests.support.kube_server`; pytest fixtures in
 :mod:`tests.support.kube_fixtures`.
@@ -58,6 +64,7 @@ __all__ = ["KubeEmulator"]
 Key = tuple[references.resource, str | None, str]
 _CORE_NAMESPACES = re.compile(r"^/api/v1/namespaces(?:/(?P<name>[^/]+)(?:/(?P<sub>status|finalize))?)?/?$")
 _WRITES = {"POST", "PUT", "PATCH", "DELETE"}
+_SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 
 
 def _now() -> str:
@@ -79,6 +86,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
     """kmock's emulator with the gaps closed; see the module docstring. Load CRDs with :meth:`add_crd`."""
 
     validate_custom_resources: bool = True
+    username: str = "tester"  # who a SelfSubjectReview says the caller is
+    _forbidden: list[tuple[str, re.Pattern[str], int]] = attrs.field(factory=list, init=False)
+    _compacted: int = attrs.field(default=0, init=False)
     _rv: int = attrs.field(default=0, init=False)
     _log: list[tuple[int, references.resource, dict[str, Any]]] = attrs.field(factory=list, init=False)
     _watchers: set[_Watcher] = attrs.field(factory=set, init=False)  # type: ignore[arg-type]
@@ -130,6 +140,21 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self._objects[res, meta.get("namespace"), meta["name"]] = obj
         return obj
 
+    def forbid(self, method: str, path_regex: str, status: int = 403) -> None:
+        """Answer ``status`` (403 Forbidden, or e.g. 503 for an API in trouble) to ``method`` requests whose
+        path matches ``path_regex`` (``re.search``)."""
+        self._forbidden.append((method.upper(), re.compile(path_regex), status))
+
+    def allow_all(self) -> None:
+        self._forbidden.clear()
+
+    def compact(self) -> None:
+        """Forget the event history: open watches end; resuming from an older version answers 410 Gone."""
+        self._compacted = self._rv
+        self._log.clear()
+        for watcher in list(self._watchers):
+            watcher.queue.put_nowait({"type": "_END"})
+
     @property
     def open_watches(self) -> int:
         return len(self._watchers)
@@ -161,6 +186,18 @@ class KubeEmulator(kmock.KubernetesEmulator):
     # -- request entry point ---------------------------------------------------------------------------
 
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        method = raw_request.method.upper()
+        for verb, pattern, status in self._forbidden:
+            if verb == method and pattern.search(raw_request.path):
+                return await self._render_error(kmock.KubernetesError(
+                    status=status, reason="Forbidden" if status == 403 else "ServiceUnavailable",
+                    message=f'User "{self.username}" cannot {method.lower()} {raw_request.path}: refused by the test',
+                ))
+        if raw_request.path.rstrip("/") == _SELF_SUBJECT_REVIEWS and method == "POST":
+            return aiohttp.web.json_response({
+                "apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview", "metadata": {"creationTimestamp": None},
+                "status": {"userInfo": {"username": self.username, "groups": ["system:authenticated"]}},
+            }, status=201)
         if _CORE_NAMESPACES.match(raw_request.path):
             return await self._call_namespaces(raw_request)
         return await super().__call__(raw_request)
@@ -459,6 +496,17 @@ class KubeEmulator(kmock.KubernetesEmulator):
             if watcher.resource == res and self._sees(watcher, obj):
                 watcher.queue.put_nowait(event)
 
+    async def _gone(self, request: rendering.Request, since: str) -> aiohttp.web.StreamResponse:
+        """A watch from a compacted version: one ERROR event with a 410 Status, as the API server sends it."""
+        assert request._raw_request is not None
+        response = aiohttp.web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request._raw_request)
+        status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired", "code": 410,
+                  "message": f"too old resource version: {since} ({self._compacted})"}
+        await response.write(json.dumps({"type": "ERROR", "object": status}).encode() + b"\n")
+        await response.write_eof()
+        return response
+
     def _sees(self, watcher: _Watcher, obj: dict[str, Any]) -> bool:
         return self._matches(watcher.namespace, watcher.name, watcher.labels, watcher.fields, obj)
 
@@ -470,6 +518,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
             request.params.get("labelSelector", ""), request.params.get("fieldSelector", ""),
         )
         since = request.params.get("resourceVersion", "")
+        if since and since != "0" and int(since) < self._compacted:
+            return await self._gone(request, since)
         async with self._lock:  # subscribe and take the snapshot atomically: nothing falls in between
             self._watchers.add(watcher)
             if since and since != "0":
@@ -501,6 +551,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
                     event = await asyncio.wait_for(watcher.queue.get(), timeout=0.5)
                 except TimeoutError:
                     continue
+                if event["type"] == "_END":
+                    break
                 await response.write(encode(event))
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await response.write_eof()

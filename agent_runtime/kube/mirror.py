@@ -1,0 +1,285 @@
+"""The mirror: every approval request becomes a ``ToolApproval`` whose status follows its outcome.
+
+It listens to :class:`~agent_runtime.approvals.events.ApprovalEvents` (published after each commit) and
+only *queues* work there, so the decision path never waits for Kubernetes. One background worker does the
+writes in order, each retried with exponential backoff while the API is unreachable (a request the API
+refuses for good — a 4xx other than 409/429 — is logged and dropped). What it writes:
+
+- on ``requested``: the ToolApproval (:func:`~agent_runtime.kube.objects.tool_approval`; an
+  ownerReference to the Agent when the Agent exists, looked up once), then ``status.phase: Pending``;
+- on ``decided``: the status (phase, decidedBy, decidedAt, reason, source), creating the object first if
+  it never made it to the API; a status is set to Pending only right after the object was created, so a
+  late retry can never undo an outcome;
+- an Event on the Agent per request and per outcome (best effort: three tries);
+- the Agent's ``status.pendingApprovals`` when the count changed, once the queue is drained.
+
+Finished ToolApprovals are deleted ``retention_seconds`` after their decision; at start-up
+:meth:`Mirror.reconcile` catches up with what happened while the runtime or the API was down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from agent_runtime.approvals import ApprovalRecord, ApprovalService
+from agent_runtime.approvals.events import ApprovalEvent
+from agent_runtime.kube import objects
+from agent_runtime.kube.client import KubeClient, KubeError
+from agent_runtime.resources import GROUP, VERSION
+
+log = logging.getLogger(__name__)
+
+Op = Callable[[], Awaitable[None]]
+
+
+def _parse_time(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+class Mirror:
+    def __init__(
+        self,
+        client: KubeClient,
+        approvals: ApprovalService,
+        agent: str,
+        namespace: str,
+        retention_seconds: float = 3600.0,
+        clock: Callable[[], float] = time.time,
+        max_backoff: float = 30.0,
+    ) -> None:
+        self._client = client
+        self._approvals = approvals
+        self.agent = agent
+        self.namespace = namespace
+        self._retention = retention_seconds
+        self._clock = clock
+        self._max_backoff = max_backoff
+        self._instance = socket.gethostname()
+        self._queue: asyncio.Queue[tuple[str, Op, int]] = asyncio.Queue()
+        self._deciders: dict[str, str] = {}
+        self._owner: dict[str, Any] | None = None
+        self._owner_looked_up = False
+        self._pending_count: int | None = None
+        self._count_dirty = True
+        self._finished: dict[str, float] = {}  # ToolApproval name -> when it was decided
+        self._tasks: list[asyncio.Task[None]] = []
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    # -- paths --------------------------------------------------------------------------------------
+
+    @property
+    def collection(self) -> str:
+        return f"/apis/{GROUP}/{VERSION}/namespaces/{self.namespace}/{objects.PLURAL}"
+
+    def path(self, name: str) -> str:
+        return f"{self.collection}/{name}"
+
+    @property
+    def agent_status_path(self) -> str:
+        return f"/apis/{GROUP}/{VERSION}/namespaces/{self.namespace}/agents/{self.agent}/status"
+
+    # -- the listener (never blocks, never raises into the decision path) ----------------------------
+
+    def on_event(self, event: ApprovalEvent) -> None:
+        for record in event.records:
+            self.sync(record, announce=True)
+        self._count_dirty = True
+
+    def note_decider(self, request_id: str, who: str) -> None:
+        """Who decided ``request_id`` (kubectl's ``spec.decision.decidedBy``), for its status and Event."""
+        self._deciders[request_id] = who
+
+    def sync(self, record: ApprovalRecord, announce: bool = False) -> None:
+        """Queue: make the ToolApproval of ``record`` show its current state (and announce it as an Event)."""
+        name = objects.approval_name(self.agent, record.id)
+        who = self._deciders.pop(record.id, "") if record.status != "pending" else ""
+        self._put(f"sync {name}", lambda: self._sync(record, who), attempts=0)
+        if announce:
+            self._put(f"event {name}", lambda: self._event(record, who), attempts=3)
+
+    def _put(self, what: str, op: Op, attempts: int) -> None:
+        self._idle.clear()
+        self._queue.put_nowait((what, op, attempts))
+
+    # -- life ---------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._work(), name="gatehouse-kube-mirror"),
+            asyncio.create_task(self._janitor(), name="gatehouse-kube-janitor"),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def drained(self, timeout: float = 10.0) -> None:
+        """Wait until every queued write is done (tests)."""
+        await asyncio.wait_for(self._idle.wait(), timeout)
+
+    async def _work(self) -> None:
+        while True:
+            what, op, attempts = await self._queue.get()
+            await self._attempt(what, op, attempts)
+            if self._queue.empty():
+                if self._count_dirty:
+                    await self._attempt("pendingApprovals", self._sync_count, attempts=0)
+                if self._queue.empty():
+                    self._idle.set()
+
+    async def _attempt(self, what: str, op: Op, attempts: int) -> None:
+        """Run ``op`` until it succeeds (``attempts`` 0: no limit), backing off exponentially."""
+        delay, tries = 0.2, 0
+        while True:
+            tries += 1
+            try:
+                await op()
+                return
+            except asyncio.CancelledError:
+                raise
+            except KubeError as exc:
+                if exc.permanent:
+                    log.error("kube mirror: %s refused, dropped: %s", what, exc)
+                    return
+                problem = str(exc)
+            except Exception as exc:  # a bug must not stop the worker
+                log.exception("kube mirror: %s failed", what)
+                problem = f"{type(exc).__name__}: {exc}"
+            if attempts and tries >= attempts:
+                log.warning("kube mirror: %s gave up after %d tries: %s", what, tries, problem)
+                return
+            log.warning("kube mirror: %s failed (retrying in %.1fs): %s", what, delay, problem)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self._max_backoff)
+
+    # -- the writes ---------------------------------------------------------------------------------
+
+    async def _agent(self) -> dict[str, Any] | None:
+        """The Agent (through its status subresource, which the runtime's Role may read), looked up once."""
+        if not self._owner_looked_up:
+            try:
+                self._owner = await self._client.get(self.agent_status_path)
+            except KubeError as exc:
+                if exc.status != 404:
+                    raise
+                log.warning("Agent %s/%s not found: ToolApprovals get no ownerReference", self.namespace, self.agent)
+            self._owner_looked_up = True
+        return self._owner
+
+    async def _create(self, record: ApprovalRecord) -> bool:
+        """Create the ToolApproval; False when it exists already."""
+        body = objects.tool_approval(record, self.agent, self.namespace, await self._agent())
+        try:
+            await self._client.create(self.collection, body)
+            return True
+        except KubeError as exc:
+            if exc.status == 409:
+                return False
+            raise
+
+    async def _sync(self, record: ApprovalRecord, decided_by: str = "") -> None:
+        name = objects.approval_name(self.agent, record.id)
+        status = objects.status(record, decided_by)
+        if record.status == "pending":
+            if await self._create(record):
+                await self._client.merge_patch(f"{self.path(name)}/status", {"status": status})
+            return
+        try:
+            await self._client.merge_patch(f"{self.path(name)}/status", {"status": status})
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+            await self._create(record)
+            await self._client.merge_patch(f"{self.path(name)}/status", {"status": status})
+        self._finished[name] = record.decided_at or self._clock()
+
+    async def _event(self, record: ApprovalRecord, decided_by: str = "") -> None:
+        agent = await self._agent() or {"metadata": {"name": self.agent, "namespace": self.namespace}}
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = objects.event(record, agent, self._instance, now, decided_by)
+        await self._client.create(f"/api/v1/namespaces/{self.namespace}/events", body)
+
+    async def _sync_count(self) -> None:
+        self._count_dirty = False
+        count = await self._approvals.pending_count()
+        if count == self._pending_count:
+            return
+        try:
+            await self._client.merge_patch(self.agent_status_path, {"status": {"pendingApprovals": count}})
+        except KubeError as exc:
+            if exc.status == 404:
+                self._pending_count = count  # no Agent object to report on
+                return
+            self._count_dirty = True
+            raise
+        self._pending_count = count
+
+    # -- catching up and cleaning up ------------------------------------------------------------------
+
+    async def reconcile(self) -> None:
+        """Queue what the cluster missed: every pending request, and outcomes of ToolApprovals still Pending."""
+        pending = await self._approvals.expired(now=float("inf"), limit=100_000)
+        for records in pending.values():
+            for record in records:
+                self.sync(record)
+        listed = await self._client.get(self.collection, {"labelSelector": objects.selector(self.agent)})
+        for item in listed.get("items", []):
+            self.observe(item)
+            spec, phase = item.get("spec") or {}, (item.get("status") or {}).get("phase", "Pending")
+            if phase != "Pending" or not spec.get("taskId"):
+                continue
+            for record in await self._approvals.for_task(spec["taskId"]):
+                if record.id == spec.get("requestId") and record.status != "pending":
+                    who = (spec.get("decision") or {}).get("decidedBy")
+                    if record.source == "kubectl" and who:
+                        self.note_decider(record.id, who)
+                    self.sync(record)
+        self._count_dirty = True
+        self._put("pendingApprovals", self._sync_count, attempts=0)
+
+    def observe(self, obj: dict[str, Any]) -> None:
+        """Remember a finished ToolApproval seen in the cluster, for deletion after the retention."""
+        status = obj.get("status") or {}
+        if status.get("phase") in objects.FINAL_PHASES:
+            decided = _parse_time(status.get("decidedAt")) or _parse_time(obj["metadata"].get("creationTimestamp"))
+            self._finished.setdefault(obj["metadata"]["name"], decided or self._clock())
+
+    def forget(self, name: str) -> None:
+        self._finished.pop(name, None)
+
+    async def _janitor(self) -> None:
+        interval = min(max(self._retention / 4, 0.5), 60.0)
+        while True:
+            await asyncio.sleep(interval)
+            await self.collect()
+
+    async def collect(self) -> int:
+        """Delete finished ToolApprovals older than the retention; return how many were deleted."""
+        due = [name for name, at in self._finished.items() if at + self._retention <= self._clock()]
+        deleted = 0
+        for name in due:
+            try:
+                await self._client.delete(self.path(name))
+                deleted += 1
+            except KubeError as exc:
+                if exc.status != 404:
+                    log.warning("kube mirror: deleting %s failed (will retry): %s", name, exc)
+                    continue
+            self._finished.pop(name, None)
+        return deleted
+
+
+__all__ = ["Mirror"]

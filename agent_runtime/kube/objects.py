@@ -1,0 +1,161 @@
+"""Pure builders for what the runtime writes to Kubernetes: ToolApprovals, their status, Events.
+
+No I/O here; :mod:`agent_runtime.kube.mirror` sends what these functions return. A ToolApproval's name is
+derived from the agent and the request id alone (:func:`approval_name`), so the runtime can name it in the
+A2A pause before the object exists.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from agent_runtime.approvals import ApprovalRecord, iso_utc
+from agent_runtime.resources import API_VERSION
+
+PLURAL = "toolapprovals"
+LABEL_AGENT = "gatehouse.dev/agent"
+LABEL_CONTEXT = "gatehouse.dev/context"
+LABEL_KIND = "gatehouse.dev/kind"
+KIND_VALUE = "tool_approval"
+COMPONENT = "gatehouse.dev"
+FINAL_PHASES = frozenset({"Approved", "Denied", "Expired", "Canceled"})
+SOURCES = frozenset({"a2a", "kubectl", "rest", "timeout"})
+
+_NOT_DNS = re.compile(r"[^a-z0-9-]+")
+_NOT_LABEL = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def dns_label(text: str, limit: int = 63) -> str:
+    """Lower-case letters, digits and '-', starting and ending alphanumeric, at most ``limit`` characters."""
+    cleaned = _NOT_DNS.sub("-", text.lower())[:limit].strip("-")
+    return cleaned or "x"
+
+
+def label_value(text: str) -> str:
+    """A valid label value: [A-Za-z0-9_.-], at most 63 characters, alphanumeric at both ends (or empty)."""
+    cleaned = _NOT_LABEL.sub("-", text)[:63]
+    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", cleaned)
+
+
+def approval_name(agent: str, request_id: str) -> str:
+    """``<agent>-<request id without its 'apr-' prefix>``, DNS-safe and at most 63 characters."""
+    suffix = dns_label(request_id.removeprefix("apr-"), 40)
+    return f"{dns_label(agent, 62 - len(suffix))}-{suffix}"
+
+
+def selector(agent: str) -> str:
+    return f"{LABEL_AGENT}={label_value(agent)}"
+
+
+def owner_reference(agent: dict[str, Any]) -> dict[str, Any]:
+    meta = agent["metadata"]
+    return {"apiVersion": API_VERSION, "kind": "Agent", "name": meta["name"], "uid": meta["uid"],
+            "controller": False, "blockOwnerDeletion": False}
+
+
+def tool_approval(record: ApprovalRecord, agent: str, namespace: str, owner: dict[str, Any] | None) -> dict[str, Any]:
+    """The ToolApproval for a pending request (its status is written separately: it is a subresource)."""
+    metadata: dict[str, Any] = {
+        "name": approval_name(agent, record.id),
+        "namespace": namespace,
+        "labels": {
+            LABEL_AGENT: label_value(agent),
+            LABEL_CONTEXT: label_value(record.context_id),
+            LABEL_KIND: KIND_VALUE,
+        },
+    }
+    if owner is not None:
+        metadata["ownerReferences"] = [owner_reference(owner)]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ToolApproval",
+        "metadata": metadata,
+        "spec": {
+            "agentRef": agent,
+            "contextId": record.context_id,
+            "taskId": record.task_id,
+            "requestId": record.id,
+            "callId": record.call_id,
+            "tool": record.tool,
+            "arguments": record.args,
+            "hint": record.hint,
+            "requestedAt": iso_utc(record.created_at),
+            "expiresAt": iso_utc(record.expires_at),
+        },
+    }
+
+
+def phase(record: ApprovalRecord) -> str:
+    if record.status == "pending":
+        return "Pending"
+    if record.source == "cancel":
+        return "Canceled"
+    return {"approved": "Approved", "denied": "Denied", "expired": "Expired"}[record.status]
+
+
+def status(record: ApprovalRecord, decided_by: str = "") -> dict[str, Any]:
+    """The ToolApproval's status for a record: Pending, or the outcome with who, when, why and through what."""
+    if record.status == "pending":
+        return {"phase": "Pending"}
+    out: dict[str, Any] = {"phase": phase(record)}
+    source = "a2a" if record.source == "cancel" else record.source
+    if source in SOURCES:
+        out["source"] = source
+    out["decidedBy"] = decided_by or default_decider(record.source)
+    if record.decided_at is not None:
+        out["decidedAt"] = iso_utc(record.decided_at)
+    out["reason"] = record.reason
+    return out
+
+
+def default_decider(source: str) -> str:
+    """Who decided, when the channel does not say (an A2A peer is not authenticated as a person)."""
+    return {"a2a": "a2a client", "timeout": "gatehouse (onTimeout)", "cancel": "a2a client (task canceled)"}.get(
+        source, source or "unknown"
+    )
+
+
+_REASONS = {"Pending": "ApprovalRequested", "Approved": "ApprovalApproved", "Denied": "ApprovalDenied",
+            "Expired": "ApprovalExpired", "Canceled": "ApprovalCanceled"}
+
+
+def event(
+    record: ApprovalRecord, agent: dict[str, Any], instance: str, now: str, decided_by: str = ""
+) -> dict[str, Any]:
+    """A core/v1 Event on the Agent about one request: requested, approved, denied, expired or canceled."""
+    meta = agent["metadata"]
+    current = phase(record)
+    name = approval_name(meta["name"], record.id)
+    args = ", ".join(f"{k}={v!r}" for k, v in record.args.items())
+    if current == "Pending":
+        message = f"{record.tool}({args}) waits for approval: toolapproval {name}"
+    else:
+        who = decided_by or default_decider(record.source)
+        why = f": {record.reason}" if record.reason else ""
+        message = f"{record.tool}({args}) {current.lower()} by {who} via {record.source}{why} (toolapproval {name})"
+    involved = {"apiVersion": API_VERSION, "kind": "Agent", "name": meta["name"], "namespace": meta.get("namespace")}
+    if meta.get("uid"):
+        involved["uid"] = meta["uid"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{dns_label(meta['name'], 50)}.", "namespace": meta.get("namespace")},
+        "involvedObject": involved,
+        "reason": _REASONS[current],
+        "message": message[:1024],
+        "type": "Normal",
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "reportingInstance": instance,
+        "action": "Decide" if current != "Pending" else "Request",
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+
+
+__all__ = [
+    "FINAL_PHASES", "LABEL_AGENT", "LABEL_CONTEXT", "LABEL_KIND", "PLURAL", "approval_name", "dns_label", "event",
+    "label_value", "owner_reference", "phase", "selector", "status", "tool_approval",
+]

@@ -1,0 +1,183 @@
+"""``kubectl gatehouse`` (agent_runtime/kubectl_plugin.py) against the emulated API server.
+
+Most commands run in-process through the plugin's ``main()`` (fast); one test runs the real plugin path,
+``kubectl gatehouse …`` with the virtualenv's bin on PATH so kubectl finds ``kubectl-gatehouse``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_runtime import kubectl_plugin
+from tests.support.kube_fixtures import Kubectl
+from tests.support.kube_server import RunningEmulator
+
+TA = "gatehouse.dev/v1alpha1/toolapprovals"
+Cap = pytest.CaptureFixture[str]
+
+
+def approval(name: str, agent: str = "file-manager", namespace: str = "default", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "gatehouse.dev/v1alpha1", "kind": "ToolApproval",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"gatehouse.dev/agent": agent}},
+        "spec": {"agentRef": agent, "contextId": "ctx-1", "taskId": "task-1", "requestId": f"apr-{name}",
+                 "tool": "delete_file", "arguments": {"path": "old.txt", "options": {"force": True, "tags": ["a", "b"]}},
+                 "hint": "delete_file on file-tools requires approval", "requestedAt": "2026-11-21T22:00:00Z",
+                 "expiresAt": "2026-11-21T22:15:00Z", **spec},
+    }
+
+
+@pytest.fixture
+def cluster(kube_api: RunningEmulator, kubectl: Kubectl, tmp_path: Path) -> RunningEmulator:
+    kube_api.call(lambda: kube_api.emulator.seed("v1/namespaces", {"metadata": {"name": "team-b"}}))
+    docs = [approval("fm-1"), approval("fm-2", tool="write_file"), approval("other-1", agent="other"),
+            approval("fm-b", namespace="team-b")]
+    for i, doc in enumerate(docs):
+        path = tmp_path / f"ta-{i}.json"
+        path.write_text(json.dumps(doc))
+        kubectl("apply", "--validate=false", "-f", str(path))
+    kube_api.emulator.username = "alice@example.com"
+    return kube_api
+
+
+def plugin(capsys: Cap, *args: str) -> tuple[int, str, str]:
+    """Run ``kubectl gatehouse ARGS`` in-process: (exit code, stdout, stderr)."""
+    old = sys.argv
+    sys.argv = ["kubectl-gatehouse", *args]
+    code = 0
+    try:
+        kubectl_plugin.main()
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    finally:
+        sys.argv = old
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def lines(text: str) -> list[list[str]]:
+    return [line.split() for line in text.strip().splitlines()]
+
+
+def test_approvals_lists_pending_ones_of_the_namespace_and_filters(cluster: RunningEmulator, capsys: Cap) -> None:
+    code, out, _ = plugin(capsys, "approvals")
+    assert code == 0
+    rows = lines(out)
+    assert rows[0] == ["NAME", "AGENT", "TOOL", "ARGS", "PHASE", "AGE"]
+    assert sorted(r[0] for r in rows[1:]) == ["fm-1", "fm-2", "other-1"]
+    assert all(r[-2] == "Pending" for r in rows[1:])
+
+    code, out, _ = plugin(capsys, "approvals", "--agent", "file-manager")
+    assert sorted(r[0] for r in lines(out)[1:]) == ["fm-1", "fm-2"]
+
+    code, out, _ = plugin(capsys, "approvals", "-A", "--agent", "file-manager")
+    rows = lines(out)
+    assert rows[0][0] == "NAMESPACE" and sorted((r[0], r[1]) for r in rows[1:]) == [
+        ("default", "fm-1"), ("default", "fm-2"), ("team-b", "fm-b")]
+
+    code, out, _ = plugin(capsys, "approvals", "-n", "empty")
+    assert code == 0 and "No pending approvals." in out
+
+
+def test_describe_pretty_prints_the_arguments(cluster: RunningEmulator, capsys: Cap) -> None:
+    code, out, _ = plugin(capsys, "describe", "fm-1")
+    assert code == 0
+    assert "Tool:        delete_file" in out and "Phase:       Pending" in out and "Request:     apr-fm-1" in out
+    arguments = out.split("Arguments:\n", 1)[1]
+    assert json.loads(arguments) == {"options": {"force": True, "tags": ["a", "b"]}, "path": "old.txt"}
+    assert '\n  "options": {\n    "force": true,' in arguments  # indented, one key a line
+
+
+def test_approve_writes_the_decision_with_the_callers_identity(cluster: RunningEmulator, capsys: Cap) -> None:
+    code, out, err = plugin(capsys, "approve", "fm-1", "--reason", "checked")
+    assert (code, err) == (0, "") and 'toolapproval "fm-1" approved' in out
+    obj = cluster.emulator.get_object(TA, "default", "fm-1")
+    assert obj["spec"]["decision"] == {"action": "Approve", "reason": "checked", "decidedBy": "alice@example.com"}
+
+    code, out, err = plugin(capsys, "approve", "fm-1")
+    assert code == 1 and 'toolapproval "fm-1" is already decided (by alice@example.com); nothing changed' in err
+    code, _, err = plugin(capsys, "deny", "fm-1", "--reason", "late")
+    assert code == 1 and "already decided" in err
+
+
+def test_an_outcome_in_status_is_already_decided_too(cluster: RunningEmulator, kubectl: Kubectl, capsys: Cap) -> None:
+    status = {"status": {"phase": "Denied", "decidedBy": "a2a client", "source": "a2a", "reason": "no"}}
+    kubectl("patch", "toolapproval", "fm-2", "--subresource=status", "--type=merge", "-p", json.dumps(status))
+    code, _, err = plugin(capsys, "approve", "fm-2")
+    assert code == 1 and 'toolapproval "fm-2" is already Denied (by a2a client); nothing changed' in err
+    code, out, _ = plugin(capsys, "describe", "fm-2")
+    assert "Decided by:  a2a client" in out and "Source:      a2a" in out
+    code, out, _ = plugin(capsys, "approvals", "--agent", "file-manager")
+    assert [r[0] for r in lines(out)[1:]] == ["fm-1"]
+    code, out, _ = plugin(capsys, "approvals", "--agent", "file-manager", "--all")
+    assert sorted(r[0] for r in lines(out)[1:]) == ["fm-1", "fm-2"]
+
+
+def test_deny_needs_a_reason(cluster: RunningEmulator, capsys: Cap) -> None:
+    code, _, err = plugin(capsys, "deny", "fm-1", "--reason", "   ")
+    assert code == 1 and "--reason must not be empty" in err
+    code, _, err = plugin(capsys, "deny", "fm-1")
+    assert code == 2 and "--reason" in err
+    assert "decision" not in cluster.emulator.get_object(TA, "default", "fm-1")["spec"]
+    code, out, _ = plugin(capsys, "deny", "fm-1", "--reason", "keep it")
+    assert code == 0 and 'toolapproval "fm-1" denied' in out
+    decision = cluster.emulator.get_object(TA, "default", "fm-1")["spec"]["decision"]
+    assert decision == {"action": "Deny", "reason": "keep it", "decidedBy": "alice@example.com"}
+
+
+def test_clear_errors_not_found_and_forbidden(cluster: RunningEmulator, capsys: Cap) -> None:
+    code, _, err = plugin(capsys, "approve", "nope")
+    assert code == 1 and 'toolapproval "nope" not found in namespace "default"' in err
+    code, _, err = plugin(capsys, "describe", "nope", "-n", "team-b")
+    assert code == 1 and 'not found in namespace "team-b"' in err
+    cluster.emulator.forbid("PATCH", "/toolapprovals/")
+    code, _, err = plugin(capsys, "approve", "fm-1")
+    assert code == 1 and "forbidden: you may not decide toolapproval" in err and "gatehouse-approver" in err
+    assert "Traceback" not in err
+    cluster.emulator.forbid("GET", "/toolapprovals$")
+    code, _, err = plugin(capsys, "approvals")
+    assert code == 1 and "forbidden: you may not list toolapprovals" in err
+
+
+def test_a_concurrent_decision_is_reported_as_decided_by_someone_else(
+    cluster: RunningEmulator, kubectl: Kubectl, monkeypatch: pytest.MonkeyPatch, capsys: Cap
+) -> None:
+    stale = cluster.emulator.get_object(TA, "default", "fm-1")
+    kubectl("label", "toolapproval", "fm-1", "touched=yes")  # someone else wrote in between: a newer resourceVersion
+    monkeypatch.setattr(kubectl_plugin, "_get", lambda *a, **k: stale)
+    code, _, err = plugin(capsys, "approve", "fm-1")
+    assert code == 1 and 'toolapproval "fm-1" was decided by someone else just now; nothing changed' in err
+    assert "decision" not in cluster.emulator.get_object(TA, "default", "fm-1")["spec"]
+
+
+def test_identity_errors_are_clear(cluster: RunningEmulator, capsys: Cap) -> None:
+    cluster.emulator.forbid("POST", "/selfsubjectreviews$")
+    code, _, err = plugin(capsys, "approve", "fm-1")
+    assert code == 1 and "could not determine who you are" in err
+
+
+def test_the_real_plugin_path(cluster: RunningEmulator, kubectl: Kubectl) -> None:
+    bin_dir = Path(sys.executable).parent
+    if not (bin_dir / "kubectl-gatehouse").exists() or not shutil.which("kubectl"):
+        pytest.skip("kubectl-gatehouse is not installed in this environment")
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([kubectl.binary, "gatehouse", *args], env=env, capture_output=True, text=True, timeout=120)
+
+    listed = run("approvals", "--agent", "file-manager")
+    assert listed.returncode == 0, listed.stderr
+    assert lines(listed.stdout)[1][:3] == ["fm-1", "file-manager", "delete_file"]
+    approved = run("approve", "fm-1")
+    assert approved.returncode == 0 and 'toolapproval "fm-1" approved' in approved.stdout
+    again = run("approve", "fm-1")
+    assert again.returncode == 1 and "already decided" in again.stderr
+    assert kubectl("get", "toolapproval", "fm-1", "-o", "jsonpath={.spec.decision.decidedBy}") == "alice@example.com"

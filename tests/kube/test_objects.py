@@ -1,0 +1,95 @@
+"""Pure builders (agent_runtime/kube/objects.py) and start-up detection (agent_runtime/kube/settings.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from agent_runtime.approvals import ApprovalRecord
+from agent_runtime.kube import detect, objects
+from tests.support import crd_validation
+
+DNS = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+LABEL = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def record(**kw: object) -> ApprovalRecord:
+    base: dict[str, object] = dict(
+        id="apr-0123456789abcdef", task_id="t-1", context_id="ctx:1/ä", confirmation_id="c", call_id="adk-1",
+        tool="delete_file", server="files", args={"path": "x.txt"}, args_hash="h", hint="needs approval",
+        created_at=1_700_000_000.0, expires_at=1_700_000_900.0,
+    )
+    base.update(kw)
+    return ApprovalRecord(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("agent", ["file-manager", "File_Manager.v2", "a" * 80, "-x-"])
+def test_names_and_labels_are_valid_kubernetes_syntax(agent: str) -> None:
+    name = objects.approval_name(agent, "apr-0123456789abcdef")
+    assert DNS.match(name) and len(name) <= 63 and name.endswith("-0123456789abcdef")
+    for value in (objects.label_value(agent), objects.label_value("ctx:1/ä" * 20), objects.label_value("--")):
+        assert LABEL.match(value) and len(value) <= 63
+
+
+def test_a_tool_approval_validates_against_the_crd() -> None:
+    agent = {"metadata": {"name": "file-manager", "namespace": "default", "uid": "u-1"}}
+    obj = objects.tool_approval(record(), "file-manager", "default", agent)
+    assert obj["metadata"]["name"] == "file-manager-0123456789abcdef"
+    assert obj["metadata"]["labels"] == {"gatehouse.dev/agent": "file-manager", "gatehouse.dev/context": "ctx-1",
+                                         "gatehouse.dev/kind": "tool_approval"}
+    assert obj["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert obj["spec"]["requestedAt"] == "2023-11-14T22:13:20Z" and obj["spec"]["expiresAt"] == "2023-11-14T22:28:20Z"
+    assert crd_validation.validate({**obj, "status": objects.status(record())}) == []
+    decided = record(status="denied", reason="no", source="kubectl", decided_at=1_700_000_100.0)
+    assert crd_validation.validate({**obj, "status": objects.status(decided, "alice")}) == []
+    assert "ownerReferences" not in objects.tool_approval(record(), "file-manager", "default", None)["metadata"]
+
+
+@pytest.mark.parametrize(
+    ("status", "source", "phase", "shown_source", "by"),
+    [
+        ("approved", "kubectl", "Approved", "kubectl", "alice"),
+        ("denied", "a2a", "Denied", "a2a", "a2a client"),
+        ("expired", "timeout", "Expired", "timeout", "gatehouse (onTimeout)"),
+        ("approved", "timeout", "Approved", "timeout", "gatehouse (onTimeout)"),
+        ("denied", "cancel", "Canceled", "a2a", "a2a client (task canceled)"),
+        ("denied", "rest", "Denied", "rest", "rest"),
+    ],
+)
+def test_status_follows_every_outcome(status: str, source: str, phase: str, shown_source: str, by: str) -> None:
+    r = record(status=status, source=source, reason="why", decided_at=1_700_000_100.0)
+    out = objects.status(r, "alice" if source == "kubectl" else "")
+    assert out == {"phase": phase, "source": shown_source, "decidedBy": by, "decidedAt": "2023-11-14T22:15:00Z",
+                   "reason": "why"}
+
+
+def test_events_name_the_request_and_the_outcome() -> None:
+    agent = {"metadata": {"name": "file-manager", "namespace": "default", "uid": "u-1"}}
+    requested = objects.event(record(), agent, "pod-1", "2026-01-01T00:00:00Z")
+    assert requested["reason"] == "ApprovalRequested" and requested["reportingComponent"] == "gatehouse.dev"
+    assert requested["involvedObject"] == {"apiVersion": "gatehouse.dev/v1alpha1", "kind": "Agent",
+                                           "name": "file-manager", "namespace": "default", "uid": "u-1"}
+    assert "delete_file(path='x.txt') waits for approval: toolapproval file-manager-0123456789abcdef" == requested["message"]
+    denied = objects.event(record(status="denied", source="kubectl", reason="keep"), agent, "pod-1", "now", "bob")
+    assert denied["reason"] == "ApprovalDenied" and "denied by bob via kubectl: keep" in denied["message"]
+    expired = objects.event(record(status="expired", source="timeout"), agent, "pod-1", "now")
+    assert expired["reason"] == "ApprovalExpired"
+
+
+def test_detect_is_off_locally_unless_a_kubeconfig_is_given(tmp_path: Path) -> None:
+    no_sa = tmp_path / "none"
+    assert detect(None, None, environ={}, service_account=no_sa) is None
+    assert detect(None, None, environ={"KUBECONFIG": "/k"}, service_account=no_sa) is None  # ambient kubeconfig alone
+    on = detect(None, "team", 60, environ={"KUBECONFIG": "/k:/other"}, service_account=no_sa)
+    assert on is not None and (on.kubeconfig, on.namespace, on.retention_seconds) == (Path("/k"), "team", 60)
+    explicit = detect(Path("/kc"), None, default_namespace="agents", environ={}, service_account=no_sa)
+    assert explicit is not None
+    assert (explicit.kubeconfig, explicit.namespace, explicit.in_cluster) == (Path("/kc"), "agents", False)
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    (sa / "token").write_text("t")
+    (sa / "namespace").write_text("prod\n")
+    pod = detect(None, None, environ={"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, service_account=sa)
+    assert pod is not None and pod.in_cluster and pod.namespace == "prod" and pod.kubeconfig is None
