@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -17,26 +15,14 @@ from agent_runtime.approvals import Resolution
 from agent_runtime.manifests import select_agent_config
 from agent_runtime.server.app import Runtime, build_app
 from agent_runtime.server.settings import RuntimeSettings
-from tests.support.runtime import Tools, demo_tools, request_ids, state, status_text, write_manifests
+from tests.support.inprocess import InProcessApp
+from tests.support.runtime import demo_tools, request_ids, state, status_text, write_manifests
 
 pytestmark = pytest.mark.e2e
 
 
-class App:
-    def __init__(self, client: httpx.AsyncClient, runtime: Runtime, tools: Tools) -> None:
-        self.client, self.runtime, self.tools = client, runtime, tools
-
-    async def send(self, text: str | None = None, data: Any = None, task: dict[str, Any] | None = None) -> dict[str, Any]:
-        parts: list[dict[str, Any]] = ([{"text": text}] if text else []) + ([{"data": data}] if data is not None else [])
-        message: dict[str, Any] = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": parts}
-        if task:
-            message["taskId"], message["contextId"] = task["id"], task["contextId"]
-        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
-        return (await self.client.post("/", json=body)).json()["result"]
-
-    async def get(self, task_id: str) -> dict[str, Any]:
-        body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
-        return (await self.client.post("/", json=body)).json()["result"]
+class App(InProcessApp):
+    """The in-process runtime of these tests."""
 
 
 @pytest.fixture

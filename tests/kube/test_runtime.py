@@ -8,7 +8,6 @@ watch whose history is compacted (410 Gone: list again), the retention, and an a
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from agent_runtime.kube.objects import approval_name
 from agent_runtime.manifests import select_agent_config
 from agent_runtime.server.app import Runtime, build_app
 from agent_runtime.server.settings import RuntimeSettings
+from tests.support.inprocess import InProcessApp
 from tests.support.kube_fixtures import Kubectl
 from tests.support.kube_server import RunningEmulator
 from tests.support.runtime import Tools, demo_tools, request_ids, state, status_text, write_manifests
@@ -32,21 +32,10 @@ pytestmark = pytest.mark.e2e
 TA = "gatehouse.dev/v1alpha1/toolapprovals"
 
 
-class App:
+class App(InProcessApp):
     def __init__(self, client: httpx.AsyncClient, runtime: Runtime, tools: Tools, api: RunningEmulator) -> None:
-        self.client, self.runtime, self.tools, self.api = client, runtime, tools, api
-
-    async def send(self, text: str | None = None, data: Any = None, task: dict[str, Any] | None = None) -> dict[str, Any]:
-        parts: list[dict[str, Any]] = ([{"text": text}] if text else []) + ([{"data": data}] if data is not None else [])
-        message: dict[str, Any] = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": parts}
-        if task:
-            message["taskId"], message["contextId"] = task["id"], task["contextId"]
-        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
-        return (await self.client.post("/", json=body)).json()["result"]
-
-    async def get(self, task_id: str) -> dict[str, Any]:
-        body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
-        return (await self.client.post("/", json=body)).json()["result"]
+        super().__init__(client, runtime, tools)
+        self.api = api
 
     def approval(self, request_id: str) -> dict[str, Any] | None:
         return self.api.emulator.get_object(TA, "default", approval_name("file-manager", request_id))

@@ -1,0 +1,30 @@
+"""A runtime app served in-process (httpx ASGI transport) with raw JSON-RPC helpers, for tests that also
+reach into the :class:`~agent_runtime.server.app.Runtime` (internal decisions, restarts, the mirror)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+
+from agent_runtime.server.app import Runtime
+from tests.support.runtime import Tools
+
+
+class InProcessApp:
+    def __init__(self, client: httpx.AsyncClient, runtime: Runtime, tools: Tools) -> None:
+        self.client, self.runtime, self.tools = client, runtime, tools
+
+    async def send(self, text: str | None = None, data: Any = None, task: dict[str, Any] | None = None) -> dict[str, Any]:
+        """``SendMessage`` with a text and/or one data part, on ``task`` (its id and context) when given."""
+        parts: list[dict[str, Any]] = ([{"text": text}] if text else []) + ([{"data": data}] if data is not None else [])
+        message: dict[str, Any] = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": parts}
+        if task:
+            message["taskId"], message["contextId"] = task["id"], task["contextId"]
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+        return (await self.client.post("/", json=body)).json()["result"]
+
+    async def get(self, task_id: str) -> dict[str, Any]:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
+        return (await self.client.post("/", json=body)).json()["result"]
