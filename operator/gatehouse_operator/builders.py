@@ -60,6 +60,8 @@ class BuildInputs:
 
     runtime_image: str
     secrets_hash: str = ""  # digest of the referenced Secret keys' values; rolls pods when they change
+    api_token_secret: str = ""  # Secret (in the Agent's namespace) with the runtime's REST bearer tokens
+    api_token_key: str = "token"
 
 
 def config_json(config: AgentConfig) -> str:
@@ -147,10 +149,16 @@ def build_role_binding(agent: Agent) -> dict[str, Any]:
     }
 
 
-def _env(agent: Agent, config: AgentConfig) -> list[dict[str, Any]]:
+STATE_DIR = "/var/lib/gatehouse"
+
+
+def _env(agent: Agent, config: AgentConfig, inputs: BuildInputs) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [
         {"name": ref.env, "valueFrom": {"secretKeyRef": {"name": ref.secret, "key": ref.key}}} for ref in secret_env(config)
     ]
+    if inputs.api_token_secret:  # REST approvals need a bearer token in a cluster; never copied, only referenced
+        ref = {"name": inputs.api_token_secret, "key": inputs.api_token_key}
+        env.append({"name": "GATEHOUSE_API_TOKEN", "valueFrom": {"secretKeyRef": ref}})
     return env + [dict(item) for item in agent.spec.deployment.env]
 
 
@@ -165,14 +173,18 @@ def build_deployment(agent: Agent, config: AgentConfig, inputs: BuildInputs) -> 
         "image": spec.image or inputs.runtime_image,
         "command": [
             "gatehouse-runtime", "serve", "--config", "/config/config.json",
-            "--host", "0.0.0.0", "--port", str(CONTAINER_PORT),
+            "--host", "0.0.0.0", "--port", str(CONTAINER_PORT), "--state-dir", STATE_DIR,
         ],
         "ports": [{"name": "http", "containerPort": CONTAINER_PORT, "protocol": "TCP"}],
-        "env": _env(agent, config),
+        "env": _env(agent, config, inputs),
         "readinessProbe": probe,
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": CONTAINER_PORT}, "periodSeconds": 10, "failureThreshold": 3},
         "resources": dict(spec.resources or {}),
-        "volumeMounts": [{"name": "config", "mountPath": "/config", "readOnly": True}],
+        # The state volume outlives a container restart (kill -9 included), so pending approvals survive it.
+        "volumeMounts": [
+            {"name": "config", "mountPath": "/config", "readOnly": True},
+            {"name": "state", "mountPath": STATE_DIR},
+        ],
     }
     return {
         "apiVersion": "apps/v1",
@@ -187,7 +199,10 @@ def build_deployment(agent: Agent, config: AgentConfig, inputs: BuildInputs) -> 
                 "spec": {
                     "serviceAccountName": service_account_name(agent),
                     "containers": [container],
-                    "volumes": [{"name": "config", "secret": {"secretName": config_secret_name(agent.name)}}],
+                    "volumes": [
+                        {"name": "config", "secret": {"secretName": config_secret_name(agent.name)}},
+                        {"name": "state", "emptyDir": {}},
+                    ],
                 },
             },
         },

@@ -85,7 +85,8 @@ def _reconcile(runtime: Runtime, deps: Dependencies, body: dict[str, Any], logge
         return _reject(runtime, body, "DependencyMissing" if is_missing(problems) else "InvalidSpec", problems, logger, now)
 
     inputs = builders.BuildInputs(
-        runtime_image=runtime.config.runtime_image, secrets_hash=deps.secrets_hash(agent.namespace, config)
+        runtime_image=runtime.config.runtime_image, secrets_hash=deps.secrets_hash(agent.namespace, config),
+        api_token_secret=runtime.config.api_token_secret, api_token_key=runtime.config.api_token_key,
     )
     applied: list[apply.Applied] = []
     for child in builders.desired_children(agent, body, config, inputs):

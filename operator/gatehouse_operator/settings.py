@@ -12,7 +12,9 @@ Environment variables (all optional):
 
 ``GATEHOUSE_RUNTIME_IMAGE``   image of the agent pods (default ``ghcr.io/gatehouse/gatehouse:0.1.0``),
                               overridden per Agent by ``spec.deployment.image``;
-``GATEHOUSE_RESYNC_SECONDS``  how often every Agent is re-checked against the cluster (default 300).
+``GATEHOUSE_RESYNC_SECONDS``  how often every Agent is re-checked against the cluster (default 300);
+``GATEHOUSE_RUNTIME_API_TOKEN_SECRET`` / ``..._KEY``  a Secret (in each Agent's namespace) and key holding the
+                              runtime's REST bearer tokens, passed to agent pods as ``GATEHOUSE_API_TOKEN``.
 """
 
 from __future__ import annotations
@@ -38,12 +40,16 @@ PREFIX = "gatehouse.dev"
 class OperatorConfig:
     runtime_image: str = DEFAULT_RUNTIME_IMAGE
     resync_seconds: float = 300.0
+    api_token_secret: str = ""
+    api_token_key: str = "token"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> OperatorConfig:
         return cls(
             runtime_image=environ.get("GATEHOUSE_RUNTIME_IMAGE") or DEFAULT_RUNTIME_IMAGE,
             resync_seconds=float(environ.get("GATEHOUSE_RESYNC_SECONDS") or 300.0),
+            api_token_secret=environ.get("GATEHOUSE_RUNTIME_API_TOKEN_SECRET") or "",
+            api_token_key=environ.get("GATEHOUSE_RUNTIME_API_TOKEN_KEY") or "token",
         )
 
 

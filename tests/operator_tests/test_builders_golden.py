@@ -36,7 +36,9 @@ def _render(case: Path) -> tuple[list[dict[str, Any]], AgentConfig]:
     (doc,) = [d for d in yaml.safe_load_all((case / "input.yaml").read_text()) if d and d["kind"] == "Agent"]
     owner = {**doc, "metadata": {**doc["metadata"], "uid": OWNER_UID}}
     secrets_hash = "f" * 64 if secret_env(config) else ""
-    inputs = builders.BuildInputs(runtime_image=DEFAULT_RUNTIME_IMAGE, secrets_hash=secrets_hash)
+    # The case with secrets also exercises the REST token Secret the chart hands to the operator.
+    token_secret = "gatehouse-api-token" if secret_env(config) else ""
+    inputs = builders.BuildInputs(runtime_image=DEFAULT_RUNTIME_IMAGE, secrets_hash=secrets_hash, api_token_secret=token_secret)
     return builders.desired_children(agent, owner, config, inputs), config
 
 
@@ -77,7 +79,8 @@ def test_secret_values_never_appear_only_references() -> None:
     children, config = _render(CASES / "secrets-and-overrides")
     (container,) = next(c for c in children if c["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"]
     refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e}
-    assert refs == {r.env: {"name": r.secret, "key": r.key} for r in secret_env(config)}
+    expected = {r.env: {"name": r.secret, "key": r.key} for r in secret_env(config)}
+    assert refs == {**expected, "GATEHOUSE_API_TOKEN": {"name": "gatehouse-api-token", "key": "token"}}
     assert not any(c["kind"] == "ServiceAccount" for c in children)
     binding = next(c for c in children if c["kind"] == "RoleBinding")
     assert binding["subjects"][0]["name"] == "gh-bot-runner"
