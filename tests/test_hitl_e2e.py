@@ -94,6 +94,7 @@ def _done(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_pause_shape_and_answer_without_confirmation(rpc: Rpc) -> None:
+    calls = rpc.metric("gatehouse_model_calls_total")
     task, prompt = _ask(rpc, "plain Which environment?")
     assert task["metadata"] == {"interrupt_type": "hitl_request"}
     assert prompt.id.startswith("hitl-") and prompt.question == "Which environment?" and prompt.options == ENVS
@@ -107,6 +108,8 @@ def test_pause_shape_and_answer_without_confirmation(rpc: Rpc) -> None:
     result = _done(rpc.send(data=_answer(prompt, "prod"), task=task)["task"])
     assert result == {"ok": True, "status": "confirmed", "confirmed": True, "selected_option": "prod", "source": "user",
                       "request_id": prompt.id, "message": "the user chose 'prod'"}
+    assert rpc.metric("gatehouse_model_calls_total") - calls == 2  # ask, then answer: the pause costs no model call
+    assert rpc.metric("gatehouse_hitl_results_total", status="confirmed", source="user") >= 1
     history = rpc.get_task(task["id"])["history"]  # the audit trail: the question and the answer
     assert any(p.get("data", {}).get("interrupt_type") == "hitl_request" for m in history for p in m["parts"])
     assert any(p.get("data") == _answer(prompt, "prod") for m in history if m["role"] == "ROLE_USER" for p in m["parts"])
