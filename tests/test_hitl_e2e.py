@@ -182,7 +182,7 @@ def test_invalid_arguments_pause_nothing_and_tell_the_model(rpc: Rpc, text: str,
     assert result["message"].startswith("invalid hitl_request arguments") and needle in result["message"]
 
 
-def test_approval_decision_on_a_question_and_answer_on_an_approval_are_rejected(rpc: Rpc, env: tuple[Tools, RuntimeProcess]) -> None:
+def test_answer_on_an_approval_pause_is_rejected(rpc: Rpc, env: tuple[Tools, RuntimeProcess]) -> None:
     tools = env[0]
     (tools.sandbox / "keep.txt").write_text("x")
     gated = rpc.send("delete keep.txt")["task"]
@@ -216,7 +216,8 @@ def test_answer_for_another_task_is_rejected(rpc: Rpc) -> None:
     first, first_prompt = _ask(rpc, "plain First?")
     second, second_prompt = _ask(rpc, "plain Second?")
     still = rpc.send(data=_answer(first_prompt, "prod"), task=second)["task"]
-    assert state(still) == "TASK_STATE_INPUT_REQUIRED" and f"exactly the pending question {second_prompt.id}" in status_text(still)
+    assert state(still) == "TASK_STATE_INPUT_REQUIRED"
+    assert f"exactly the pending question {second_prompt.id}" in status_text(still)
     assert _done(rpc.send(data=_answer(second_prompt, "staging"), task=second)["task"])["selected_option"] == "staging"
     assert _done(rpc.send(data=_answer(first_prompt, "prod"), task=first)["task"])["selected_option"] == "prod"
 
