@@ -39,6 +39,12 @@ RULES = [
     _rule(r"^bad-dup", question="q", options=["a", "a"]),
     _rule(r"^bad-default", question="q", options=ENVS, defaultOption="dev"),
     _rule(r"^bad-none", question="q", options=[]),
+    {"match": r"^ask-and-delete (?P<path>\S+)", "reply": "mixed: {result_1} | {result_2}", "toolCalls": [
+        {"name": "hitl_request", "args": {"question": "Delete {path}?", "options": ENVS}},
+        {"name": "delete_file", "args": {"path": "{path}"}}]},
+    {"match": r"^delete-and-ask (?P<path>\S+)", "reply": "mixed: {result_1} | {result_2}", "toolCalls": [
+        {"name": "delete_file", "args": {"path": "{path}"}},
+        {"name": "hitl_request", "args": {"question": "Delete {path}?", "options": ENVS}}]},
 ]
 
 
@@ -266,3 +272,20 @@ def test_question_survives_kill_9(tmp_path: Path) -> None:
             assert (result["status"], result["selected_option"]) == ("confirmed", "production")
         finally:
             proc.stop()
+
+
+def test_one_kind_of_pause_per_model_turn(rpc: Rpc, env: tuple[Tools, RuntimeProcess]) -> None:
+    tools = env[0]
+    (tools.sandbox / "m1.txt").write_text("x")
+    task, prompt = _ask(rpc, "ask-and-delete m1.txt")  # the question first: the gated call is refused, not paused
+    done = rpc.send(data=_answer(prompt, "prod"), task=task)["task"]
+    assert state(done) == "TASK_STATE_COMPLETED"
+    assert "not run: this model turn asks the human a question" in status_text(done)
+    assert (tools.sandbox / "m1.txt").exists() and tools.executions("delete_file", "m1.txt") == []
+
+    (tools.sandbox / "m2.txt").write_text("x")
+    gated = rpc.send("delete-and-ask m2.txt")["task"]  # the gated call first: the question is refused
+    assert state(gated) == "TASK_STATE_INPUT_REQUIRED" and gated["metadata"] == {"interrupt_type": "tool_approval"}
+    done = rpc.send(data=wire.approve_all(), task=gated)["task"]
+    assert state(done) == "TASK_STATE_COMPLETED" and not (tools.sandbox / "m2.txt").exists()
+    assert '"status":"error"' in status_text(done) and "wait for approval" in status_text(done)
