@@ -12,6 +12,10 @@ before anyone is told, so two answers racing for one question (two clients, a cl
 replicas) cannot both win, and a replay after ``done`` changes nothing. ``result_json`` holds the
 :class:`~agent_runtime.hitl.HitlResult` the model receives, so a restart between "answered" and "model
 resumed" resumes with exactly the recorded result.
+
+For a Kubernetes mirror: :meth:`HitlStore.subscribe` hears ``requested`` / ``answered`` / ``resolved`` after each
+commit; the agreed way to tell a mirrored question from a tool approval is the label
+``gatehouse.dev/kind: hitl_request`` on the ``ToolApproval``.
 """
 
 from __future__ import annotations
