@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import json
 import subprocess
-from collections.abc import Iterator
 
 import pytest
 from rich.console import Console
@@ -15,16 +14,15 @@ from rich.console import Console
 from agent_runtime import a2a_client
 from agent_runtime.chat import EXIT_PENDING, ChatSession
 from tests.support.processes import GATEHOUSE_CMD
-from tests.support.runtime import Rpc, RuntimeProcess, demo_tools, runtime
+from tests.support.runtime import Rpc, RuntimeProcess, Tools
+from tests.test_hitl_e2e import env  # noqa: F401  (the runtime fixture, one per module)
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RuntimeProcess]:
-    base = tmp_path_factory.mktemp("hitl-chat")
-    with demo_tools(base / "tools") as tools, runtime(base / "rt", tools) as proc:
-        yield proc
+@pytest.fixture
+def agent(env: tuple[Tools, RuntimeProcess]) -> RuntimeProcess:  # noqa: F811
+    return env[1]  # as in tests/test_hitl_e2e.py: its model also has the example's "ask" rule
 
 
 def chat(url: str, stdin: str) -> subprocess.CompletedProcess[str]:

@@ -1,6 +1,7 @@
 """hitl_request end to end: the runtime and the demo MCP server as real processes, raw A2A JSON-RPC over HTTP.
 
-One runtime serves the module; its Scripted model has one rule per case (see ``RULES``). The model's reply
+One runtime serves the module (tests/test_hitl_chat.py imports the same fixture); its Scripted model has one
+rule per case (see ``RULES``), plus the example's rules. The model's reply
 after the question is ``hitl: {result}``, i.e. the exact JSON it received as the tool's result.
 """
 
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -251,29 +251,6 @@ def test_timeout_with_confirmation_never_confirms(rpc: Rpc) -> None:
     assert rpc.metric("gatehouse_hitl_results_total", status="timeout", source="timeout") >= 1
 
 
-def test_question_survives_kill_9(tmp_path: Path) -> None:
-    with demo_tools(tmp_path / "tools") as tools:
-        files = write_manifests(tmp_path / "m", tools.url)
-        proc = RuntimeProcess(files, tmp_path / "state", tmp_path / "runtime.log")
-        proc.start()
-        try:
-            rpc = Rpc(proc.url)
-            task, prompt = _ask(rpc, "ask Where to?")  # the example's rule: confirmation required
-            assert state(rpc.send(data=_answer(prompt, "production"), task=task)["task"]) == "TASK_STATE_INPUT_REQUIRED"
-            proc.kill9()
-            proc.start()
-            again = rpc.get_task(task["id"])
-            assert state(again) == "TASK_STATE_INPUT_REQUIRED" and _prompt(again).stage == "confirm"
-            done = rpc.send("confirm", task=task)["task"]
-            assert state(done) == "TASK_STATE_COMPLETED"
-            text = status_text(done)
-            assert text.startswith("The human answered: ")
-            result = json.loads(text.removeprefix("The human answered: ").splitlines()[0])
-            assert (result["status"], result["selected_option"]) == ("confirmed", "production")
-        finally:
-            proc.stop()
-
-
 def test_one_kind_of_pause_per_model_turn(rpc: Rpc, env: tuple[Tools, RuntimeProcess]) -> None:
     tools = env[0]
     (tools.sandbox / "m1.txt").write_text("x")
@@ -289,3 +266,20 @@ def test_one_kind_of_pause_per_model_turn(rpc: Rpc, env: tuple[Tools, RuntimePro
     done = rpc.send(data=wire.approve_all(), task=gated)["task"]
     assert state(done) == "TASK_STATE_COMPLETED" and not (tools.sandbox / "m2.txt").exists()
     assert '"status":"error"' in status_text(done) and "wait for approval" in status_text(done)
+
+
+def test_question_survives_kill_9(rpc: Rpc, env: tuple[Tools, RuntimeProcess]) -> None:
+    """Last in the module: it restarts the shared runtime."""
+    proc = env[1]
+    task, prompt = _ask(rpc, "ask Where to?")  # the example's rule: confirmation required
+    assert state(rpc.send(data=_answer(prompt, "production"), task=task)["task"]) == "TASK_STATE_INPUT_REQUIRED"
+    proc.kill9()
+    proc.start()
+    again = rpc.get_task(task["id"])
+    assert state(again) == "TASK_STATE_INPUT_REQUIRED" and _prompt(again).stage == "confirm"
+    done = rpc.send("confirm", task=task)["task"]
+    assert state(done) == "TASK_STATE_COMPLETED"
+    text = status_text(done)
+    assert text.startswith("The human answered: ")
+    result = json.loads(text.removeprefix("The human answered: ").splitlines()[0])
+    assert (result["status"], result["selected_option"]) == ("confirmed", "production")
