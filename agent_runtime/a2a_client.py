@@ -7,7 +7,8 @@ Every call returns a :class:`TurnResult`, a small typed summary of the events on
 ``text`` is the agent's answer (artifact texts, else the final status message's text, else a direct message);
 ``status_text`` is the text of the last status message (for a pause: what the server says is pending, or what
 was wrong with the last decision). A pause for approval (``input-required`` with ``interrupt_type:
-tool_approval`` in the status metadata or in the data part) is parsed with :class:`wire.ApprovalInterrupt`.
+tool_approval`` in the status metadata or in the data part) is parsed with :class:`wire.ApprovalInterrupt`,
+a question (``interrupt_type: hitl_request``) with :class:`hitl.HitlInterrupt`.
 Used by ``gatehouse chat``, the demo and the tests alike.
 """
 
@@ -26,7 +27,7 @@ from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, S
 from google.protobuf.json_format import MessageToDict
 from pydantic import ValidationError
 
-from agent_runtime import wire
+from agent_runtime import hitl, wire
 
 __all__ = [
     "TextCallback",
@@ -61,7 +62,7 @@ class TurnResult:
     text: str = ""
     status_text: str = ""
     interrupt: wire.ApprovalInterrupt | None = None
-    hitl: dict[str, Any] | None = None
+    hitl: hitl.HitlInterrupt | None = None
     interrupt_error: str | None = None
     artifacts: dict[str, str] = field(default_factory=dict)
     message_text: str = ""
@@ -225,6 +226,12 @@ def _read_interrupt(out: TurnResult, data_parts: list[Any]) -> None:
         except ValidationError as exc:
             out.interrupt_error = f"Could not read the approval request: {exc}"
     elif kind == wire.INTERRUPT_HITL:
-        out.hitl = payload or {}
+        if payload is None:
+            out.interrupt_error = "The task waits for an answer but its status message has no data part."
+            return
+        try:
+            out.hitl = hitl.HitlInterrupt.model_validate(payload)
+        except ValidationError as exc:
+            out.interrupt_error = f"Could not read the question: {exc}"
     elif payload is not None:
         out.interrupt_error = f"The task waits for input of an unknown kind {kind!r}."

@@ -9,12 +9,16 @@ While a request is pending the client sends nothing but a decision: a chat line 
 reason. On a terminal the decision is a numbered menu. When stdin is not a terminal the client never approves
 implicitly: only an explicit ``approve`` or ``deny <reason>`` line decides, and end of input leaves the request
 pending and exits with :data:`EXIT_PENDING`. The A2A plumbing lives in :mod:`agent_runtime.a2a_client`.
+
+A question from the model (``hitl_request``) is shown as a numbered menu, read with :class:`hitl.HitlInterrupt`;
+the answer is one option (its number on a terminal, or its exact text), or ``cancel``; where confirmation is
+required a second prompt accepts only ``confirm`` or ``cancel``. Nothing confirms implicitly, and end of input
+leaves the question pending (exit :data:`EXIT_PENDING`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
@@ -24,7 +28,7 @@ from a2a.client import A2AClientError, Client
 from rich.console import Console
 from rich.markup import escape
 
-from agent_runtime import a2a_client, wire
+from agent_runtime import a2a_client, hitl, wire
 from agent_runtime.a2a_client import TurnResult
 
 __all__ = ["EXIT_ERROR", "EXIT_PENDING", "ChatSession", "LineReader", "StreamReader", "run_chat"]
@@ -69,7 +73,7 @@ class Pending:
     task_id: str
     context_id: str
     interrupt: wire.ApprovalInterrupt | None
-    hitl: dict[str, Any] | None
+    hitl: hitl.HitlInterrupt | None
 
 
 class ChatSession:
@@ -124,6 +128,8 @@ class ChatSession:
         if interrupt is None and result.hitl is None and previous is not None and previous.task_id == result.task_id:
             interrupt = previous.interrupt  # the server re-asked without repeating the data part
         same = previous is not None and interrupt is not None and _ids(previous.interrupt) == _ids(interrupt)
+        asked_again = previous is not None and result.hitl is not None and _stage(previous.hitl) == _stage(result.hitl)
+        same = same or asked_again  # the server refused the last answer: show why, not the menu again
         if same or (interrupt is None and result.hitl is None):
             style = "yellow" if same else "red"
             note = result.status_text or result.interrupt_error or "The task is waiting for input."
@@ -131,7 +137,7 @@ class ChatSession:
         self.pending = Pending(result.task_id or "", result.context_id or self.context_id or "", interrupt, result.hitl)
         if interrupt is not None and not same:
             self._show_requests(interrupt.action_requests)
-        if result.hitl is not None:
+        if result.hitl is not None and not asked_again:
             self._show_hitl(result.hitl)
 
     def _show_requests(self, requests: list[wire.ActionRequest]) -> None:
@@ -143,12 +149,23 @@ class ChatSession:
             where = f"id {r.id}, expires {r.expires_at}"
             self.console.print(f"  {n}. [bold]{escape(r.name)}[/]({escape(args)}){escape(hint)} [dim]({escape(where)})[/]")
 
-    def _show_hitl(self, data: dict[str, Any]) -> None:
-        self.console.print("[bold yellow]The agent asks[/]")
-        for q in _hitl_questions(data):
-            self.console.print(f"  {escape(str(q.get('question') or q.get('message') or json.dumps(q)))}")
-            for n, option in enumerate(_options(q), start=1):
-                self.console.print(f"    {n}) {escape(option)}")
+    def _show_hitl(self, interrupt: hitl.HitlInterrupt) -> None:
+        assert self.pending is not None
+        for q in interrupt.requests:
+            where = f"task {self.pending.task_id}, id {q.id}, expires {q.expires_at}"
+            if q.stage == "confirm":
+                self.console.print(f"[bold yellow]Please confirm[/] [dim]({escape(where)})[/]")
+                self.console.print(f"  {escape(q.question)} → [bold]{escape(q.selected_option or '')}[/]")
+                if q.confirmation_message:
+                    self.console.print(f"  {escape(q.confirmation_message)}")
+                continue
+            self.console.print(f"[bold yellow]The agent asks[/] [dim]({escape(where)})[/]")
+            self.console.print(f"  {escape(q.question)}")
+            for n, option in enumerate(q.options, start=1):
+                default = " [dim](default on timeout)[/]" if option == q.default_option and not q.require_confirmation else ""
+                self.console.print(f"    {n}) {escape(option)}{default}")
+            if q.require_confirmation:
+                self.console.print("  [dim]You will be asked to confirm your choice.[/]")
 
     # --- deciding -------------------------------------------------------------------------------
 
@@ -224,28 +241,29 @@ class ChatSession:
             return wire.batch(decisions, reasons)
         return self._refuse(choice, "choose 1, 2 or 3")
 
-    async def _ask_hitl(self, data: dict[str, Any]) -> dict[str, Any] | object | None:
-        questions = _hitl_questions(data)
-        answers: dict[str, str] = {}
-        for q in questions:
-            options = _options(q)
-            qid = str(q.get("id") or q.get("request_id") or "")
-            if not options:
-                line = await self.reader.line("confirm | cancel > ")
-                if line is None:
-                    return None
-                word = line.strip().lower()
-                if word in {"confirm", "cancel"}:
-                    return {"decision_type": word}
-                return self._refuse(line, "answer confirm or cancel")
-            line = await self.reader.line(f"option 1-{len(options)} > ")
+    async def _ask_hitl(self, interrupt: hitl.HitlInterrupt) -> dict[str, Any] | object | None:
+        q = interrupt.requests[0]  # the runtime asks one question at a time
+        if q.stage == "confirm":
+            line = await self.reader.line("[bold yellow]confirm | cancel >[/] ")
             if line is None:
                 return None
-            text = line.strip().removeprefix("answer ").strip()
-            if not text.isdigit() or not 1 <= int(text) <= len(options):
-                return self._refuse(line, f"choose an option 1-{len(options)}")
-            answers[qid] = options[int(text) - 1]
-        return {"decision_type": "answer", "answers": answers}
+            word = line.strip().lower()
+            if word in {"confirm", "cancel"}:
+                return {"decision_type": word}
+            return self._refuse(line, "answer exactly confirm or cancel")
+        numbers = f"1-{len(q.options)}, " if self.reader.interactive else ""
+        line = await self.reader.line(f"[bold yellow]option ({numbers}or its text), or cancel >[/] ")
+        if line is None:
+            return None
+        text = line.strip()
+        if text.lower() == "cancel" and "cancel" not in q.options:
+            return {"decision_type": "cancel"}
+        if text in q.options:
+            return {"decision_type": "answer", "answers": {q.id: text}}
+        if self.reader.interactive and text.isdigit() and 1 <= int(text) <= len(q.options):
+            return {"decision_type": "answer", "answers": {q.id: q.options[int(text) - 1]}}
+        how = f"choose an option {numbers}or cancel" if numbers else "send the exact text of one option, or cancel"
+        return self._refuse(line, how)
 
     def _eof_while_pending(self) -> int:
         assert self.pending is not None
@@ -263,17 +281,8 @@ def _ids(interrupt: wire.ApprovalInterrupt | None) -> list[str]:
     return [r.id for r in interrupt.action_requests] if interrupt is not None else []
 
 
-def _hitl_questions(data: dict[str, Any]) -> list[dict[str, Any]]:
-    for key in ("requests", "questions", "action_requests"):
-        items = data.get(key)
-        if isinstance(items, list) and items:
-            return [i for i in items if isinstance(i, dict)]
-    return [data]
-
-
-def _options(question: dict[str, Any]) -> list[str]:
-    options = question.get("options") or []
-    return [str(o.get("label") or o.get("value") or o) if isinstance(o, dict) else str(o) for o in options]
+def _stage(interrupt: hitl.HitlInterrupt | None) -> list[tuple[str, str]]:
+    return [(q.id, q.stage) for q in interrupt.requests] if interrupt is not None else []
 
 
 async def run_chat(

@@ -180,6 +180,23 @@ def on_timeout(state: HitlState) -> HitlResult:
     return _result(state, "timeout", "timeout", "no answer in time; nothing was chosen or confirmed", None)
 
 
+def describe_prompt(prompt: HitlPrompt) -> str:
+    """The human-readable text part that accompanies the :class:`HitlInterrupt` data part of a pause."""
+    if prompt.stage == "confirm":
+        lines = [f"Please confirm [{prompt.id}]: {prompt.question}", f"Chosen: {prompt.selected_option}"]
+        if prompt.confirmation_message:
+            lines.append(prompt.confirmation_message)
+        lines.append(f"(expires {prompt.expires_at}) {HOW_TO_CONFIRM}")
+        return "\n".join(lines)
+    lines = [f"Question [{prompt.id}]: {prompt.question}"]
+    for n, option in enumerate(prompt.options, start=1):
+        default = " (default on timeout)" if option == prompt.default_option and not prompt.require_confirmation else ""
+        lines.append(f"  {n}) {option}{default}")
+    then = " You will be asked to confirm the choice." if prompt.require_confirmation else ""
+    lines.append(f"(expires {prompt.expires_at}){then} {HOW_TO_ANSWER}")
+    return "\n".join(lines)
+
+
 class HitlError(wire.DecisionError):
     """An answer that changes nothing; the prompt stays."""
 
@@ -192,6 +209,8 @@ def _payload(data_parts: list[Any], text: str, state: HitlState) -> Any:
     how = HOW_TO_ANSWER if state.stage == "answer" else HOW_TO_CONFIRM
     if not data_parts:
         word = text.strip().strip(".!").lower()
+        if state.stage == "answer" and text.strip() in state.args.options:  # an option "no" is an answer, not a cancel
+            return wire.Answer(decision_type="answer", answers={state.request_id: text.strip()})
         if word in CANCEL_WORDS:
             return "cancel"
         if state.stage == "confirm" and word in CONFIRM_WORDS:

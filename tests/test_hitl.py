@@ -118,3 +118,21 @@ def test_prompt_shape() -> None:
     data = prompt.model_dump()
     assert data["interrupt_type"] == "hitl_request"
     assert data["requests"][0]["options"] == ["staging", "prod"] and data["requests"][0]["stage"] == "answer"
+
+
+def test_an_option_named_like_a_cancel_word_is_an_answer() -> None:
+    state = HitlState(request_id="hitl-1", args=HitlArgs(question="Go on?", options=["no", "yes"]))
+    _, result = apply_message(state, [], "no")
+    assert result is not None and (result.status, result.selected_option) == ("confirmed", "no")
+    _, result = apply_message(state, [], "cancel")
+    assert result is not None and result.status == "canceled"
+
+
+def test_describe_prompt_numbers_options_and_says_how_to_answer() -> None:
+    state = _state(defaultOption="prod")
+    text = hitl.describe_prompt(state.prompt("2026-11-21T10:00:00Z"))
+    assert "Question [hitl-1]: Which env?" in text and "1) staging" in text and "2) prod (default on timeout)" in text
+    assert '"decision_type": "answer"' in text
+    confirming, _ = apply_message(_state(requireConfirmation=True, confirmationMessage="Sure?"), _answer("prod"), "")
+    text = hitl.describe_prompt(confirming.prompt("2026-11-21T10:00:00Z"))
+    assert "Chosen: prod" in text and "Sure?" in text and '"decision_type": "confirm"' in text

@@ -36,6 +36,7 @@ from agent_runtime.models.factory import build_model
 from agent_runtime.rest import RestApi
 from agent_runtime.server.executor import GatehouseExecutor
 from agent_runtime.server.gate import Gate
+from agent_runtime.server.hitl_flow import HitlRuntime
 from agent_runtime.server.metrics import Metrics
 from agent_runtime.server.resume import GatehouseRequestHandler, Resumer
 from agent_runtime.server.sessions import DurableSessionService
@@ -86,11 +87,14 @@ class Runtime:
     ready: bool = False
     problems: list[str] = field(default_factory=list)
     _lister: asyncio.Task[None] | None = None
+    hitl: HitlRuntime | None = None
 
     async def open(self) -> None:
         await self.sessions.create_tables()
         await self.task_store.initialize()
         await self.approvals.create_tables()
+        if self.hitl is not None:
+            await self.hitl.open()
         self.metrics.pending.set(await self.approvals.pending_count())
         self.sweeper.start()
         if self.kube is not None:
@@ -117,6 +121,8 @@ class Runtime:
         if self.kube is not None:
             await self.kube.stop()
         await self.sweeper.stop()
+        if self.hitl is not None:
+            await self.hitl.close()
         with contextlib.suppress(Exception):
             await self.handler.aclose()
         for toolset in self.toolsets.values():
@@ -136,27 +142,34 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     task_store = CachedTaskStore(db)
     toolsets = {server.name: build_toolset(server) for server in config.mcp_servers}
     gate = Gate(config, approvals, metrics)
+    hitl = HitlRuntime(config, db, metrics)  # hitl_request: tools (if humanTools.hitlRequest), store, flow, sweeper
     agent = LlmAgent(
         name=_agent_name(config.name),
         model=build_model(config.model),
         description=config.description,
         instruction=config.instruction,
-        tools=list(toolsets.values()),
+        tools=[*toolsets.values(), *hitl.tools],
         before_model_callback=gate.before_model,
         before_tool_callback=gate.before_tool,
     )
     runner = Runner(app_name=config.name, agent=agent, session_service=sessions, auto_create_session=True)
-    turns = TurnRunner(runner, sessions, approvals, metrics, config.approval.timeout_seconds)
+    turns = TurnRunner(runner, sessions, approvals, metrics, config.approval.timeout_seconds, questions=hitl.recorder.record)
     name_of = (lambda request_id: approval_name(config.name, request_id)) if settings.kube else None
-    executor = GatehouseExecutor(config, turns, approvals, metrics, single_process=db.sqlite, approval_name=name_of)
+    executor = GatehouseExecutor(
+        config, turns, approvals, metrics, single_process=db.sqlite, approval_name=name_of, hitl=hitl.flow_for(turns)
+    )
     handler = GatehouseRequestHandler(
         agent_executor=executor, task_store=task_store, agent_card=agent_card(config, settings.url), approvals=approvals,
+        hitl=hitl.store,
         interrupted_task_timeout=60.0,  # a paused task's in-memory state is dropped when idle; the store keeps it
     )
     resumer = Resumer(handler)
     sweeper = TimeoutSweeper(approvals, resumer, config.approval.on_timeout, settings.sweep_interval)
+    hitl.watch(handler, settings.sweep_interval)
     kube = KubeBridge(settings.kube, config.name, approvals, resumer) if settings.kube else None
-    return Runtime(settings, db, metrics, approvals, sessions, task_store, toolsets, gate, handler, resumer, sweeper, kube=kube)
+    return Runtime(
+        settings, db, metrics, approvals, sessions, task_store, toolsets, gate, handler, resumer, sweeper, kube=kube, hitl=hitl
+    )
 
 
 def build_app(settings: RuntimeSettings) -> Starlette:

@@ -38,6 +38,7 @@ from a2a.utils.errors import UnsupportedOperationError
 from agent_runtime import wire
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Resolution
+from agent_runtime.server import hitl_flow
 from agent_runtime.server.metrics import Metrics
 from agent_runtime.server.turns import TurnOutcome, TurnRunner
 
@@ -63,11 +64,12 @@ class InternalDecision:
 class GatehouseExecutor(AgentExecutor):
     def __init__(
         self, config: AgentConfig, turns: TurnRunner, approvals: ApprovalService, metrics: Metrics, *, single_process: bool,
-        approval_name: Callable[[str], str | None] | None = None,
+        approval_name: Callable[[str], str | None] | None = None, hitl: hitl_flow.HitlFlow | None = None,
     ) -> None:
         """``single_process``: no other replica can work on a task (sqlite), so a stalled resume is finished at once.
         ``approval_name``: the ToolApproval name of a request, where approvals are mirrored to Kubernetes."""
         self._single_process = single_process
+        self._hitl = hitl  # hitl_request questions: routed by the task's pending kind (server/hitl_flow.py)
         self._config = config
         self._turns = turns
         self._approvals = approvals
@@ -80,6 +82,8 @@ class GatehouseExecutor(AgentExecutor):
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
         task = context.current_task
         internal = context.call_context.state.get(INTERNAL_DECISION) if context.call_context else None
+        if internal is None and context.call_context:
+            internal = context.call_context.state.get(hitl_flow.INTERNAL_HITL)
         if task is None:
             await event_queue.enqueue_event(new_task_from_user_message(message))
             await self._new_turn(context.task_id, context.context_id, message, updater)
@@ -107,6 +111,8 @@ class GatehouseExecutor(AgentExecutor):
                 canceled = {r.id: Resolution("denied", "task canceled") for r in pending}
                 await self._approvals.decide(context.task_id, canceled, "cancel")
                 self._metrics.pending.dec(len(pending))
+        if self._hitl is not None:
+            await self._hitl.cancel(context.task_id)
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
     # --- a new turn -----------------------------------------------------------------------------
@@ -115,6 +121,13 @@ class GatehouseExecutor(AgentExecutor):
         data_parts = get_data_parts(message.parts)
         text = "\n".join(get_text_parts(message.parts)).strip()
         waiting = await self._approvals.pending_in_context(context_id)
+        asking = await self._hitl.open_in_context(context_id) if self._hitl is not None else []
+        if asking and not waiting:
+            await updater.reject(_text(updater, (
+                f"Task {asking[0].task_id} of this context is waiting for an answer to question {asking[0].id} "
+                "(hitl_request); answer it (same task_id) before sending a new message."
+            )))
+            return
         if any(isinstance(d, dict) and "decision_type" in d for d in data_parts):
             problem = "There is no pending request on this task."
             if waiting:
@@ -141,6 +154,8 @@ class GatehouseExecutor(AgentExecutor):
 
     async def _decision(self, task: Task, message: Message, updater: TaskUpdater, internal: Any) -> None:
         records = await self._approvals.for_task(task.id)
+        if self._hitl is not None and await self._hitl.routes(task.id, records, internal):
+            return await self._hitl.decision(task, message, updater, internal, self._report)
         pending = [r for r in records if r.status == "pending"]
         if isinstance(internal, InternalDecision) and not internal.resolutions:
             # "Resume what is recorded": requests were decided one by one (REST, kubectl; see decide_one).
@@ -229,6 +244,8 @@ class GatehouseExecutor(AgentExecutor):
     async def _report(
         self, updater: TaskUpdater, outcome: TurnOutcome, decided: list[ApprovalRecord] | None = None, note: str = ""
     ) -> None:
+        if outcome.question is not None and self._hitl is not None:
+            return await self._hitl.report_pause(updater, outcome.question)
         if outcome.paused:
             requests = [self._action_request(r) for r in outcome.requests]
             interrupt = wire.ApprovalInterrupt(action_requests=requests)

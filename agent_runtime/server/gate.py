@@ -51,6 +51,11 @@ class RunScope:
     task_id: str
     context_id: str
     pending: list[PendingCall] = field(default_factory=list)
+    hitl: list[Any] = field(default_factory=list)  # the hitl_request question this run paused on (hitl_tool.py)
+
+
+class HumanTool(BaseTool):
+    """A built-in tool that is itself the human step (``hitl_request``): never gated, pauses on its own."""
 
 
 CURRENT_RUN: ContextVar[RunScope | None] = ContextVar("gatehouse_run", default=None)
@@ -94,6 +99,8 @@ class Gate:
         return None
 
     async def before_tool(self, tool: BaseTool, args: dict[str, Any], tool_context: ToolContext) -> dict[str, Any] | None:
+        if isinstance(tool, HumanTool):
+            return None
         name = tool.name
         server = self.server_of(name)
         if tool_context.tool_confirmation is not None:
@@ -110,6 +117,8 @@ class Gate:
         scope = CURRENT_RUN.get()
         if scope is None:
             return {"error": "approval required, but this run has no approval channel; the call was not run"}
+        if scope.hitl:  # one kind of pause per model turn: a question (hitl_request) is already waiting
+            return {"error": "not run: this model turn asks the human a question (hitl_request); call again after the answer"}
         request_id = f"apr-{uuid.uuid4().hex[:16]}"
         tool_context.request_confirmation(hint=decision.hint, payload={"request_id": request_id})
         tool_context.actions.skip_summarization = True
@@ -138,4 +147,4 @@ class Gate:
         return None
 
 
-__all__ = ["CURRENT_RUN", "Gate", "PendingCall", "RunScope", "confirmation_payload", "grant_key"]
+__all__ = ["CURRENT_RUN", "Gate", "HumanTool", "PendingCall", "RunScope", "confirmation_payload", "grant_key"]

@@ -25,15 +25,18 @@ from a2a.types import Message, Role, SendMessageRequest, Task
 from a2a.utils.errors import UnsupportedOperationError
 
 from agent_runtime.approvals import AlreadyDecided, ApprovalService, Resolution
+from agent_runtime.approvals.hitl_store import HitlStore
+from agent_runtime.server import hitl_flow
 from agent_runtime.server.executor import INTERNAL_DECISION, OUTCOME_LABEL, InternalDecision
 
 
 class GatehouseRequestHandler(DefaultRequestHandler):
     """a2a-sdk's default handler, plus a clear answer for messages to finished tasks."""
 
-    def __init__(self, *args: Any, approvals: ApprovalService, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, approvals: ApprovalService, hitl: HitlStore | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._approvals = approvals
+        self._hitl = hitl
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
         try:
@@ -54,7 +57,10 @@ class GatehouseRequestHandler(DefaultRequestHandler):
         if not task_id or "terminal state" not in (exc.message or ""):
             raise exc
         records = await self._approvals.for_task(task_id)
-        if records:
+        questions = await self._hitl.for_task(task_id) if self._hitl is not None else []
+        if questions and (not records or questions[-1].created_at > records[-1].created_at):
+            text = hitl_flow.finished_text(questions)
+        elif records:
             text = str(AlreadyDecided([r for r in records if r.status != "pending"]))
         else:
             text = f"{exc.message}. Nothing was run; start a new task for a new request."

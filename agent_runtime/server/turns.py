@@ -9,13 +9,15 @@ reports the pause, so a client that sees a request can decide it at once.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from google.adk.runners import Runner
 from google.genai import types
 
 from agent_runtime.approvals import ApprovalRecord, ApprovalService, args_hash
+from agent_runtime.approvals.hitl_store import HitlRecord
 from agent_runtime.server.gate import CURRENT_RUN, RunScope, confirmation_payload
 from agent_runtime.server.metrics import Metrics
 from agent_runtime.server.sessions import DurableSessionService
@@ -29,10 +31,11 @@ class TurnOutcome:
     text: str
     requests: list[ApprovalRecord] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    question: HitlRecord | None = None  # a hitl_request pause (never together with approval requests)
 
     @property
     def paused(self) -> bool:
-        return bool(self.requests)
+        return bool(self.requests) or self.question is not None
 
 
 class TurnRunner:
@@ -44,6 +47,7 @@ class TurnRunner:
         metrics: Metrics,
         timeout_seconds: float,
         clock: Callable[[], float] = time.time,
+        questions: Callable[[RunScope, dict[str, str]], Awaitable[HitlRecord | None]] | None = None,
     ) -> None:
         self._runner = runner
         self._sessions = sessions
@@ -51,6 +55,7 @@ class TurnRunner:
         self._metrics = metrics
         self._timeout = timeout_seconds
         self._clock = clock
+        self._questions = questions  # records a hitl_request pause (server/hitl_tool.py QuestionRecorder.record)
 
     async def new_turn(self, task_id: str, context_id: str, text: str) -> TurnOutcome:
         content = types.Content(role="user", parts=[types.Part(text=text)])
@@ -71,6 +76,12 @@ class TurnRunner:
             for r in decided
         ]
         return await self._run(task_id, context_id, types.Content(role="user", parts=parts))
+
+    async def resume_question(self, task_id: str, context_id: str, confirmation_id: str, result: dict[str, Any]) -> TurnOutcome:
+        """Resume a hitl_request pause with the runtime's recorded result (see server/hitl_flow.py)."""
+        response = {"confirmed": True, "payload": {"hitl_result": result}}
+        part = types.Part(function_response=types.FunctionResponse(name=CONFIRMATION_CALL, id=confirmation_id, response=response))
+        return await self._run(task_id, context_id, types.Content(role="user", parts=[part]))
 
     async def _run(self, task_id: str, context_id: str, content: types.Content) -> TurnOutcome:
         scope = RunScope(task_id, context_id)
@@ -97,7 +108,8 @@ class TurnRunner:
         if records:
             await self._approvals.add_pending(records)
             self._metrics.pending.inc(len(records))
-        return TurnOutcome(text="\n".join(texts).strip(), requests=records, errors=errors)
+        question = await self._questions(scope, confirmation_ids) if self._questions is not None else None
+        return TurnOutcome(text="\n".join(texts).strip(), requests=records, errors=errors, question=question)
 
     def _records(self, scope: RunScope, confirmation_ids: dict[str, str]) -> list[ApprovalRecord]:
         now = self._clock()

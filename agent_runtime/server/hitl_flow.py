@@ -1,0 +1,266 @@
+"""The runtime side of ``hitl_request``: pausing, answering, confirming, timing out and resuming a question.
+
+The executor routes a message on an ``input-required`` task here when the task's pending kind is a question
+(:meth:`HitlFlow.routes`), and the approval path otherwise, so an approval decision never reaches a
+question and an answer never reaches an approval (the pure parsers refuse the other kind as well):
+
+    pause          text part (hitl.describe_prompt) + HitlInterrupt data part, metadata interrupt_type hitl_request
+    answer         hitl.apply_message ─► store.advance (compare-and-swap) ─► confirm-stage pause, or resume
+    bad message    nothing changes; the text says what was wrong, the data part repeats the prompt
+    replay         an answer naming a finished question of the task ─► "Already answered: …"
+    timeout        :class:`HitlSweeper` ─► internal message (:class:`InternalHitl`) through the request handler
+                   ─► hitl.on_timeout ─► resume (so the audit trail holds the runtime's own timeout message)
+    resume         TurnRunner.resume_question with the recorded HitlResult ─► completed, or the next pause
+
+:class:`HitlRuntime` bundles the store, the tools, the recorder, the flow and the sweeper, so the app only
+has to create it, hand its parts to the agent, the turn runner and the executor, and open/close it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from a2a.helpers import get_data_parts, get_text_parts, new_data_part, new_text_part
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.tasks import TaskUpdater
+from a2a.types import Message, Role, SendMessageRequest, Task, TaskState
+
+from agent_runtime import hitl, wire
+from agent_runtime.agent_config import AgentConfig
+from agent_runtime.approvals import ApprovalRecord
+from agent_runtime.approvals.hitl_store import AlreadyAnswered, HitlRecord, HitlStore, result_json
+from agent_runtime.database import Database
+from agent_runtime.server.hitl_tool import HitlMetrics, HitlTool, QuestionRecorder, build_tools
+from agent_runtime.server.metrics import Metrics
+from agent_runtime.server.turns import TurnOutcome, TurnRunner
+
+log = logging.getLogger(__name__)
+
+INTERNAL_HITL = "gatehouse.internal_hitl"
+INTERRUPT_METADATA = {"interrupt_type": wire.INTERRUPT_HITL}
+
+Report = Callable[[TaskUpdater, TurnOutcome], Awaitable[None]]
+"""The executor's own reporting of a turn's outcome (used when a resumed turn pauses again)."""
+
+
+@dataclass(frozen=True)
+class InternalHitl:
+    """A question resolved inside the runtime (the timeout sweeper); only in-process code can set it."""
+
+    request_id: str
+    source: str = "timeout"
+
+
+class HitlFlow:
+    def __init__(self, store: HitlStore, turns: TurnRunner, metrics: HitlMetrics | None = None) -> None:
+        self._store = store
+        self._turns = turns
+        self._metrics = metrics
+
+    async def open_in_context(self, context_id: str) -> list[HitlRecord]:
+        return await self._store.open_in_context(context_id)
+
+    async def routes(self, task_id: str, approvals: Sequence[ApprovalRecord], internal: Any) -> bool:
+        """Whether a message on this input-required task is for a question (else for approvals)."""
+        if isinstance(internal, InternalHitl):
+            return True
+        if internal is not None or any(r.status == "pending" for r in approvals):
+            return False
+        questions = await self._store.for_task(task_id)
+        if not questions:
+            return False
+        if any(q.open for q in questions):
+            return True
+        # Nothing open on either side (a restart cut a resume short): whichever paused last finishes it.
+        return max(q.created_at for q in questions) >= max((r.created_at for r in approvals), default=float("-inf"))
+
+    async def decision(self, task: Task, message: Message, updater: TaskUpdater, internal: Any, report: Report) -> None:
+        questions = await self._store.for_task(task.id)
+        current = next((q for q in questions if q.open), None)
+        if isinstance(internal, InternalHitl):
+            if current is None or current.id != internal.request_id:
+                return  # answered meanwhile: the task is the answer's, leave it exactly as it is
+            result = hitl.on_timeout(current.state())
+            try:
+                done = await self._store.advance(current, replace(current.state(), stage="done"), result, internal.source)
+            except AlreadyAnswered:
+                return
+            return await self._resume(task, done, updater, report)
+        if current is None:
+            # Input-required with no open question: a restart cut the resume short. Finish it with the recorded result.
+            return await self._resume(task, questions[-1], updater, report)
+        data_parts = get_data_parts(message.parts)
+        replayed = _replayed(data_parts, questions)
+        if replayed:
+            return await self.still_waiting(updater, current, str(AlreadyAnswered(replayed)))
+        try:
+            state, result = hitl.apply_message(current.state(), data_parts, "\n".join(get_text_parts(message.parts)))
+        except hitl.HitlError as exc:
+            return await self.still_waiting(updater, current, str(exc))
+        try:
+            updated = await self._store.advance(current, state, result, "user")
+        except AlreadyAnswered as exc:
+            now_open = next((r for r in exc.records if r.open), None)
+            if now_open is not None:
+                return await self.still_waiting(updater, now_open, str(exc))
+            return await updater.update_status(task.status.state, message=_text(updater, str(exc)))
+        if result is None:
+            return await self.report_pause(updater, updated)  # chosen; now confirm or cancel
+        await self._resume(task, updated, updater, report)
+
+    async def cancel(self, task_id: str) -> None:
+        """The task was canceled: its open question ends canceled (the model is not resumed)."""
+        for record in await self._store.for_task(task_id):
+            if record.open:
+                result = hitl.HitlResult(
+                    ok=False, status="canceled", confirmed=False, selected_option=None, source="user",
+                    request_id=record.id, message="the task was canceled",
+                )
+                with contextlib.suppress(AlreadyAnswered):
+                    await self._store.advance(record, replace(record.state(), stage="done"), result, "cancel")
+
+    # --- reporting ------------------------------------------------------------------------------
+
+    async def report_pause(self, updater: TaskUpdater, record: HitlRecord) -> None:
+        prompt = record.prompt()
+        await self._input_required(updater, record, hitl.describe_prompt(prompt))
+
+    async def still_waiting(self, updater: TaskUpdater, record: HitlRecord, error: str) -> None:
+        await self._input_required(updater, record, error)
+
+    async def _input_required(self, updater: TaskUpdater, record: HitlRecord, text: str) -> None:
+        interrupt = hitl.HitlInterrupt(requests=[record.prompt()])
+        parts = [new_text_part(text), new_data_part(interrupt.model_dump(mode="json"))]
+        message = updater.new_agent_message(parts, metadata=dict(INTERRUPT_METADATA))
+        await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, message=message, metadata=dict(INTERRUPT_METADATA))
+
+    async def _resume(self, task: Task, record: HitlRecord, updater: TaskUpdater, report: Report) -> None:
+        result = record.result
+        if result is None:  # cannot happen for a finished question; never resume the model without a result
+            return await updater.update_status(task.status.state, message=_text(updater, "The question has no result."))
+        if self._metrics is not None:
+            self._metrics.results.labels(status=result.status, source=result.source).inc()
+        payload = result_json(result)
+        outcome = await self._turns.resume_question(task.id, task.context_id, record.confirmation_id, payload)
+        if outcome.paused:
+            return await report(updater, outcome)
+        text = outcome.text or ("; ".join(outcome.errors) if outcome.errors else "(no reply)")
+        parts = [new_text_part(text)]
+        if result.source == "timeout":
+            parts.append(new_text_part(f"{record.id} ({record.tool}): timeout, {result.message}."))
+        message = updater.new_agent_message(parts, metadata={"hitl": {record.id: payload}})
+        state = TaskState.TASK_STATE_FAILED if outcome.errors and not outcome.text else TaskState.TASK_STATE_COMPLETED
+        await updater.update_status(state, message=message, metadata={"interrupt_type": None})
+
+
+def _text(updater: TaskUpdater, text: str) -> Message:
+    return updater.new_agent_message([new_text_part(text)])
+
+
+def _replayed(data_parts: list[Any], questions: list[HitlRecord]) -> list[HitlRecord]:
+    """Finished questions of this task that an answer names again (a replay)."""
+    named: set[str] = set()
+    for data in data_parts:
+        answers = data.get("answers") if isinstance(data, dict) else None
+        if isinstance(answers, dict):
+            named.update(answers)
+    return [q for q in questions if q.id in named and not q.open]
+
+
+def finished_text(records: Sequence[HitlRecord]) -> str:
+    """What a message to a finished task whose last pause was a question is told."""
+    return str(AlreadyAnswered([r for r in records if not r.open]))
+
+
+class HitlSweeper:
+    """Resolves questions past ``expires_at`` server-side, through the request handler like any decision."""
+
+    def __init__(self, store: HitlStore, handler: DefaultRequestHandler, interval: float = 0.25) -> None:
+        self._store = store
+        self._handler = handler
+        self._interval = interval
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="gatehouse-hitl-sweeper")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self.sweep()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("hitl timeout sweep failed")
+            await asyncio.sleep(self._interval)
+
+    async def sweep(self) -> int:
+        expired = await self._store.expired()
+        results = await asyncio.gather(*(self._resolve(r) for r in expired), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                log.error("hitl timeout resume failed: %r", result)
+        return len(expired)
+
+    async def _resolve(self, record: HitlRecord) -> None:
+        result = hitl.on_timeout(record.state())
+        seconds = f"{record.expires_at - record.created_at:g}"
+        note = f"Timeout: no answer to {record.id} within {seconds}s; {result.message}."
+        message = Message(
+            role=Role.ROLE_AGENT, message_id=f"timeout-{uuid.uuid4()}", task_id=record.task_id,
+            context_id=record.context_id,
+            parts=[new_text_part(note), new_data_part({"source": "timeout", "hitl": {record.id: result_json(result)}})],
+            metadata={"gatehouse_source": "timeout"},
+        )
+        context = ServerCallContext(state={INTERNAL_HITL: InternalHitl(record.id)})
+        try:
+            await self._handler.on_message_send(SendMessageRequest(message=message), context)
+        finally:
+            # A task that could not be resumed (canceled, say) must not be swept again and again.
+            with contextlib.suppress(AlreadyAnswered):
+                current = [r for r in await self._store.for_task(record.task_id) if r.id == record.id and r.open]
+                if current:
+                    await self._store.advance(current[0], replace(current[0].state(), stage="done"), result, "timeout")
+
+
+class HitlRuntime:
+    """Everything hitl_request needs in one runtime: store, tools (when enabled), recorder, flow, sweeper."""
+
+    def __init__(self, config: AgentConfig, db: Database, metrics: Metrics) -> None:
+        self.store = HitlStore(db)
+        self.metrics = HitlMetrics(metrics)
+        self.tools: list[HitlTool] = build_tools(config.human_tools.hitl_request, self.metrics)
+        self.recorder = QuestionRecorder(self.store, config.approval.timeout_seconds)
+        self.flow: HitlFlow | None = None
+        self.sweeper: HitlSweeper | None = None
+
+    def flow_for(self, turns: TurnRunner) -> HitlFlow:
+        self.flow = HitlFlow(self.store, turns, self.metrics)
+        return self.flow
+
+    def watch(self, handler: DefaultRequestHandler, interval: float) -> None:
+        self.sweeper = HitlSweeper(self.store, handler, interval)
+
+    async def open(self) -> None:
+        await self.store.create_tables()
+        if self.sweeper is not None:
+            self.sweeper.start()
+
+    async def close(self) -> None:
+        if self.sweeper is not None:
+            await self.sweeper.stop()
+
+
+__all__ = ["INTERNAL_HITL", "HitlFlow", "HitlRuntime", "HitlSweeper", "InternalHitl", "finished_text"]

@@ -1,0 +1,183 @@
+"""The built-in ``hitl_request`` tool (alias ``human_intervention_request``): the model asks the human.
+
+It pauses through the same ADK mechanism as the approval gate (``tool_context.request_confirmation``), but
+it is its own tool with its own table, so the two never mix:
+
+    model calls hitl_request(args)
+      ├─ invalid args (hitl.validate_args) ─► HitlResult status "error", nothing pauses
+      ├─ gated calls in the same model turn, or a second question ─► status "error", nothing pauses
+      └─ valid ─► request_confirmation; the run ends; :class:`QuestionRecorder` stores the question
+                  (``gatehouse_hitl``) before the client is told; the executor reports the pause
+    … human answers (server/hitl_flow.py) …
+    resume: ADK re-runs this call with ``tool_confirmation.payload = {"hitl_result": …}``, built by the runtime
+    from the stored result, never from client input ─► the model receives that HitlResult.
+
+The gate never gates this tool (it subclasses :class:`~agent_runtime.server.gate.HumanTool`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from google.adk.tools.tool_context import ToolContext
+from google.genai import types
+from prometheus_client import Counter
+
+from agent_runtime import hitl
+from agent_runtime.approvals.hitl_store import HitlRecord, HitlStore
+from agent_runtime.server.gate import CURRENT_RUN, HumanTool, RunScope
+from agent_runtime.server.metrics import Metrics
+
+DESCRIPTION = (
+    "Ask the human a question and wait for the answer. The human picks exactly one of `options`. With "
+    "requireConfirmation the human must then confirm or cancel the choice. The result is JSON: "
+    "{ok, status: confirmed|canceled|timeout|error, confirmed, selected_option, source: user|timeout|system, "
+    "request_id, message}. Treat anything but status 'confirmed' as: the human did not agree."
+)
+PLACEHOLDER = {"status": "waiting for the human's answer"}
+
+
+def declaration(name: str) -> types.FunctionDeclaration:
+    """What the model sees: the camelCase arguments of :class:`agent_runtime.hitl.HitlArgs`."""
+    string = types.Type.STRING
+    return types.FunctionDeclaration(
+        name=name,
+        description=DESCRIPTION,
+        parameters=types.Schema(
+            type=types.Type.OBJECT,
+            properties={
+                "question": types.Schema(type=string, description="The question, in full."),
+                "options": types.Schema(
+                    type=types.Type.ARRAY, items=types.Schema(type=string), min_items=1,
+                    description="The answers to choose from: at least one, none empty, no duplicates.",
+                ),
+                "requireConfirmation": types.Schema(
+                    type=types.Type.BOOLEAN, description="Ask the human to confirm or cancel the chosen option."
+                ),
+                "confirmationMessage": types.Schema(type=string, description="Shown when asking for the confirmation."),
+                "timeoutMs": types.Schema(
+                    type=types.Type.INTEGER, description="How long to wait (ms); default: the agent's approval timeout."
+                ),
+                "defaultOption": types.Schema(
+                    type=string, description="Taken on timeout when no confirmation is required; must be an option."
+                ),
+                "metadata": types.Schema(type=types.Type.OBJECT, description="Free JSON kept for the audit trail."),
+            },
+            required=["question", "options"],
+        ),
+    )
+
+
+def error_result(message: str, request_id: str = "") -> dict[str, Any]:
+    result = hitl.HitlResult(
+        ok=False, status="error", confirmed=False, selected_option=None, source="system", request_id=request_id,
+        message=message,
+    )
+    return result.model_dump(mode="json")
+
+
+@dataclass(frozen=True)
+class PendingQuestion:
+    request_id: str
+    call_id: str
+    tool: str
+    args: hitl.HitlArgs
+
+
+class HitlTool(HumanTool):
+    def __init__(self, name: str, metrics: HitlMetrics | None = None) -> None:
+        assert name in hitl.ALIASES
+        super().__init__(name=name, description=DESCRIPTION)
+        self._metrics = metrics
+
+    def _get_declaration(self) -> types.FunctionDeclaration:
+        return declaration(self.name)
+
+    async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        confirmation = tool_context.tool_confirmation
+        if confirmation is not None:  # resumed by the runtime with the recorded result
+            payload = confirmation.payload if isinstance(confirmation.payload, dict) else {}
+            result = payload.get("hitl_result")
+            if isinstance(result, dict):
+                return result
+            return error_result("the runtime resumed this question without a result", str(payload.get("request_id", "")))
+        parsed = hitl.validate_args(dict(args))
+        if isinstance(parsed, str):
+            return error_result(f"{parsed}. Nothing was asked; fix the arguments and call {self.name} again.")
+        scope = CURRENT_RUN.get()
+        problem = _conflict(scope)
+        if problem:
+            return error_result(problem)
+        assert scope is not None
+        request_id = f"hitl-{uuid.uuid4().hex[:16]}"
+        tool_context.request_confirmation(hint=parsed.question, payload={"request_id": request_id, "kind": hitl.TOOL_NAME})
+        tool_context.actions.skip_summarization = True
+        scope.hitl.append(PendingQuestion(request_id, tool_context.function_call_id or "", self.name, parsed))
+        if self._metrics is not None:
+            self._metrics.asked.inc()
+        return dict(PLACEHOLDER)
+
+
+def _conflict(scope: RunScope | None) -> str:
+    if scope is None:
+        return "this run has no channel to a human; nothing was asked"
+    if scope.pending:
+        return (
+            "this model turn also made tool calls that wait for approval; ask the question in a turn of its own "
+            "(after they are decided). Nothing was asked."
+        )
+    if scope.hitl:
+        return "only one question can be asked per model turn; ask the next one after this one is answered. Nothing was asked."
+    return ""
+
+
+class HitlMetrics:
+    """The question counters, on the runtime's own registry (created once per runtime)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.asked = Counter(
+            "gatehouse_hitl_requests", "Questions the model asked the human (hitl_request).", registry=metrics.registry
+        )
+        self.results = Counter(
+            "gatehouse_hitl_results",
+            "Questions finished (status confirmed|canceled|timeout; source user|timeout|system).",
+            ["status", "source"],
+            registry=metrics.registry,
+        )
+
+
+def build_tools(enabled: bool, metrics: HitlMetrics | None = None) -> list[HitlTool]:
+    """The tools to offer the model: ``hitl_request`` and its alias, when ``humanTools.hitlRequest`` is on."""
+    return [HitlTool(name, metrics) for name in hitl.ALIASES] if enabled else []
+
+
+class QuestionRecorder:
+    """Turns the question a run paused on into a durable :class:`HitlRecord` (before anyone is told)."""
+
+    def __init__(self, store: HitlStore, default_timeout_seconds: float, clock: Callable[[], float] | None = None) -> None:
+        self._store = store
+        self._timeout = default_timeout_seconds
+        self._clock = clock or store.clock
+
+    async def record(self, scope: RunScope, confirmation_ids: dict[str, str]) -> HitlRecord | None:
+        if not scope.hitl:
+            return None
+        (question,) = scope.hitl  # the tool refuses a second question in the same turn
+        confirmation_id = confirmation_ids.get(question.call_id)
+        if confirmation_id is None:
+            raise RuntimeError(f"ADK did not pause hitl_request call {question.call_id}")
+        now = self._clock()
+        timeout = question.args.timeoutMs / 1000 if question.args.timeoutMs else self._timeout
+        record = HitlRecord(
+            id=question.request_id, task_id=scope.task_id, context_id=scope.context_id,
+            confirmation_id=confirmation_id, call_id=question.call_id, tool=question.tool, args=question.args,
+            created_at=now, expires_at=now + timeout, updated_at=now,
+        )
+        await self._store.add(record)
+        return record
+
+
+__all__ = ["HitlMetrics", "HitlTool", "PendingQuestion", "QuestionRecorder", "build_tools", "declaration", "error_result"]
