@@ -86,6 +86,7 @@ class Ledger:
     def check(self, rpc: Rpc, convs: list[Conversation]) -> None:
         runs = self.ok_runs()
         problems = []
+        assert len({c.path for c in convs}) == len(convs), "each conversation must delete its own file"
         for conv in convs:
             task = rpc.get_task(conv.task["id"])  # no task lost: each one is still there
             text = status_text(task)

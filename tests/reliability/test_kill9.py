@@ -56,7 +56,8 @@ def test_kill_9_cycles_lose_nothing_and_run_nothing_twice(tmp_path: Path) -> Non
             convs = [pause(rpc, tools, f"f{i}.txt") for i in range(4)]
             pending = list(convs)
             for cycle in range(CYCLES):
-                convs += [pause(rpc, tools, f"f{len(convs)}.txt") for _ in range(random.randint(1, 2))]
+                for _ in range(random.randint(1, 2)):
+                    convs.append(pause(rpc, tools, f"f{len(convs)}.txt"))
                 pending = [c for c in convs if c.decision is None]
                 chosen = random.sample(pending, k=min(len(pending), random.randint(1, 3)))
                 for conv in chosen:
@@ -89,7 +90,7 @@ def test_kill_9_cycles_lose_nothing_and_run_nothing_twice(tmp_path: Path) -> Non
 def test_kill_9_during_resumes_then_resend_runs_nothing_twice(tmp_path: Path) -> None:
     """Every pending approval sent at once and the runtime killed right away, at varying moments."""
     random = rng("kill9-resumes")
-    rounds = max(2, CYCLES // 5)
+    rounds = max(1, CYCLES // 5)
     with demo_tools(tmp_path / "tools") as tools:
         proc = RuntimeProcess(write_manifests(tmp_path / "m", tools.url), tmp_path / "state", tmp_path / "runtime.log")
         proc.start()
