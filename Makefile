@@ -5,7 +5,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 BENCH_STAMP := $(VENV)/.bench-stamp
 
-.PHONY: demo test lint render e2e-kind bench bench-quick soak clean
+.PHONY: demo test lint render e2e-kind bench bench-quick soak postgres-bin clean
+
+# `make soak` counts (each overridable: `make soak GATEHOUSE_SOAK_CYCLES=20`)
+GATEHOUSE_SOAK_CYCLES ?= 100
+GATEHOUSE_SOAK_CONVERSATIONS ?= 60
+GATEHOUSE_FUZZ_EXAMPLES ?= 10000
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,9 +28,31 @@ render: $(STAMP)
 		-f examples/file-manager/modelconfig.yaml -f examples/file-manager/mcp-server.yaml
 
 ## test: lint, then every test (unit, golden, end-to-end on 127.0.0.1)
-test: $(STAMP)
+test: $(STAMP) postgres-bin
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
+
+## postgres-bin: Debian's PostgreSQL server binaries for the replica tests (tests/support/postgres.py), only when missing
+postgres-bin:
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+	|| [ -n "$$GATEHOUSE_TEST_POSTGRES_URL" ] \
+	|| if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's postgresql package for the replica tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's postgresql package for the replica tests (sudo)"; \
+		sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	else \
+		echo "NOTE: no PostgreSQL binaries (initdb) and no way to install them here (not root, no apt-get or sudo)."; \
+		echo "      Install Debian's 'postgresql' package, or set GATEHOUSE_TEST_POSTGRES_URL; under CI=true the"; \
+		echo "      replica tests then fail instead of being skipped."; \
+	fi
+
+## soak: the reliability tests with large counts (kill -9 cycles, concurrent conversations) and 10000 fuzz examples
+soak: $(STAMP)
+	GATEHOUSE_SOAK_CYCLES=$(GATEHOUSE_SOAK_CYCLES) GATEHOUSE_SOAK_CONVERSATIONS=$(GATEHOUSE_SOAK_CONVERSATIONS) \
+	GATEHOUSE_FUZZ_EXAMPLES=$(GATEHOUSE_FUZZ_EXAMPLES) \
+		$(PY) -m pytest -q --timeout=7200 tests/reliability tests/test_fuzz.py
 
 ## e2e-kind: the chart and image on a real kind cluster (needs a Docker engine and kind; skipped, with why, without)
 e2e-kind: $(STAMP)

@@ -2,6 +2,11 @@ from __future__ import annotations
 
 import pytest
 
+# The throwaway PostgreSQL server (session) and a fresh database per test: see tests/support/postgres.py.
+from tests.support.postgres import postgres_database_url, postgres_server
+
+__all__ = ["postgres_database_url", "postgres_server", "update_golden"]
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(

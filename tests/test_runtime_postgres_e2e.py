@@ -1,14 +1,13 @@
 """Two runtime replicas sharing one Postgres database: a pause made on one is decided on the other, a
 replay on either runs nothing, and a replica killed with an approval pending loses nothing.
 
-Needs a reachable Postgres and the ``postgres`` extra (asyncpg): set ``GATEHOUSE_TEST_POSTGRES_URL``,
-e.g. ``postgresql+asyncpg://user@127.0.0.1:5432/gatehouse``.
+The Postgres server is started by the test set-up (:mod:`tests.support.postgres`: a throwaway server from
+Debian's ``postgresql`` binaries, one fresh database per test); ``GATEHOUSE_TEST_POSTGRES_URL``, e.g.
+``postgresql+asyncpg://user@127.0.0.1:5432/gatehouse``, points the tests at an existing one instead.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,20 +16,15 @@ import pytest
 from agent_runtime import wire
 from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, state, status_text, write_manifests
 
-URL = os.environ.get("GATEHOUSE_TEST_POSTGRES_URL", "")
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(not URL, reason="set GATEHOUSE_TEST_POSTGRES_URL to a Postgres database to run the replica tests"),
-    pytest.mark.skipif(importlib.util.find_spec("asyncpg") is None, reason="the postgres extra (asyncpg) is not installed"),
-]
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def replicas(tmp_path: Path) -> Iterator[tuple[Tools, RuntimeProcess, RuntimeProcess]]:
+def replicas(tmp_path: Path, postgres_database_url: str) -> Iterator[tuple[Tools, RuntimeProcess, RuntimeProcess]]:
     with demo_tools(tmp_path / "tools") as tools:
         files = write_manifests(tmp_path / "m", tools.url)
-        a = RuntimeProcess(files, tmp_path / "a", tmp_path / "a.log", ["--database-url", URL])
-        b = RuntimeProcess(files, tmp_path / "b", tmp_path / "b.log", ["--database-url", URL])
+        a = RuntimeProcess(files, tmp_path / "a", tmp_path / "a.log", ["--database-url", postgres_database_url])
+        b = RuntimeProcess(files, tmp_path / "b", tmp_path / "b.log", ["--database-url", postgres_database_url])
         a.start()
         b.start()
         try:

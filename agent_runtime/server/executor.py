@@ -45,12 +45,18 @@ from agent_runtime.server.turns import TurnOutcome, TurnRunner
 log = logging.getLogger(__name__)
 
 INTERNAL_DECISION = "gatehouse.internal_decision"
+DECIDED_ELSEWHERE = "gatehouse.decided_elsewhere"
 RECOVERY_GRACE_SECONDS = 30.0
 TERMINAL_STATES = frozenset({
     TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED,
 })
 INTERRUPT_METADATA = {"interrupt_type": wire.INTERRUPT_TOOL_APPROVAL}
 OUTCOME_LABEL = {"approved": "approved", "denied": "denied", "expired": "timeout"}
+
+
+class DecidedElsewhere(Exception):
+    """A decision that lost to another request (another replica is resuming the task): write nothing, the winner
+    owns the task; ``execute`` flags it in the call context and the request handler answers "Already decided"."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,17 @@ class GatehouseExecutor(AgentExecutor):
         internal = context.call_context.state.get(INTERNAL_DECISION) if context.call_context else None
         if internal is None and context.call_context:
             internal = context.call_context.state.get(hitl_flow.INTERNAL_HITL)
+        try:
+            await self._execute(context, task, message, updater, internal, event_queue)
+        except DecidedElsewhere:
+            if context.call_context is not None:
+                context.call_context.state[DECIDED_ELSEWHERE] = True
+
+    async def _execute(
+        self, context: RequestContext, task: Task | None, message: Message, updater: TaskUpdater, internal: Any,
+        event_queue: EventQueue,
+    ) -> None:
+        assert context.task_id and context.context_id
         if task is None:
             await event_queue.enqueue_event(new_task_from_user_message(message))
             await self._new_turn(context.task_id, context.context_id, message, updater)
@@ -98,6 +115,8 @@ class GatehouseExecutor(AgentExecutor):
             records = await self._approvals.for_task(task.id)
             if self._stalled(records):
                 return await self._recover(task, records, updater)
+            if records and not any(r.status == "pending" for r in records):
+                raise DecidedElsewhere  # being resumed (by another replica): write nothing
             state = TaskState.Name(task.status.state)
             await updater.update_status(
                 task.status.state, message=_text(updater, f"This task is not waiting for a decision ({state}).")
@@ -176,6 +195,8 @@ class GatehouseExecutor(AgentExecutor):
             except wire.DecisionError as exc:
                 if self._stalled(records):  # decided by another channel, or a restart cut the resume short
                     return await self._recover(task, records, updater, note=_decided_elsewhere(records))
+                if not pending and records:
+                    raise DecidedElsewhere from None  # a duplicate that lost the race (to another replica)
                 replayed = _already_decided_ids(message, records)
                 error = str(AlreadyDecided(replayed)) if replayed else str(exc)
                 return await self._still_waiting(updater, pending, error)
@@ -185,10 +206,10 @@ class GatehouseExecutor(AgentExecutor):
         except AlreadyDecided as exc:
             if isinstance(internal, InternalDecision):
                 return  # another channel decided first: the task is theirs, leave it exactly as it is
-            if pending:  # list only what is still pending (another channel may just have decided some)
-                lost = {r.id for r in exc.records}
-                return await self._still_waiting(updater, [r for r in pending if r.id not in lost], str(exc))
-            return await updater.update_status(task.status.state, message=_text(updater, str(exc)))
+            pending = await self._approvals.for_task(task.id, pending_only=True)  # what is left after the winner
+            if pending:
+                return await self._still_waiting(updater, pending, str(exc))
+            raise DecidedElsewhere from None
         self._metrics.pending.dec(len(decided))
         for r in decided:
             self._metrics.decisions.labels(outcome=OUTCOME_LABEL[r.status], source=source).inc()
@@ -337,4 +358,11 @@ def _timeout_note(records: list[ApprovalRecord]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["INTERNAL_DECISION", "GatehouseExecutor", "InternalDecision", "with_decided_siblings"]
+__all__ = [
+    "DECIDED_ELSEWHERE",
+    "INTERNAL_DECISION",
+    "DecidedElsewhere",
+    "GatehouseExecutor",
+    "InternalDecision",
+    "with_decided_siblings",
+]

@@ -9,13 +9,17 @@ streamed to any client subscribed to the task, and recorded in the task history 
 itself is the audit record of who decided).
 
 :class:`GatehouseRequestHandler` also answers a message sent to a finished task — a replayed decision —
-with "Already decided: …" instead of a protocol error; nothing is run again.
+with "Already decided: …" instead of a protocol error; nothing is run again. Messages to one task are
+handled one at a time in this process, so of concurrent duplicate decisions exactly one is applied and every
+other sender is told "Already decided" (a2a-sdk alone would hand each of them the winner's finished task).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from a2a.helpers import new_data_part, new_text_part
@@ -27,7 +31,7 @@ from a2a.utils.errors import UnsupportedOperationError
 from agent_runtime.approvals import AlreadyDecided, ApprovalService, Resolution
 from agent_runtime.approvals.hitl_store import HitlStore
 from agent_runtime.server import hitl_flow
-from agent_runtime.server.executor import INTERNAL_DECISION, OUTCOME_LABEL, InternalDecision
+from agent_runtime.server.executor import DECIDED_ELSEWHERE, INTERNAL_DECISION, OUTCOME_LABEL, InternalDecision
 
 
 class GatehouseRequestHandler(DefaultRequestHandler):
@@ -37,20 +41,55 @@ class GatehouseRequestHandler(DefaultRequestHandler):
         super().__init__(*args, **kwargs)
         self._approvals = approvals
         self._hitl = hitl
+        self._task_locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def _one_at_a_time(self, task_id: str) -> AsyncIterator[None]:
+        """Serialise the messages to one task (a new task has no id yet: nothing to wait for)."""
+        if not task_id:
+            yield
+            return
+        lock, users = self._task_locks.get(task_id, (asyncio.Lock(), 0))
+        self._task_locks[task_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._task_locks[task_id]
+            if users == 1:
+                del self._task_locks[task_id]
+            else:
+                self._task_locks[task_id] = (lock, users - 1)
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
-        try:
-            return await super().on_message_send(params, context)
-        except UnsupportedOperationError as exc:
-            return await self._finished(params, exc)
+        async with self._one_at_a_time(params.message.task_id):
+            try:
+                result = await super().on_message_send(params, context)
+            except UnsupportedOperationError as exc:
+                return await self._finished(params, exc)
+            if context.state.get(DECIDED_ELSEWHERE):
+                return await self._already_decided(params)
+            return result
 
     async def on_message_send_stream(self, params: SendMessageRequest, context: ServerCallContext) -> AsyncGenerator[Any, None]:
-        stream = super().on_message_send_stream(params, context)
-        try:
-            async for event in stream:
-                yield event
-        except UnsupportedOperationError as exc:
-            yield await self._finished(params, exc)
+        async with self._one_at_a_time(params.message.task_id):
+            stream = super().on_message_send_stream(params, context)
+            try:
+                async for event in stream:
+                    yield event
+            except UnsupportedOperationError as exc:
+                yield await self._finished(params, exc)
+            else:
+                if context.state.get(DECIDED_ELSEWHERE):
+                    yield await self._already_decided(params)
+
+    async def _already_decided(self, params: SendMessageRequest) -> Message:
+        records = await self._approvals.for_task(params.message.task_id)
+        return Message(
+            role=Role.ROLE_AGENT, message_id=str(uuid.uuid4()), task_id=params.message.task_id,
+            context_id=params.message.context_id,
+            parts=[new_text_part(str(AlreadyDecided([r for r in records if r.status != "pending"])))],
+        )
 
     async def _finished(self, params: SendMessageRequest, exc: UnsupportedOperationError) -> Message:
         task_id = params.message.task_id

@@ -80,7 +80,7 @@ class RuntimeProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 45.0) -> None:
+    def start(self, timeout: float = 120.0) -> None:  # generous: start-up is slow on a loaded 2-core machine
         args = [*RUNTIME_CMD, "serve", "--port", str(self.port), "--state-dir", str(self.state_dir), *self.extra_args]
         for f in self.files:
             args += ["-f", str(f)]

@@ -1,0 +1,110 @@
+"""Shared pieces of the reliability suite: counts that ``make soak`` raises, and the exactly-once ledger.
+
+``make test`` runs every test here with small counts; ``make soak`` sets ``GATEHOUSE_SOAK_CYCLES`` (kill -9
+cycles) and ``GATEHOUSE_SOAK_CONVERSATIONS`` (concurrent conversations) to large ones. ``GATEHOUSE_SOAK_SEED``
+replays a run's random choices (each test prints the seed it used).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from agent_runtime import wire
+from tests.support.runtime import Rpc, Tools, state, status_text
+
+__all__ = ["Conversation", "Ledger", "count", "rng", "send_decision"]
+
+COMPLETED = "TASK_STATE_COMPLETED"
+PAUSED = "TASK_STATE_INPUT_REQUIRED"
+
+
+def count(name: str, small: int) -> int:
+    """``small`` under ``make test``; the value of the environment variable ``name`` when it is set."""
+    return max(1, int(os.environ.get(name, small)))
+
+
+def rng(test: str) -> random.Random:
+    seed = int(os.environ.get("GATEHOUSE_SOAK_SEED", time.time_ns() % 1_000_000))
+    print(f"{test}: GATEHOUSE_SOAK_SEED={seed}")
+    return random.Random(seed)
+
+
+@dataclass
+class Conversation:
+    """One paused ``delete <path>`` task and what the test decided for it."""
+
+    path: str
+    task: dict[str, Any]
+    decision: str | None = None  # "approve" | "deny"
+    replies: list[str] = field(default_factory=list)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return wire.approve_all() if self.decision == "approve" else wire.deny_all(f"keep {self.path}")
+
+
+def send_decision(rpc_url: str, conv: Conversation, timeout: float = 60.0) -> dict[str, Any] | None:
+    """Send ``conv``'s decision; the JSON-RPC result, or None when the runtime died under the request."""
+    rpc = Rpc(rpc_url)
+    rpc.client.timeout = httpx.Timeout(timeout)
+    try:
+        result = rpc.send(data=conv.data, task=conv.task)
+    except (httpx.TransportError, httpx.HTTPStatusError):
+        return None
+    finally:
+        rpc.client.close()
+    reply = status_text(result["task"]) if "task" in result else result["message"]["parts"][0]["text"]
+    conv.replies.append(reply)
+    return result
+
+
+def send_all(rpc_url: str, convs: list[Conversation], workers: int = 16) -> list[dict[str, Any] | None]:
+    """Every decision at once, from ``workers`` threads; results in order."""
+    if not convs:
+        return []
+    with ThreadPoolExecutor(max_workers=min(workers, len(convs))) as pool:
+        return list(pool.map(lambda c: send_decision(rpc_url, c), convs))
+
+
+class Ledger:
+    """Checks exactly-once against the demo-tools journal (``ok: true`` lines per path)."""
+
+    def __init__(self, tools: Tools) -> None:
+        self.tools = tools
+
+    def ok_runs(self) -> Counter[str]:
+        return Counter(x["args"].get("path") for x in self.tools.executions("delete_file") if x.get("ok"))
+
+    def check(self, rpc: Rpc, convs: list[Conversation]) -> None:
+        runs = self.ok_runs()
+        problems = []
+        assert len({c.path for c in convs}) == len(convs), "each conversation must delete its own file"
+        for conv in convs:
+            task = rpc.get_task(conv.task["id"])  # no task lost: each one is still there
+            text = status_text(task)
+            if state(task) != COMPLETED:
+                problems.append(f"{conv.path}: task {conv.task['id']} is {state(task)}: {text!r}")
+            exists = (self.tools.sandbox / conv.path).exists()
+            if conv.decision == "approve" and (runs[conv.path] != 1 or exists):
+                problems.append(f"{conv.path}: approved, ran {runs[conv.path]} times, file exists={exists}; {conv.replies}")
+            if conv.decision == "deny" and (runs[conv.path] != 0 or not exists):
+                problems.append(f"{conv.path}: denied, ran {runs[conv.path]} times, file exists={exists}; {conv.replies}")
+            if conv.decision is None:
+                problems.append(f"{conv.path}: never decided")
+        assert not problems, "\n".join(problems)
+
+
+def pause(rpc: Rpc, tools: Tools, path: str) -> Conversation:
+    """A new conversation paused on ``delete <path>`` (the file is created first)."""
+    (tools.sandbox / path).write_text(path)
+    task = rpc.send(f"delete {path}")["task"]
+    assert state(task) == PAUSED, status_text(task)
+    return Conversation(path, task)
