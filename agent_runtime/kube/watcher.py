@@ -7,7 +7,9 @@ server restarted) it lists again and carries on, so no decision is lost.
 A decision is applied through :meth:`Resumer.resume <agent_runtime.server.resume.Resumer.resume>` for that
 one request, with ``source="kubectl"``: the executor records it exactly once (a request decided elsewhere
 first is left alone) and resumes the task as soon as none of its requests is pending, with every
-resolution of the batch. Whatever happened, the mirror then writes the request's real outcome into the
+resolution of the batch. A ``spec.decision`` on a ToolApproval that mirrors a ``hitl_request`` question
+(label ``gatehouse.dev/kind: hitl_request``) is never applied: a question is answered in the chat (A2A),
+not approved; the watcher logs a warning and the question stays open. Whatever happened, the mirror then writes the request's real outcome into the
 ToolApproval's status, so a late kubectl decision shows who really decided.
 """
 
@@ -43,6 +45,7 @@ class DecisionWatcher:
         self._watch_seconds = watch_seconds
         self._max_backoff = max_backoff
         self._inflight: dict[str, asyncio.Task[None]] = {}
+        self._warned: set[str] = set()  # hitl_request ToolApprovals whose decision was ignored (warned once)
         self._task: asyncio.Task[None] | None = None
         self.relists = 0
 
@@ -104,6 +107,13 @@ class DecisionWatcher:
         decision = spec.get("decision")
         request_id = spec.get("requestId")
         if not decision or not request_id or status.get("phase", "Pending") != "Pending":
+            return
+        if objects.is_hitl(obj) or str(request_id).startswith("hitl-"):
+            name = (obj.get("metadata") or {}).get("name", "")
+            if name not in self._warned:
+                self._warned.add(name)
+                log.warning("kube: decision on %s ignored: it is a hitl_request question from the model, answered in "
+                            "the chat (A2A), not approved or denied", name)
             return
         if request_id in self._inflight:
             return
