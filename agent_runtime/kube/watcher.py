@@ -7,10 +7,12 @@ server restarted) it lists again and carries on, so no decision is lost.
 A decision is applied through :meth:`Resumer.resume <agent_runtime.server.resume.Resumer.resume>` for that
 one request, with ``source="kubectl"``: the executor records it exactly once (a request decided elsewhere
 first is left alone) and resumes the task as soon as none of its requests is pending, with every
-resolution of the batch. A ``spec.decision`` on a ToolApproval that mirrors a ``hitl_request`` question
-(label ``gatehouse.dev/kind: hitl_request``) is never applied: a question is answered in the chat (A2A),
-not approved; the watcher logs a warning and the question stays open. Whatever happened, the mirror then writes the request's real outcome into the
+resolution of the batch. Whatever happened, the mirror then writes the request's real outcome into the
 ToolApproval's status, so a late kubectl decision shows who really decided.
+
+A ``spec.decision`` on a ToolApproval that mirrors a ``hitl_request`` question (label ``gatehouse.dev/kind:
+hitl_request``) is never applied: a question is answered in the chat (A2A), not approved or denied; the
+watcher logs a warning (once per object) and the question stays open.
 """
 
 from __future__ import annotations
