@@ -94,3 +94,24 @@ async def test_a_kubectl_decision_on_a_question_is_ignored(app: App, caplog: pyt
     assert state(done) == "TASK_STATE_COMPLETED"
     final = await until(lambda: phase(app.approval(prompt.id)) == "Approved" and app.approval(prompt.id), what="Approved")
     assert final["status"]["decidedBy"] == "a2a client"
+
+
+async def test_reconcile_catches_up_with_open_and_finished_questions(app: App) -> None:  # noqa: F811
+    kube = app.runtime.kube
+    assert kube is not None
+    open_task = (await app.send("ask Left open?"))["task"]
+    open_prompt = _prompt(open_task)
+    done_task = (await app.send("ask Finished?"))["task"]
+    done_prompt = _prompt(done_task)
+    await until(lambda: phase(app.approval(done_prompt.id)) == "Pending", what="mirrored")
+    await kube.mirror.drained()
+    # As if the API missed everything: one object is gone, the other's outcome never reached it.
+    await kube.client.delete(kube.mirror.path(approval_name("file-manager", open_prompt.id)))
+    app.api.emulator.forbid("PATCH", "/status$", status=403)  # refused for good: dropped
+    await app.send(data={"decision_type": "cancel"}, task=done_task)
+    await kube.mirror.drained()
+    app.api.emulator.allow_all()
+    assert app.approval(open_prompt.id) is None and phase(app.approval(done_prompt.id)) == "Pending"
+    await kube.mirror.reconcile()
+    await until(lambda: phase(app.approval(open_prompt.id)) == "Pending", what="the open question again")
+    await until(lambda: phase(app.approval(done_prompt.id)) == "Denied", what="the finished one's outcome")
