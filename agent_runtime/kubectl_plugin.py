@@ -18,6 +18,8 @@ from rich.console import Console
 from agent_runtime.resources import GROUP, VERSION
 
 PLURAL = "toolapprovals"
+LABEL_KIND = "gatehouse.dev/kind"
+HITL = "hitl_request"
 app = typer.Typer(help="Decide Gatehouse tool approvals.", no_args_is_help=True)
 out = Console(soft_wrap=True, highlight=False)
 err = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -88,6 +90,12 @@ def _age(timestamp: str | None) -> str:
     return f"{max(seconds, 0)}s"
 
 
+def kind_of(obj: dict[str, Any]) -> str:
+    """``tool_approval`` or ``hitl_request`` (a question from the model): the label, else told by the tool."""
+    label = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_KIND)
+    return label or (HITL if (obj.get("spec") or {}).get("tool") == HITL else "tool_approval")
+
+
 def phase_of(obj: dict[str, Any]) -> str:
     return (obj.get("status") or {}).get("phase") or "Pending"
 
@@ -114,7 +122,7 @@ def list_approvals(
     show_all: bool = typer.Option(False, "--all", help="Include decided ones, not only Pending."),
     context: str | None = typer.Option(None, "--context"),
 ) -> None:
-    """List pending tool approvals."""
+    """List pending tool approvals and the model's hitl_request questions (KIND tells them apart)."""
     client = _api(context)
     api = client.CustomObjectsApi()
     selector = f"gatehouse.dev/agent={agent}" if agent else None
@@ -134,11 +142,11 @@ def list_approvals(
     if not items:
         out.print("No pending approvals." if not show_all else "No approvals.")
         return
-    header = (["NAMESPACE"] if all_namespaces else []) + ["NAME", "AGENT", "TOOL", "ARGS", "PHASE", "AGE"]
+    header = (["NAMESPACE"] if all_namespaces else []) + ["NAME", "AGENT", "KIND", "TOOL", "ARGS", "PHASE", "AGE"]
     rows = []
     for item in sorted(items, key=lambda i: i["metadata"].get("creationTimestamp") or ""):
         args = json.dumps(item["spec"].get("arguments") or {}, sort_keys=True)
-        row = [item["metadata"]["name"], item["spec"]["agentRef"], item["spec"]["tool"],
+        row = [item["metadata"]["name"], item["spec"]["agentRef"], kind_of(item), item["spec"]["tool"],
                args if len(args) <= 48 else args[:45] + "...", phase_of(item), _age(item["metadata"].get("creationTimestamp"))]
         rows.append(([item["metadata"]["namespace"]] if all_namespaces else []) + row)
     typer.echo(columns(header, rows))
@@ -169,6 +177,7 @@ def describe(
     obj = _get(client, name, ns, "read")
     spec, status = obj["spec"], obj.get("status") or {}
     out.print(f"[bold]Name:[/]        {name}\n[bold]Namespace:[/]   {ns}\n[bold]Agent:[/]       {spec['agentRef']}")
+    out.print(f"[bold]Kind:[/]        {kind_of(obj)}")
     out.print(f"[bold]Tool:[/]        {spec['tool']}\n[bold]Phase:[/]       {phase_of(obj)}")
     out.print(f"[bold]Hint:[/]        {spec.get('hint', '')}")
     out.print(f"[bold]Context:[/]     {spec['contextId']}\n[bold]Task:[/]        {spec['taskId']}")
@@ -185,6 +194,9 @@ def describe(
 def decide(client: Any, name: str, namespace: str, action: str, reason: str) -> dict[str, Any]:
     """Write the decision; raise PluginError when it is not found, already decided or forbidden."""
     obj = _get(client, name, namespace)
+    if kind_of(obj) == HITL:
+        raise PluginError(f'toolapproval "{name}" is a hitl_request: this is a question from the model; answer it in '
+                          "the chat (A2A). Nothing changed")
     if obj["spec"].get("decision") or phase_of(obj) != "Pending":
         decided = obj["spec"].get("decision") or {}
         by = (obj.get("status") or {}).get("decidedBy") or decided.get("decidedBy") or "?"

@@ -140,8 +140,15 @@ class HitlStore:
         self.clock = clock
         self._listeners: list[HitlListener] = []
 
-    def subscribe(self, listener: HitlListener) -> None:
+    def subscribe(self, listener: HitlListener) -> Callable[[], None]:
+        """Add a listener; returns the function that removes it again."""
         self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
 
     async def _publish(self, kind: str, record: HitlRecord) -> None:
         for listener in list(self._listeners):
@@ -206,6 +213,11 @@ class HitlStore:
             .order_by(questions.c.expires_at)
             .limit(limit)
         )
+        return await self._select(stmt)
+
+    async def open_questions(self, limit: int = 100_000) -> list[HitlRecord]:
+        """Every open question, oldest first (the Kubernetes mirror catches up with them at start-up)."""
+        stmt = select(questions).where(questions.c.stage != "done").order_by(questions.c.created_at).limit(limit)
         return await self._select(stmt)
 
     async def open_count(self) -> int:

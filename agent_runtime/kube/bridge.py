@@ -11,6 +11,7 @@ import asyncio
 import logging
 
 from agent_runtime.approvals import ApprovalService
+from agent_runtime.approvals.hitl_store import HitlStore
 from agent_runtime.kube import objects
 from agent_runtime.kube.client import KubeClient
 from agent_runtime.kube.mirror import Mirror
@@ -24,15 +25,16 @@ log = logging.getLogger(__name__)
 class KubeBridge:
     def __init__(
         self, settings: KubeSettings, agent: str, approvals: ApprovalService, resumer: Resumer,
-        client: KubeClient | None = None,
+        client: KubeClient | None = None, hitl: HitlStore | None = None,
     ) -> None:
         self.settings = settings
         self.agent = agent
         self.client = client or KubeClient.connect(settings.kubeconfig, settings.in_cluster)
-        self.mirror = Mirror(self.client, approvals, agent, settings.namespace, settings.retention_seconds)
+        self.mirror = Mirror(self.client, approvals, agent, settings.namespace, settings.retention_seconds, hitl=hitl)
         self.watcher = DecisionWatcher(self.client, self.mirror, approvals, resumer, settings.watch_seconds)
         self._approvals = approvals
         self._unsubscribe = approvals.events.subscribe(self.mirror.on_event)
+        self._unsubscribe_hitl = hitl.subscribe(self.mirror.hitl_listener) if hitl is not None else None
         self._reconciler: asyncio.Task[None] | None = None
 
     def approval_name(self, request_id: str) -> str:
@@ -57,6 +59,8 @@ class KubeBridge:
 
     async def stop(self) -> None:
         self._unsubscribe()
+        if self._unsubscribe_hitl is not None:
+            self._unsubscribe_hitl()
         if self._reconciler is not None:
             self._reconciler.cancel()
             await asyncio.gather(self._reconciler, return_exceptions=True)

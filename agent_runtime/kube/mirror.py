@@ -13,6 +13,12 @@ refuses for good — a 4xx other than 409/429 — is logged and dropped). What i
 - an Event on the Agent per request and per outcome (best effort: three tries);
 - the Agent's ``status.pendingApprovals`` when the count changed, once the queue is drained.
 
+A ``hitl_request`` question is mirrored the same way (:meth:`Mirror.hitl_listener`, subscribed to the
+:class:`~agent_runtime.approvals.hitl_store.HitlStore`): a ToolApproval labelled ``gatehouse.dev/kind:
+hitl_request`` (:func:`~agent_runtime.kube.objects.hitl_approval`), Pending while open, then Approved,
+Denied, Canceled or Expired (:func:`~agent_runtime.kube.objects.hitl_status`). It gets no Events and does
+not count in ``pendingApprovals`` (which counts tool approvals only), and kubectl cannot answer it.
+
 Finished ToolApprovals are deleted ``retention_seconds`` after their decision; at start-up
 :meth:`Mirror.reconcile` catches up with what happened while the runtime or the API was down.
 """
@@ -29,6 +35,7 @@ from typing import Any
 
 from agent_runtime.approvals import ApprovalRecord, ApprovalService
 from agent_runtime.approvals.events import ApprovalEvent
+from agent_runtime.approvals.hitl_store import HitlRecord, HitlStore
 from agent_runtime.kube import objects
 from agent_runtime.kube.client import KubeClient, KubeError
 from agent_runtime.resources import GROUP, VERSION
@@ -57,9 +64,11 @@ class Mirror:
         retention_seconds: float = 3600.0,
         clock: Callable[[], float] = time.time,
         max_backoff: float = 30.0,
+        hitl: HitlStore | None = None,
     ) -> None:
         self._client = client
         self._approvals = approvals
+        self._hitl = hitl
         self.agent = agent
         self.namespace = namespace
         self._retention = retention_seconds
@@ -108,6 +117,16 @@ class Mirror:
         self._put(f"sync {name}", lambda: self._sync(record, who), attempts=0)
         if announce:
             self._put(f"event {name}", lambda: self._event(record, who), attempts=3)
+
+    def hitl_listener(self, kind: str, record: HitlRecord) -> None:
+        """:meth:`HitlStore.subscribe <agent_runtime.approvals.hitl_store.HitlStore.subscribe>` listener: a question
+        is mirrored as a ToolApproval labelled ``gatehouse.dev/kind: hitl_request`` (no Events, and it does not
+        count in the Agent's ``pendingApprovals``, which counts tool approvals only)."""
+        self.sync_hitl(record)
+
+    def sync_hitl(self, record: HitlRecord) -> None:
+        name = objects.approval_name(self.agent, record.id)
+        self._put(f"sync {name}", lambda: self._sync_hitl(record), attempts=0)
 
     def _put(self, what: str, op: Op, attempts: int) -> None:
         self._idle.clear()
@@ -179,9 +198,8 @@ class Mirror:
             self._owner_looked_up = True
         return self._owner
 
-    async def _create(self, record: ApprovalRecord) -> bool:
+    async def _create(self, body: dict[str, Any]) -> bool:
         """Create the ToolApproval; False when it exists already."""
-        body = objects.tool_approval(record, self.agent, self.namespace, await self._agent())
         try:
             await self._client.create(self.collection, body)
             return True
@@ -191,10 +209,27 @@ class Mirror:
             raise
 
     async def _sync(self, record: ApprovalRecord, decided_by: str = "") -> None:
-        name = objects.approval_name(self.agent, record.id)
-        status = objects.status(record, decided_by)
-        if record.status == "pending":
-            if await self._create(record):
+        async def body() -> dict[str, Any]:
+            return objects.tool_approval(record, self.agent, self.namespace, await self._agent())
+
+        finished = None if record.status == "pending" else record.decided_at or self._clock()
+        await self._write(objects.approval_name(self.agent, record.id), body, objects.status(record, decided_by), finished)
+
+    async def _sync_hitl(self, record: HitlRecord) -> None:
+        async def body() -> dict[str, Any]:
+            return objects.hitl_approval(record, self.agent, self.namespace, await self._agent())
+
+        finished = None if record.open else record.updated_at or self._clock()
+        await self._write(objects.approval_name(self.agent, record.id), body, objects.hitl_status(record), finished)
+
+    async def _write(
+        self, name: str, body: Callable[[], Awaitable[dict[str, Any]]], status: dict[str, Any], finished: float | None
+    ) -> None:
+        """Create-if-missing and set the status; a Pending status only right after creating (never undoes an outcome)."""
+        if finished is None:
+            if await self._create(await body()):
+                await self._client.merge_patch(f"{self.path(name)}/status", {"status": status})
+            elif status.get("reason"):  # a question waiting for its confirmation says what was chosen
                 await self._client.merge_patch(f"{self.path(name)}/status", {"status": status})
             return
         try:
@@ -202,9 +237,9 @@ class Mirror:
         except KubeError as exc:
             if exc.status != 404:
                 raise
-            await self._create(record)
+            await self._create(await body())
             await self._client.merge_patch(f"{self.path(name)}/status", {"status": status})
-        self._finished[name] = record.decided_at or self._clock()
+        self._finished[name] = finished
 
     async def _event(self, record: ApprovalRecord, decided_by: str = "") -> None:
         agent = await self._agent() or {"metadata": {"name": self.agent, "namespace": self.namespace}}
@@ -235,11 +270,20 @@ class Mirror:
         for records in pending.values():
             for record in records:
                 self.sync(record)
+        if self._hitl is not None:
+            for question in await self._hitl.open_questions():
+                self.sync_hitl(question)
         listed = await self._client.get(self.collection, {"labelSelector": objects.selector(self.agent)})
         for item in listed.get("items", []):
             self.observe(item)
             spec, phase = item.get("spec") or {}, (item.get("status") or {}).get("phase", "Pending")
             if phase != "Pending" or not spec.get("taskId"):
+                continue
+            if objects.is_hitl(item):
+                if self._hitl is not None:
+                    for question in await self._hitl.for_task(spec["taskId"]):
+                        if question.id == spec.get("requestId") and not question.open:
+                            self.sync_hitl(question)
                 continue
             for record in await self._approvals.for_task(spec["taskId"]):
                 if record.id == spec.get("requestId") and record.status != "pending":

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from agent_runtime.approvals import ApprovalRecord, iso_utc
+from agent_runtime.approvals.hitl_store import HitlRecord
 from agent_runtime.resources import API_VERSION
 
 PLURAL = "toolapprovals"
@@ -18,6 +19,7 @@ LABEL_AGENT = "gatehouse.dev/agent"
 LABEL_CONTEXT = "gatehouse.dev/context"
 LABEL_KIND = "gatehouse.dev/kind"
 KIND_VALUE = "tool_approval"
+KIND_HITL = "hitl_request"
 COMPONENT = "gatehouse.dev"
 FINAL_PHASES = frozenset({"Approved", "Denied", "Expired", "Canceled"})
 SOURCES = frozenset({"a2a", "kubectl", "rest", "timeout"})
@@ -84,6 +86,81 @@ def tool_approval(record: ApprovalRecord, agent: str, namespace: str, owner: dic
             "expiresAt": iso_utc(record.expires_at),
         },
     }
+
+
+def is_hitl(obj: dict[str, Any]) -> bool:
+    """Whether a ToolApproval mirrors a ``hitl_request`` question (the kind label; the tool name as a fallback)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(LABEL_KIND) == KIND_HITL or (obj.get("spec") or {}).get("tool") == KIND_HITL
+
+
+def hitl_approval(record: HitlRecord, agent: str, namespace: str, owner: dict[str, Any] | None) -> dict[str, Any]:
+    """The ToolApproval mirroring a ``hitl_request`` question: visible to kubectl, never decided through it."""
+    args = record.args
+    metadata: dict[str, Any] = {
+        "name": approval_name(agent, record.id),
+        "namespace": namespace,
+        "labels": {
+            LABEL_AGENT: label_value(agent),
+            LABEL_CONTEXT: label_value(record.context_id),
+            LABEL_KIND: KIND_HITL,
+        },
+    }
+    if owner is not None:
+        metadata["ownerReferences"] = [owner_reference(owner)]
+    arguments: dict[str, Any] = {"question": args.question, "options": list(args.options),
+                                 "requireConfirmation": args.requireConfirmation}
+    if args.defaultOption is not None:
+        arguments["defaultOption"] = args.defaultOption
+    if args.metadata:
+        arguments["metadata"] = args.metadata
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ToolApproval",
+        "metadata": metadata,
+        "spec": {
+            "agentRef": agent,
+            "contextId": record.context_id,
+            "taskId": record.task_id,
+            "requestId": record.id,
+            "callId": record.call_id,
+            "tool": KIND_HITL,
+            "arguments": arguments,
+            "hint": args.question,
+            "requestedAt": iso_utc(record.created_at),
+            "expiresAt": iso_utc(record.expires_at),
+        },
+    }
+
+
+_HITL_PHASES = {"confirmed": "Approved", "canceled": "Denied", "timeout": "Expired", "error": "Denied"}
+
+
+def hitl_status(record: HitlRecord) -> dict[str, Any]:
+    """A question's status: Pending while open; then Approved (confirmed), Denied (canceled), Expired (timeout).
+
+    A question ended by canceling its task is Canceled, as a tool approval is. ``reason`` is the result's
+    message and the selected option.
+    """
+    if record.open or record.result is None:
+        if record.stage == "confirm" and record.selected is not None:
+            return {"phase": "Pending", "reason": f"chose {record.selected!r}; waiting for a confirmation"}
+        return {"phase": "Pending"}
+    result = record.result
+    timed_out = result.source == "timeout" or record.source == "timeout"
+    current = "Canceled" if record.source == "cancel" else _HITL_PHASES.get(result.status, "Denied")
+    reason = result.message
+    if result.selected_option is not None:
+        reason = f"{reason}; selected option: {result.selected_option}"
+    out: dict[str, Any] = {
+        "phase": current,
+        "source": "timeout" if timed_out else "a2a",
+        "decidedBy": default_decider("timeout" if timed_out else "a2a"),
+        "reason": reason,
+    }
+    if record.updated_at:
+        out["decidedAt"] = iso_utc(record.updated_at)
+    return out
 
 
 def phase(record: ApprovalRecord) -> str:
@@ -156,6 +233,7 @@ def event(
 
 
 __all__ = [
-    "FINAL_PHASES", "LABEL_AGENT", "LABEL_CONTEXT", "LABEL_KIND", "PLURAL", "approval_name", "dns_label", "event",
-    "label_value", "owner_reference", "phase", "selector", "status", "tool_approval",
+    "FINAL_PHASES", "KIND_HITL", "KIND_VALUE", "LABEL_AGENT", "LABEL_CONTEXT", "LABEL_KIND", "PLURAL", "approval_name",
+    "dns_label", "event", "hitl_approval", "hitl_status", "is_hitl", "label_value", "owner_reference", "phase", "selector",
+    "status", "tool_approval",
 ]

@@ -9,6 +9,10 @@ one request, with ``source="kubectl"``: the executor records it exactly once (a 
 first is left alone) and resumes the task as soon as none of its requests is pending, with every
 resolution of the batch. Whatever happened, the mirror then writes the request's real outcome into the
 ToolApproval's status, so a late kubectl decision shows who really decided.
+
+A ``spec.decision`` on a ToolApproval that mirrors a ``hitl_request`` question (label ``gatehouse.dev/kind:
+hitl_request``) is never applied: a question is answered in the chat (A2A), not approved or denied; the
+watcher logs a warning (once per object) and the question stays open.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ class DecisionWatcher:
         self._watch_seconds = watch_seconds
         self._max_backoff = max_backoff
         self._inflight: dict[str, asyncio.Task[None]] = {}
+        self._warned: set[str] = set()  # hitl_request ToolApprovals whose decision was ignored (warned once)
         self._task: asyncio.Task[None] | None = None
         self.relists = 0
 
@@ -104,6 +109,13 @@ class DecisionWatcher:
         decision = spec.get("decision")
         request_id = spec.get("requestId")
         if not decision or not request_id or status.get("phase", "Pending") != "Pending":
+            return
+        if objects.is_hitl(obj) or str(request_id).startswith("hitl-"):
+            name = (obj.get("metadata") or {}).get("name", "")
+            if name not in self._warned:
+                self._warned.add(name)
+                log.warning("kube: decision on %s ignored: it is a hitl_request question from the model, answered in "
+                            "the chat (A2A), not approved or denied", name)
             return
         if request_id in self._inflight:
             return

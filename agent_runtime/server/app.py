@@ -166,7 +166,7 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     resumer = Resumer(handler)
     sweeper = TimeoutSweeper(approvals, resumer, config.approval.on_timeout, settings.sweep_interval)
     hitl.watch(handler, settings.sweep_interval)
-    kube = KubeBridge(settings.kube, config.name, approvals, resumer) if settings.kube else None
+    kube = KubeBridge(settings.kube, config.name, approvals, resumer, hitl=hitl.store) if settings.kube else None
     return Runtime(
         settings, db, metrics, approvals, sessions, task_store, toolsets, gate, handler, resumer, sweeper, kube=kube, hitl=hitl
     )

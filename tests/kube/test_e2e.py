@@ -124,8 +124,8 @@ def test_approve_from_kubectl_resumes_the_task(shared: Stack) -> None:
     task, rid = _gated(s, "x.txt")
     name = approval_name("file-manager", rid)
     rows = [line.split() for line in s.kubectl("get", "toolapprovals").splitlines()]
-    assert rows[0] == ["NAME", "AGENT", "TOOL", "PHASE", "AGE"]
-    assert [name, "file-manager", "delete_file", "Pending"] in [r[:4] for r in rows]
+    assert rows[0] == ["NAME", "AGENT", "KIND", "TOOL", "PHASE", "AGE"]
+    assert [name, "file-manager", "tool_approval", "delete_file", "Pending"] in [r[:5] for r in rows]
     wait_for(lambda: s.pending_count() == 1, timeout=30)
     assert "1" in s.kubectl("get", "agents", "file-manager", "-o", "jsonpath={.status.pendingApprovals}")
     listed = s.gatehouse("approvals")

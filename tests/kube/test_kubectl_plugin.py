@@ -71,7 +71,8 @@ def test_approvals_lists_pending_ones_of_the_namespace_and_filters(cluster: Runn
     code, out, _ = plugin(capsys, "approvals")
     assert code == 0
     rows = lines(out)
-    assert rows[0] == ["NAME", "AGENT", "TOOL", "ARGS", "PHASE", "AGE"]
+    assert rows[0] == ["NAME", "AGENT", "KIND", "TOOL", "ARGS", "PHASE", "AGE"]
+    assert {r[2] for r in rows[1:]} == {"tool_approval"}
     assert sorted(r[0] for r in rows[1:]) == ["fm-1", "fm-2", "other-1"]
     assert all(r[-2] == "Pending" for r in rows[1:])
 
@@ -158,6 +159,37 @@ def test_a_concurrent_decision_is_reported_as_decided_by_someone_else(
     assert "decision" not in cluster.emulator.get_object(TA, "default", "fm-1")["spec"]
 
 
+def hitl_question(name: str) -> dict[str, Any]:
+    """A ToolApproval as the runtime mirrors a hitl_request question."""
+    doc = approval(name, requestId=f"hitl-{name}", tool="hitl_request", hint="Which environment?",
+                   arguments={"question": "Which environment?", "options": ["staging", "production"],
+                              "requireConfirmation": False})
+    doc["metadata"]["labels"]["gatehouse.dev/kind"] = "hitl_request"
+    return doc
+
+
+def test_a_hitl_question_is_listed_with_its_kind_and_cannot_be_approved_or_denied(
+    cluster: RunningEmulator, kubectl: Kubectl, tmp_path: Path, capsys: Cap
+) -> None:
+    path = tmp_path / "q.json"
+    path.write_text(json.dumps(hitl_question("fm-q")))
+    kubectl("apply", "--validate=false", "-f", str(path))
+    code, out, _ = plugin(capsys, "approvals", "--agent", "file-manager")
+    kinds = {r[0]: (r[2], r[3]) for r in lines(out)[1:]}
+    assert kinds == {"fm-1": ("tool_approval", "delete_file"), "fm-2": ("tool_approval", "write_file"),
+                     "fm-q": ("hitl_request", "hitl_request")}
+    code, out, _ = plugin(capsys, "describe", "fm-q")
+    assert code == 0 and "Kind:        hitl_request" in out
+    for args in (["approve", "fm-q"], ["deny", "fm-q", "--reason", "no"]):
+        code, out, err = plugin(capsys, *args)
+        assert code == 1 and "this is a question from the model; answer it in the chat (A2A)" in err, err
+    assert "decision" not in cluster.emulator.get_object(TA, "default", "fm-q")["spec"]
+    # kubectl's own table has the KIND column too (the CRD's printer column on the label).
+    table = lines(kubectl("get", "toolapprovals"))
+    assert table[0][:3] == ["NAME", "AGENT", "KIND"]
+    assert {r[0]: r[2] for r in table[1:]}["fm-q"] == "hitl_request"
+
+
 def test_identity_errors_are_clear(cluster: RunningEmulator, capsys: Cap) -> None:
     cluster.emulator.forbid("POST", "/selfsubjectreviews$")
     code, _, err = plugin(capsys, "approve", "fm-1")
@@ -175,7 +207,7 @@ def test_the_real_plugin_path(cluster: RunningEmulator, kubectl: Kubectl) -> Non
 
     listed = run("approvals", "--agent", "file-manager")
     assert listed.returncode == 0, listed.stderr
-    assert lines(listed.stdout)[1][:3] == ["fm-1", "file-manager", "delete_file"]
+    assert lines(listed.stdout)[1][:4] == ["fm-1", "file-manager", "tool_approval", "delete_file"]
     approved = run("approve", "fm-1")
     assert approved.returncode == 0 and 'toolapproval "fm-1" approved' in approved.stdout
     again = run("approve", "fm-1")

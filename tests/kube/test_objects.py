@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from agent_runtime import hitl
 from agent_runtime.approvals import ApprovalRecord
+from agent_runtime.approvals.hitl_store import HitlRecord
 from agent_runtime.kube import detect, objects
 from tests.support import crd_validation
 
@@ -93,3 +95,59 @@ def test_detect_is_off_locally_unless_a_kubeconfig_is_given(tmp_path: Path) -> N
     (sa / "namespace").write_text("prod\n")
     pod = detect(None, None, environ={"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, service_account=sa)
     assert pod is not None and pod.in_cluster and pod.namespace == "prod" and pod.kubeconfig is None
+
+
+def question(**kw: object) -> HitlRecord:
+    base: dict[str, object] = dict(
+        id="hitl-0123456789abcdef", task_id="t-1", context_id="ctx-1", confirmation_id="c", call_id="adk-2",
+        tool="hitl_request", created_at=1_700_000_000.0, expires_at=1_700_000_900.0,
+        args=hitl.HitlArgs(question="Deploy where?", options=["staging", "prod"], defaultOption="staging",
+                           metadata={"ticket": "T-1"}, confirmationMessage="recorded"),
+    )
+    base.update(kw)
+    return HitlRecord(**base)  # type: ignore[arg-type]
+
+
+def test_a_hitl_question_is_a_tool_approval_of_its_own_kind() -> None:
+    obj = objects.hitl_approval(question(), "file-manager", "default", None)
+    assert obj["metadata"]["name"] == "file-manager-hitl-0123456789abcdef"
+    assert obj["metadata"]["labels"]["gatehouse.dev/kind"] == "hitl_request" and objects.is_hitl(obj)
+    assert not objects.is_hitl(objects.tool_approval(record(), "file-manager", "default", None))
+    spec = obj["spec"]
+    assert (spec["tool"], spec["hint"], spec["requestId"], spec["callId"]) == (
+        "hitl_request", "Deploy where?", "hitl-0123456789abcdef", "adk-2")
+    assert spec["arguments"] == {"question": "Deploy where?", "options": ["staging", "prod"], "requireConfirmation": False,
+                                 "defaultOption": "staging", "metadata": {"ticket": "T-1"}}
+    assert spec["expiresAt"] == "2023-11-14T22:28:20Z"
+    assert objects.hitl_status(question()) == {"phase": "Pending"}
+    assert crd_validation.validate({**obj, "status": objects.hitl_status(question())}) == []
+
+
+def _done(status: str, source: str, message: str, selected: str | None, record_source: str | None = None) -> HitlRecord:
+    result = hitl.HitlResult(ok=status == "confirmed", status=status, confirmed=status == "confirmed",  # type: ignore[arg-type]
+                             selected_option=selected, source=source, request_id="hitl-0123456789abcdef",  # type: ignore[arg-type]
+                             message=message)
+    return question(stage="done", selected=selected, result=result, updated_at=1_700_000_100.0,
+                    source=record_source or ("timeout" if source == "timeout" else "user"))
+
+
+@pytest.mark.parametrize(
+    ("done", "phase", "source", "by", "reason"),
+    [
+        (_done("confirmed", "user", "the user chose 'prod'", "prod"), "Approved", "a2a", "a2a client",
+         "the user chose 'prod'; selected option: prod"),
+        (_done("canceled", "user", "the user canceled", None), "Denied", "a2a", "a2a client", "the user canceled"),
+        (_done("timeout", "timeout", "no answer in time; took the default option 'staging'", "staging"), "Expired",
+         "timeout", "gatehouse (onTimeout)", "no answer in time; took the default option 'staging'; selected option: staging"),
+        (_done("canceled", "user", "the task was canceled", None, "cancel"), "Canceled", "a2a", "a2a client",
+         "the task was canceled"),
+    ],
+)
+def test_a_hitl_outcome_becomes_a_status(done: HitlRecord, phase: str, source: str, by: str, reason: str) -> None:
+    status = objects.hitl_status(done)
+    assert status == {"phase": phase, "source": source, "decidedBy": by, "reason": reason,
+                      "decidedAt": "2023-11-14T22:15:00Z"}
+    obj = objects.hitl_approval(done, "file-manager", "default", None)
+    assert crd_validation.validate({**obj, "status": status}) == []
+    waiting = objects.hitl_status(question(stage="confirm", selected="prod"))
+    assert waiting["phase"] == "Pending" and "'prod'" in waiting["reason"]

@@ -97,7 +97,7 @@ def _age(timestamp: str | None) -> str:
 def json_path(obj: Any, path: str) -> list[Any]:
     """The small JSONPath subset printer columns use: ``.a.b``, ``[0]``, ``[?(@.type=="Ready")]``."""
     values = [obj]
-    for token in re.findall(r'\.[^.\[]+|\[\?\(@\.[^=]+=="[^"]*"\)\]|\[\d+\]', path):
+    for token in re.findall(r'\.(?:\\\.|[^.\[\\])+|\[\?\(@\.[^=]+=="[^"]*"\)\]|\[\d+\]', path):
         out: list[Any] = []
         for value in values:
             if token.startswith("[?"):
@@ -107,8 +107,8 @@ def json_path(obj: Any, path: str) -> list[Any]:
                 index = int(token[1:-1])
                 if isinstance(value, list) and index < len(value):
                     out.append(value[index])
-            elif isinstance(value, dict) and token[1:] in value:
-                out.append(value[token[1:]])
+            elif isinstance(value, dict) and token[1:].replace("\\.", ".") in value:  # `\.`: a dot in a key
+                out.append(value[token[1:].replace("\\.", ".")])
         values = out
     return values
 
