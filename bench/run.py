@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--cold-starts", type=int, help="cold-start samples per target (default 3, quick 1)")
     p.add_argument("--settle", type=float, default=1.0, help="seconds a server idles before its RSS is read")
     p.add_argument("--targets", default=",".join(ALL), help=f"comma list of {', '.join(ALL)}")
-    p.add_argument("--operator-agents", type=int, default=500)
+    p.add_argument("--operator-agents", type=int, help="Agents applied in the operator rows (default 500, quick 50)")
     p.add_argument("--out", type=Path, default=RESULTS, help="where latest.json / latest.png go")
     p.add_argument("--work", type=Path, help="keep servers' state and logs here (default: a temporary directory)")
     p.add_argument("--no-plot", action="store_true")
@@ -62,6 +62,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if unknown:
         p.error(f"unknown targets {unknown}; choose from {', '.join(ALL)}")
     args.targets = wanted
+    if args.operator_agents is None:
+        args.operator_agents = 50 if args.quick else 500
     return args
 
 
@@ -190,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gatehouse-bench-")))
         results = asyncio.run(measure(targets, reasons, s, work))
+    log(f"operator: {args.operator_agents} Agents against the emulated API")
     operator = operator_results(args.operator_agents)
     rows = report.build_rows(results, reasons, operator, s.paused, s.loss_levels)
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
