@@ -26,6 +26,7 @@ import contextlib
 import copy
 import importlib.util
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -47,7 +48,8 @@ WRITES = {"POST", "PUT", "PATCH", "DELETE"}
 
 
 def _log(message: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+    # KopfRunner redirects sys.stdout while the operator runs: write to the real one.
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.__stdout__, flush=True)
 
 
 def _wait(check: Callable[[], bool], timeout: float, what: str, poll: float = 0.1) -> None:
