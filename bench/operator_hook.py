@@ -36,7 +36,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["OPERATOR_METRICS", "operator_results", "run_operator_bench"]
+__all__ = ["OPERATOR_METRICS", "not_run", "operator_results", "run_operator_bench"]
 
 OPERATOR_METRICS = ("agents_to_accepted_seconds", "api_requests_per_reconcile", "writes_on_noop_resync")
 
@@ -223,15 +223,18 @@ def run_operator_bench(agents: int, timeout: float = 600.0) -> dict[str, Any]:
     }
 
 
+def not_run(agents: int, reason: str) -> dict[str, Any]:
+    """The operator rows when they do not run, with why."""
+    return {"available": False, "reason": reason, "agents": agents, **dict.fromkeys(OPERATOR_METRICS)}
+
+
 def operator_results(agents: int = 500) -> dict[str, Any]:
     """``{"available": bool, "reason": str, "agents": n, <metric>: value | None, ...}``."""
-    empty: dict[str, Any] = dict.fromkeys(OPERATOR_METRICS)
     for module in ("gatehouse_operator", "kopf", "kmock"):
         if importlib.util.find_spec(module) is None:
-            return {"available": False, "reason": f"operator bench not available ({module} is not importable)",
-                    "agents": agents, **empty}
+            return not_run(agents, f"operator bench not available ({module} is not importable)")
     try:
-        return {"available": True, "reason": "", "agents": agents, **empty, **run_operator_bench(agents)}
+        return {"available": True, "reason": "", "agents": agents, **dict.fromkeys(OPERATOR_METRICS),
+                **run_operator_bench(agents)}
     except Exception as exc:
-        return {"available": False, "reason": f"operator bench failed: {type(exc).__name__}: {exc}", "agents": agents,
-                **empty}
+        return not_run(agents, f"operator bench failed: {type(exc).__name__}: {exc}")
