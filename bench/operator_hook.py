@@ -135,7 +135,8 @@ def _accepted(emulator: Any, names: list[str]) -> int:
     objects = emulator._objects
     n = 0
     for name in names:
-        stored = objects.get((resource, NS, name)) if (resource, NS, name) in objects else None
+        key = (resource, NS, name)
+        stored = objects[key] if key in objects else None
         obj = None if stored is None or stored.deleted else stored.raw
         conditions = ((obj or {}).get("status") or {}).get("conditions") or []
         if any(c.get("type") == "Accepted" and c.get("status") == "True" for c in conditions):
