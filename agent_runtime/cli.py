@@ -98,7 +98,9 @@ def serve(
         rest=rest,
         kube=kube,
     )
-    uvicorn.run(build_app(settings), host=host, port=port, log_level=log_level, access_log=False)
+    # Idle keep-alive connections stay open longer than clients' and load balancers' own idle timeouts (uvicorn's
+    # 5 s default): the server closing one just as a client reuses it reads as a reset (bench: lost pauses at 60).
+    uvicorn.run(build_app(settings), host=host, port=port, log_level=log_level, access_log=False, timeout_keep_alive=75)
 
 
 def main() -> None:

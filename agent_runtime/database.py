@@ -55,24 +55,42 @@ class Database:
         self.sqlite = is_sqlite(url)
         self.async_engine = create_engine(url)
         self._sync: Engine | None = None
+        self._conn: Connection | None = None  # sqlite: the one connection, kept open (no pool checkout per call)
+        self._reading = False  # what the next BEGIN is for (read: deferred; write: IMMEDIATE)
+        self._async_read = self.async_engine.execution_options(read_only=True)
         if self.sqlite:
             sync_url = make_url(url).set(drivername="sqlite")
             self._sync = create_sync_engine(sync_url, pool_size=1, max_overflow=0, connect_args={"check_same_thread": False})
             event.listen(self._sync, "connect", _sqlite_on_connect)
-            event.listen(self._sync, "begin", _sqlite_on_begin)
+            event.listen(self._sync, "begin", self._sqlite_begin)
 
     async def run(self, fn: Callable[[Connection], T], *, write: bool = True) -> T:
         """Run ``fn(conn)`` in one transaction (committed when it returns, rolled back when it raises)."""
         if self._sync is None:
-            engine = self.async_engine if write else self.async_engine.execution_options(read_only=True)
-            async with engine.begin() as conn:
+            async with (self.async_engine if write else self._async_read).begin() as conn:
                 return await conn.run_sync(fn)
-        engine = self._sync if write else self._sync.execution_options(read_only=True)
-        with engine.begin() as conn:
-            return fn(conn)
+        # Inline and synchronous: transactions never interleave, so one long-lived connection serves them all.
+        conn = self._conn
+        if conn is None or conn.closed or conn.invalidated:
+            conn = self._conn = self._sync.connect()
+        self._reading = not write
+        try:
+            with conn.begin():
+                return fn(conn)
+        finally:
+            if conn.invalidated:  # e.g. the file went away: reconnect next time
+                self._conn = None
+                conn.close()
+
+    def _sqlite_begin(self, conn: Connection) -> None:
+        # Straight to the driver: BEGIN through SQLAlchemy's execution path cost as much as the transaction's work.
+        conn.connection.driver_connection.execute("BEGIN" if self._reading else "BEGIN IMMEDIATE")  # type: ignore[union-attr]
 
     async def dispose(self) -> None:
         await self.async_engine.dispose()
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
         if self._sync is not None:
             self._sync.dispose()
 
@@ -92,10 +110,6 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
-
-
-def _sqlite_on_begin(conn: Any) -> None:
-    conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("read_only") else "BEGIN IMMEDIATE")
 
 
 __all__ = ["Database", "create_engine", "default_database_url", "is_sqlite"]

@@ -115,7 +115,10 @@ async def _serve(args: argparse.Namespace) -> None:
     import uvicorn
 
     app = build_app(args.tools_url, args.port, None if args.in_memory else Path(args.state_dir))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning", workers=1))
+    server = uvicorn.Server(uvicorn.Config(
+        app, host="127.0.0.1", port=args.port, log_level="warning", workers=1,
+        loop="asyncio", http="h11",  # what `pip install google-adk` serves with (no uvloop/httptools), as before
+    ))
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():

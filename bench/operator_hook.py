@@ -1,35 +1,241 @@
-"""Hook for the operator rows: 500 Agents to Accepted, API requests per reconcile, writes on a no-op resync.
+"""The operator rows: N Agents to Accepted, API requests per reconcile, writes on a no-op resync.
 
-The operator (``operator/gatehouse_operator``) and the emulated Kubernetes API it is tested against live on
-another branch. Until ``gatehouse_operator`` is importable here, :func:`operator_results` reports every row as
-not available (with the reason), and the bench runs on. When it is, fill in :func:`run_operator_bench`: start the
-emulated API, run the operator (``kopf.testing.KopfRunner`` in a thread), apply ``agents`` Agents and time until
-every one is ``Accepted``; from the emulator's request log count API requests per reconcile and the writes
-(POST/PATCH/PUT/DELETE) a no-op resync makes.
+Against the emulated Kubernetes API of the operator's own tests (``tests/support/kube_server.serve``: kmock's
+emulator with the CRDs of ``crds/``, on 127.0.0.1 from a thread), with the real operator (``kopf run -m
+gatehouse_operator --all-namespaces --standalone`` through ``kopf.testing.KopfRunner``, in its own thread):
+
+1. the bench creates one ModelConfig, one RemoteMCPServer (``examples/file-manager/``) and ``agents`` Agents
+   (copies of the example Agent, ``bench-agent-<i>``) over HTTP, as fast as the API answers;
+2. **agents_to_accepted_seconds**: from the first create until every Agent has ``Accepted=True`` (read straight
+   from the emulator's store, so polling adds no requests);
+3. **api_requests_per_reconcile**: the operator's requests during (1)-(2), watches excluded, divided by the number
+   of Agents (the bench's own creates carry their own User-Agent and are not counted). It includes kopf's own
+   bookkeeping (finalizer, last-handled-configuration annotation) besides the reconcile's GETs and creates;
+4. **writes_on_noop_resync**: the operator is stopped once the API is quiet, restarted with
+   ``GATEHOUSE_RESYNC_SECONDS`` low, and runs a resume (``on.resume``) plus at least one periodic resync of
+   every Agent over an unchanged cluster; every POST/PUT/PATCH/DELETE it sends in that window is counted
+   (target 0). ``noop_reconciles`` and ``api_requests_per_noop_reconcile`` say what that window cost.
+
+``operator_results`` reports every row as not available (with the reason) when the operator or the test
+support cannot be imported, so the rest of the bench runs on.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import importlib.util
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
-__all__ = ["OPERATOR_METRICS", "operator_results", "run_operator_bench"]
+import yaml
+
+__all__ = ["OPERATOR_METRICS", "not_run", "operator_results", "run_operator_bench"]
 
 OPERATOR_METRICS = ("agents_to_accepted_seconds", "api_requests_per_reconcile", "writes_on_noop_resync")
 
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "file-manager"
+GROUP, VERSION, NS = "gatehouse.dev", "v1alpha1", "default"
+BENCH_AGENT = "gatehouse-bench/1"  # User-Agent of the bench's own requests (not counted)
+WRITES = {"POST", "PUT", "PATCH", "DELETE"}
 
-def run_operator_bench(agents: int) -> dict[str, Any]:
-    """The operator measurements. Not written yet: the operator is not on this branch."""
-    raise NotImplementedError("operator bench not written yet: fill in bench/operator_hook.run_operator_bench")
+
+def _log(message: str) -> None:
+    # KopfRunner redirects sys.stdout while the operator runs: write to the real one.
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.__stdout__, flush=True)
+
+
+def _wait(check: Callable[[], bool], timeout: float, what: str, poll: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(poll)
+
+
+def _settle(count: Callable[[], int], quiet: float = 1.5, timeout: float = 120.0) -> None:
+    """Wait until no request has reached the API for ``quiet`` seconds."""
+    deadline = time.monotonic() + timeout
+    last, since = count(), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = count()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+    raise TimeoutError("the API server never went quiet")
+
+
+@contextlib.contextmanager
+def _environment(kubeconfig: Path, resync: str) -> Iterator[None]:
+    import kubernetes
+
+    saved = {k: os.environ.get(k) for k in ("KUBECONFIG", "GATEHOUSE_RESYNC_SECONDS", "GATEHOUSE_RUNTIME_IMAGE")}
+    saved_default = kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION
+    os.environ["KUBECONFIG"] = str(kubeconfig)
+    os.environ["GATEHOUSE_RESYNC_SECONDS"] = resync
+    os.environ["GATEHOUSE_RUNTIME_IMAGE"] = "ghcr.io/gatehouse/gatehouse:bench"
+    kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(kubeconfig)
+    try:
+        yield
+    finally:
+        kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION = saved_default
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+class _Operator:
+    """The real operator in a thread (``KopfRunner``); restartable."""
+
+    def __init__(self) -> None:
+        self._runner: Any = None
+
+    def start(self) -> None:
+        from kopf.testing import KopfRunner
+
+        self._runner = KopfRunner(["run", "-m", "gatehouse_operator", "--all-namespaces", "--standalone"], timeout=120)
+        self._runner.__enter__()
+
+    def stop(self) -> None:
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            with contextlib.suppress(Exception):
+                runner.__exit__(None, None, None)
+
+
+def _manifests(agents: int) -> list[tuple[str, dict[str, Any]]]:
+    model = yaml.safe_load((EXAMPLE / "modelconfig.yaml").read_text())
+    server = yaml.safe_load((EXAMPLE / "mcp-server.yaml").read_text())
+    agent = yaml.safe_load((EXAMPLE / "agent.yaml").read_text())
+    out = [("modelconfigs", model), ("remotemcpservers", server)]
+    for i in range(agents):
+        doc = copy.deepcopy(agent)
+        doc["metadata"] = {"name": f"bench-agent-{i}", "namespace": NS}
+        out.append(("agents", doc))
+    return out
+
+
+def _accepted(emulator: Any, names: list[str]) -> int:
+    """How many of ``names`` have Accepted=True (runs in the emulator's loop; reads its store without copying,
+    since the emulator serves the operator from the same loop)."""
+    from kmock._internal import references
+
+    resource = references.resource(f"{GROUP}/{VERSION}/agents")
+    objects = emulator._objects
+    n = 0
+    for name in names:
+        key = (resource, NS, name)
+        stored = objects[key] if key in objects else None
+        obj = None if stored is None or stored.deleted else stored.raw
+        conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "Accepted" and c.get("status") == "True" for c in conditions):
+            n += 1
+    return n
+
+
+def _is_watch(request: Any) -> bool:
+    return request.params.get("watch") in ("true", "1")
+
+
+def _operator_requests(requests: list[Any]) -> list[Any]:
+    return [r for r in requests if r.headers.get("User-Agent") != BENCH_AGENT and not _is_watch(r)]
+
+
+def run_operator_bench(agents: int, timeout: float = 600.0) -> dict[str, Any]:
+    """Start the emulated API and the operator, apply ``agents`` Agents, measure (see the module docstring)."""
+    import httpx
+
+    from tests.support.kube_server import serve, write_kubeconfig
+
+    with tempfile.TemporaryDirectory(prefix="gatehouse-bench-operator-") as tmp, serve() as api:
+        emulator = api.emulator
+        kubeconfig = write_kubeconfig(Path(tmp) / "kubeconfig", api.url)
+        names = [f"bench-agent-{i}" for i in range(agents)]
+        with _environment(kubeconfig, "3600"):
+            operator = _Operator()
+            operator.start()
+            try:
+                _settle(lambda: emulator.request_count, quiet=1.0, timeout=60)  # kopf's start-up listing and watches
+                mark = emulator.request_count
+                headers = {"User-Agent": BENCH_AGENT, "Content-Type": "application/json"}
+                start = time.perf_counter()
+                with httpx.Client(base_url=api.url, headers=headers, timeout=60) as http:
+                    for plural, doc in _manifests(agents):
+                        response = http.post(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/{plural}", json=doc)
+                        response.raise_for_status()
+                created = time.perf_counter() - start
+                _log(f"  operator: {agents} Agents created in {created:.1f}s")
+                _wait(lambda: api.call(lambda: _accepted(emulator, names)) == agents, timeout, f"{agents} Agents Accepted",
+                      poll=0.5)
+                to_accepted = time.perf_counter() - start
+                _log(f"  operator: {agents} Agents Accepted in {to_accepted:.1f}s")
+                _settle(lambda: emulator.request_count, timeout=timeout)
+                applied = _operator_requests(emulator.requests_since(mark))
+            finally:
+                operator.stop()
+
+        # A restart over the unchanged cluster: on.resume for every Agent, then periodic resyncs.
+        resync = max(2.0, agents / 100)
+        with _environment(kubeconfig, str(resync)):
+            mark = emulator.request_count
+            agent_paths = {f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/agents/{n}" for n in names}
+
+            seen = {"cursor": mark, "count": 0}
+
+            def reconciles() -> int:  # incremental: the log grows by thousands of requests
+                new = emulator.requests_since(seen["cursor"])
+                seen["cursor"] += len(new)
+                seen["count"] += sum(1 for r in new if r.method.value == "GET" and str(r.url.path) in agent_paths)
+                return seen["count"]
+
+            operator = _Operator()
+            operator.start()
+            try:
+                _wait(lambda: reconciles() >= 2 * agents, timeout, "a resume and one resync of every Agent", poll=0.5)
+            finally:
+                operator.stop()
+            window = _operator_requests(emulator.requests_since(mark))
+            n_reconciles = reconciles()
+            writes = [r for r in window if str(r.method.value).upper() in WRITES]
+            for r in writes[:10]:
+                _log(f"  operator: write on a no-op resync: {r.method.value} {r.url.path} {r.text[:160]}")
+    return {
+        "agents_to_accepted_seconds": round(to_accepted, 2),
+        "api_requests_per_reconcile": round(len(applied) / agents, 2),
+        "writes_on_noop_resync": len(writes),
+        "create_seconds": round(created, 2),
+        "api_requests_applied": len(applied),
+        "api_writes_applied": sum(1 for r in applied if str(r.method.value).upper() in WRITES),
+        "noop_reconciles": n_reconciles,
+        "api_requests_per_noop_reconcile": round(len(window) / n_reconciles, 2) if n_reconciles else None,
+        "resync_seconds": resync,
+        "threads_left": threading.active_count(),
+    }
+
+
+def not_run(agents: int, reason: str) -> dict[str, Any]:
+    """The operator rows when they do not run, with why."""
+    return {"available": False, "reason": reason, "agents": agents, **dict.fromkeys(OPERATOR_METRICS)}
 
 
 def operator_results(agents: int = 500) -> dict[str, Any]:
-    """``{"available": bool, "reason": str, "agents": n, <metric>: value | None}``."""
-    empty: dict[str, Any] = dict.fromkeys(OPERATOR_METRICS)
-    if importlib.util.find_spec("gatehouse_operator") is None:
-        return {"available": False, "reason": "operator not available yet (gatehouse_operator is not importable)",
-                "agents": agents, **empty}
+    """``{"available": bool, "reason": str, "agents": n, <metric>: value | None, ...}``."""
+    for module in ("gatehouse_operator", "kopf", "kmock"):
+        if importlib.util.find_spec(module) is None:
+            return not_run(agents, f"operator bench not available ({module} is not importable)")
     try:
-        return {"available": True, "reason": "", "agents": agents, **empty, **run_operator_bench(agents)}
-    except NotImplementedError as exc:
-        return {"available": False, "reason": str(exc), "agents": agents, **empty}
+        return {"available": True, "reason": "", "agents": agents, **dict.fromkeys(OPERATOR_METRICS),
+                **run_operator_bench(agents)}
+    except Exception as exc:
+        return not_run(agents, f"operator bench failed: {type(exc).__name__}: {exc}")

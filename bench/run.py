@@ -33,7 +33,7 @@ from typing import Any
 
 from bench import report, scenarios
 from bench.gatehouse_adapter import GatehouseTarget, availability
-from bench.operator_hook import operator_results
+from bench.operator_hook import not_run, operator_results
 from bench.targets import Server, Target, adk_targets, running, tools_server
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--cold-starts", type=int, help="cold-start samples per target (default 3, quick 1)")
     p.add_argument("--settle", type=float, default=1.0, help="seconds a server idles before its RSS is read")
     p.add_argument("--targets", default=",".join(ALL), help=f"comma list of {', '.join(ALL)}")
-    p.add_argument("--operator-agents", type=int, default=500)
+    p.add_argument("--operator-agents", type=int, help="Agents in the operator rows (default 500, quick 50; 0 skips them)")
     p.add_argument("--out", type=Path, default=RESULTS, help="where latest.json / latest.png go")
     p.add_argument("--work", type=Path, help="keep servers' state and logs here (default: a temporary directory)")
     p.add_argument("--no-plot", action="store_true")
@@ -62,6 +62,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if unknown:
         p.error(f"unknown targets {unknown}; choose from {', '.join(ALL)}")
     args.targets = wanted
+    if args.operator_agents is None:
+        args.operator_agents = 50 if args.quick else 500
     return args
 
 
@@ -190,7 +192,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gatehouse-bench-")))
         results = asyncio.run(measure(targets, reasons, s, work))
-    operator = operator_results(args.operator_agents)
+    if "gatehouse" in args.targets and args.operator_agents > 0:
+        log(f"operator: {args.operator_agents} Agents against the emulated API")
+        operator = operator_results(args.operator_agents)
+    else:
+        operator = not_run(args.operator_agents, "not run (--targets)" if "gatehouse" not in args.targets
+                           else "not run (--operator-agents 0)")
     rows = report.build_rows(results, reasons, operator, s.paused, s.loss_levels)
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
     full = {

@@ -2,8 +2,8 @@
 
 With sqlite (one process owns the file) tasks are cached in memory, write-through, and reads are served
 from the cache (a lookup that found nothing is remembered until the task is saved); saves and cache misses
-run as one transaction each on :class:`~agent_runtime.database.Database` (an UPDATE, or an INSERT for a
-new task) instead of the ORM's merge. Listing, and everything on Postgres (where replicas may share the
+run as one transaction each on :class:`~agent_runtime.database.Database` (one upsert statement) instead of
+the ORM's merge. Listing, and everything on Postgres (where replicas may share the
 table), use the parent class unchanged, without a cache.
 """
 
@@ -15,8 +15,9 @@ from typing import Any
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import Task
-from sqlalchemy import Connection, Table, delete, insert, select, update
+from sqlalchemy import Connection, Table, delete, select
 from sqlalchemy import inspect as sa_inspect
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from agent_runtime.database import Database
 
@@ -49,11 +50,14 @@ class CachedTaskStore(DatabaseTaskStore):
         owner = self.owner_resolver(context)
         model = self._to_orm(task, owner)
         values: dict[str, Any] = {column: getattr(model, key) for key, column in self._columns}
-        table, task_id = self._table, task.id
+        table = self._table
+
+        # One statement: insert, or update the row that is there (sqlite's upsert), instead of UPDATE then INSERT.
+        stmt = sqlite_insert(table).values(**values)
+        stmt = stmt.on_conflict_do_update(index_elements=[table.c.id], set_={c: stmt.excluded[c] for c in values if c != "id"})
 
         def transaction(conn: Connection) -> None:
-            if conn.execute(update(table).where(table.c.id == task_id).values(**values)).rowcount == 0:
-                conn.execute(insert(table).values(**values))
+            conn.execute(stmt)
 
         await self._db.run(transaction)
         self._absent.pop((owner, task.id), None)

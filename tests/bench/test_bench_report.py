@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
+
+import pytest
 
 from bench.operator_hook import operator_results
 from bench.report import build_rows
@@ -53,8 +56,17 @@ def test_unavailable_gatehouse_keeps_adk_rows_and_says_why() -> None:
     assert pause["ratio"] is None and pause["pass"] is None
 
 
-def test_operator_hook_reports_not_available_without_the_operator() -> None:
+def test_operator_hook_reports_not_available_without_the_operator(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gatehouse_operator" else real(name, *a))
     out = operator_results(500)
-    assert out["agents"] == 500
-    if not out["available"]:
-        assert out["reason"] and out["agents_to_accepted_seconds"] is None
+    assert out["agents"] == 500 and out["available"] is False
+    assert "gatehouse_operator" in out["reason"] and out["agents_to_accepted_seconds"] is None
+
+
+@pytest.mark.e2e
+def test_operator_hook_measures_a_few_agents() -> None:
+    out = operator_results(3)
+    assert out["available"] is True, out["reason"]
+    assert out["agents_to_accepted_seconds"] > 0 and out["api_requests_per_reconcile"] > 0
+    assert out["writes_on_noop_resync"] == 0 and out["noop_reconciles"] >= 6
