@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 
 # The throwaway PostgreSQL server (session) and a fresh database per test: see tests/support/postgres.py.
-from tests.support.postgres import postgres_database_url, postgres_server
+from tests.support.postgres import postgres_database_url, postgres_server, replicas
 
-__all__ = ["postgres_database_url", "postgres_server", "update_golden"]
+__all__ = ["postgres_database_url", "postgres_server", "replicas", "update_golden"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

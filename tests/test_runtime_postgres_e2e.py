@@ -8,30 +8,14 @@ Debian's ``postgresql`` binaries, one fresh database per test); ``GATEHOUSE_TEST
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from agent_runtime import wire
-from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, state, status_text, write_manifests
+from tests.support.runtime import Rpc, RuntimeProcess, Tools, state, status_text
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
-def replicas(tmp_path: Path, postgres_database_url: str) -> Iterator[tuple[Tools, RuntimeProcess, RuntimeProcess]]:
-    with demo_tools(tmp_path / "tools") as tools:
-        files = write_manifests(tmp_path / "m", tools.url)
-        a = RuntimeProcess(files, tmp_path / "a", tmp_path / "a.log", ["--database-url", postgres_database_url])
-        b = RuntimeProcess(files, tmp_path / "b", tmp_path / "b.log", ["--database-url", postgres_database_url])
-        a.start()
-        b.start()
-        try:
-            yield tools, a, b
-        finally:
-            a.stop()
-            b.stop()
 
 
 def test_paused_on_one_replica_decided_on_the_other(replicas: tuple[Tools, RuntimeProcess, RuntimeProcess]) -> None:

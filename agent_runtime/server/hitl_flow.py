@@ -39,6 +39,7 @@ from agent_runtime.approvals.hitl_store import AlreadyAnswered, HitlRecord, Hitl
 from agent_runtime.database import Database
 from agent_runtime.server.hitl_tool import HitlMetrics, HitlTool, QuestionRecorder, build_tools
 from agent_runtime.server.metrics import Metrics
+from agent_runtime.server.periodic import PeriodicSweep
 from agent_runtime.server.turns import TurnOutcome, TurnRunner
 
 log = logging.getLogger(__name__)
@@ -179,32 +180,15 @@ def finished_text(records: Sequence[HitlRecord]) -> str:
     return str(AlreadyAnswered([r for r in records if not r.open]))
 
 
-class HitlSweeper:
+class HitlSweeper(PeriodicSweep):
     """Resolves questions past ``expires_at`` server-side, through the request handler like any decision."""
 
+    name = "gatehouse-hitl-sweeper"
+
     def __init__(self, store: HitlStore, handler: DefaultRequestHandler, interval: float = 0.25) -> None:
+        super().__init__(interval)
         self._store = store
         self._handler = handler
-        self._interval = interval
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="gatehouse-hitl-sweeper")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    async def _loop(self) -> None:
-        while True:
-            try:
-                await self.sweep()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("hitl timeout sweep failed")
-            await asyncio.sleep(self._interval)
 
     async def sweep(self) -> int:
         expired = await self._store.expired()

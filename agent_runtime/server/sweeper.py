@@ -13,36 +13,20 @@ import contextlib
 import logging
 
 from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Resolution
+from agent_runtime.server.periodic import PeriodicSweep
 from agent_runtime.server.resume import Resumer
 
 log = logging.getLogger(__name__)
 
 
-class TimeoutSweeper:
+class TimeoutSweeper(PeriodicSweep):
+    name = "gatehouse-timeout-sweeper"
+
     def __init__(self, approvals: ApprovalService, resumer: Resumer, on_timeout: str, interval: float = 0.25) -> None:
+        super().__init__(interval)
         self._approvals = approvals
         self._resumer = resumer
         self._on_timeout = on_timeout
-        self._interval = interval
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="gatehouse-timeout-sweeper")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    async def _loop(self) -> None:
-        while True:
-            try:
-                await self.sweep()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("timeout sweep failed")
-            await asyncio.sleep(self._interval)
 
     async def sweep(self) -> int:
         """Resolve every expired request once; return how many tasks were resumed."""

@@ -4,15 +4,13 @@ other sender is told "Already decided". On one runtime (sqlite) and across two r
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent_runtime import wire
 from tests.reliability.soak import pause
-from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, state, status_text, write_manifests
+from tests.support.runtime import Rpc, RuntimeProcess, Tools, state, status_text
 
 pytestmark = pytest.mark.e2e
 
@@ -90,19 +88,6 @@ def test_a_deny_racing_an_approve(served: tuple[Tools, RuntimeProcess]) -> None:
     print("deny-vs-approve winners:", winners)
 
 
-@pytest.fixture
-def replicas(tmp_path: Path, postgres_database_url: str) -> Iterator[tuple[Tools, RuntimeProcess, RuntimeProcess]]:
-    with demo_tools(tmp_path / "tools") as tools:
-        files = write_manifests(tmp_path / "m", tools.url)
-        a = RuntimeProcess(files, tmp_path / "a", tmp_path / "a.log", ["--database-url", postgres_database_url])
-        b = RuntimeProcess(files, tmp_path / "b", tmp_path / "b.log", ["--database-url", postgres_database_url])
-        a.start()
-        b.start()
-        try:
-            yield tools, a, b
-        finally:
-            a.stop()
-            b.stop()
 
 
 def test_duplicate_approvals_across_two_replicas(replicas: tuple[Tools, RuntimeProcess, RuntimeProcess]) -> None:

@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.processes import free_port
+from tests.support.runtime import RuntimeProcess, Tools, demo_tools, write_manifests
 
 __all__ = ["PostgresServer", "find_bin_dir", "postgres_database_url", "postgres_server", "running_postgres"]
 
@@ -187,3 +188,19 @@ def postgres_database_url(postgres_server: PostgresServer | str) -> str:
     if isinstance(postgres_server, str):
         return postgres_server
     return postgres_server.create_database()
+
+
+@pytest.fixture
+def replicas(tmp_path: Path, postgres_database_url: str) -> Iterator[tuple[Tools, RuntimeProcess, RuntimeProcess]]:
+    """Demo tools and two runtime processes serving one agent from one Postgres database."""
+    with demo_tools(tmp_path / "tools") as tools:
+        files = write_manifests(tmp_path / "m", tools.url)
+        a = RuntimeProcess(files, tmp_path / "a", tmp_path / "a.log", ["--database-url", postgres_database_url])
+        b = RuntimeProcess(files, tmp_path / "b", tmp_path / "b.log", ["--database-url", postgres_database_url])
+        a.start()
+        b.start()
+        try:
+            yield tools, a, b
+        finally:
+            a.stop()
+            b.stop()
