@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, func, select, update
+from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, bindparam, func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from agent_runtime import hitl
@@ -100,6 +100,15 @@ class HitlRecord:
         return f"{self.id} ({self.tool}) ended {status}{chosen} by {self.source or 'unknown'}{when}"
 
 
+# Statements of the request path and the sweeper, built once (bind parameters).
+_FOR_TASK = select(questions).where(questions.c.task_id == bindparam("task_id")).order_by(questions.c.created_at)
+_OPEN_IN_CONTEXT = select(questions).where(questions.c.context_id == bindparam("context_id"), questions.c.stage != "done")
+_EXPIRED = (
+    select(questions).where(questions.c.stage != "done", questions.c.expires_at <= bindparam("now"))
+    .order_by(questions.c.expires_at).limit(bindparam("limit"))
+)
+
+
 class AlreadyAnswered(Exception):
     """An answer to a question that is no longer open (or changed meanwhile). ``str(exc)`` is for the client."""
 
@@ -170,17 +179,15 @@ class HitlStore:
         await self._db.run(lambda conn: conn.execute(questions.insert(), [row]))
         await self._publish("requested", record)
 
-    async def _select(self, stmt: Any) -> list[HitlRecord]:
-        return await self._db.run(lambda conn: [_row_to_record(row) for row in conn.execute(stmt)], write=False)
+    async def _select(self, stmt: Any, params: dict[str, Any] | None = None) -> list[HitlRecord]:
+        return await self._db.run(lambda conn: [_row_to_record(row) for row in conn.execute(stmt, params)], write=False)
 
     async def for_task(self, task_id: str) -> list[HitlRecord]:
         """Every question of the task, oldest first."""
-        return await self._select(select(questions).where(questions.c.task_id == task_id).order_by(questions.c.created_at))
+        return await self._select(_FOR_TASK, {"task_id": task_id})
 
     async def open_in_context(self, context_id: str) -> list[HitlRecord]:
-        return await self._select(
-            select(questions).where(questions.c.context_id == context_id, questions.c.stage != "done")
-        )
+        return await self._select(_OPEN_IN_CONTEXT, {"context_id": context_id})
 
     async def advance(
         self, record: HitlRecord, state: hitl.HitlState, result: hitl.HitlResult | None, source: str
@@ -207,13 +214,7 @@ class HitlStore:
         return updated
 
     async def expired(self, limit: int = 100) -> list[HitlRecord]:
-        stmt = (
-            select(questions)
-            .where(questions.c.stage != "done", questions.c.expires_at <= self.clock())
-            .order_by(questions.c.expires_at)
-            .limit(limit)
-        )
-        return await self._select(stmt)
+        return await self._select(_EXPIRED, {"now": self.clock(), "limit": limit})
 
     async def open_questions(self, limit: int = 100_000) -> list[HitlRecord]:
         """Every open question, oldest first (the Kubernetes mirror catches up with them at start-up)."""

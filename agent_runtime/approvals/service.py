@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, Text, func, select, update
+from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, Text, bindparam, func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from agent_runtime.approvals.events import ApprovalEvents
@@ -51,6 +51,31 @@ approvals = Table(
     Column("source", String(64), nullable=False, default=""),
     Column("decided_at", Float),
     Column("exec_state", String(16), nullable=False, default="none"),
+)
+
+
+# The statements of the request path, built once (bind parameters): building a statement per call cost more
+# than running it on sqlite. (An UPDATE's parameters must not be named like a column.)
+_ORDER = (approvals.c.created_at, approvals.c.position)
+_FOR_TASK = select(approvals).where(approvals.c.task_id == bindparam("task_id")).order_by(*_ORDER)
+_PENDING_FOR_TASK = _FOR_TASK.where(approvals.c.status == "pending")
+_BY_ID = select(approvals).where(approvals.c.id == bindparam("request_id"))
+_PENDING_IN_CONTEXT = select(approvals).where(approvals.c.context_id == bindparam("context_id"), approvals.c.status == "pending")
+_DECIDE = (
+    update(approvals)
+    .where(approvals.c.id == bindparam("w_id"), approvals.c.task_id == bindparam("w_task_id"))
+    .where(approvals.c.status == "pending")
+    .values(status=bindparam("new_status"), reason=bindparam("new_reason"), scope=bindparam("new_scope"),
+            source=bindparam("new_source"), decided_at=bindparam("new_decided_at"))
+)
+_EXPIRED = (
+    select(approvals).where(approvals.c.status == "pending", approvals.c.expires_at <= bindparam("now"))
+    .order_by(approvals.c.expires_at).limit(bindparam("limit"))
+)
+_BY_CALL = select(approvals).where(approvals.c.call_id == bindparam("call_id"))
+_CLAIM = (
+    update(approvals).where(approvals.c.call_id == bindparam("w_call_id"), approvals.c.exec_state == "none")
+    .values(exec_state="started")
 )
 
 
@@ -120,17 +145,14 @@ class ApprovalService:
             await self._db.run(lambda conn: conn.execute(approvals.insert(), rows))
             await self.events.publish("requested", records)
 
-    async def _select(self, stmt: Any) -> list[ApprovalRecord]:
-        return await self._db.run(lambda conn: [_row_to_record(row) for row in conn.execute(stmt)], write=False)
+    async def _select(self, stmt: Any, params: dict[str, Any] | None = None) -> list[ApprovalRecord]:
+        return await self._db.run(lambda conn: [_row_to_record(row) for row in conn.execute(stmt, params)], write=False)
 
     async def for_task(self, task_id: str, *, pending_only: bool = False) -> list[ApprovalRecord]:
-        stmt = select(approvals).where(approvals.c.task_id == task_id)
-        if pending_only:
-            stmt = stmt.where(approvals.c.status == "pending")
-        return await self._select(stmt.order_by(approvals.c.created_at, approvals.c.position))
+        return await self._select(_PENDING_FOR_TASK if pending_only else _FOR_TASK, {"task_id": task_id})
 
     async def get(self, request_id: str) -> ApprovalRecord | None:
-        found = await self._select(select(approvals).where(approvals.c.id == request_id))
+        found = await self._select(_BY_ID, {"request_id": request_id})
         return found[0] if found else None
 
     async def by_status(self, status: str | None = None, limit: int = 500) -> list[ApprovalRecord]:
@@ -141,9 +163,7 @@ class ApprovalService:
         return await self._select(stmt.order_by(approvals.c.created_at.desc(), approvals.c.position).limit(limit))
 
     async def pending_in_context(self, context_id: str) -> list[ApprovalRecord]:
-        return await self._select(
-            select(approvals).where(approvals.c.context_id == context_id, approvals.c.status == "pending")
-        )
+        return await self._select(_PENDING_IN_CONTEXT, {"context_id": context_id})
 
     async def decide(
         self, task_id: str, resolutions: dict[str, Resolution], source: str, known: Sequence[ApprovalRecord] = (),
@@ -160,11 +180,10 @@ class ApprovalService:
         def transaction(conn: Connection) -> None:
             lost = []
             for request_id, res in resolutions.items():
-                result = conn.execute(
-                    update(approvals)
-                    .where(approvals.c.id == request_id, approvals.c.task_id == task_id, approvals.c.status == "pending")
-                    .values(status=res.status, reason=res.reason, scope=res.scope, source=source, decided_at=now)
-                )
+                result = conn.execute(_DECIDE, {
+                    "w_id": request_id, "w_task_id": task_id, "new_status": res.status, "new_reason": res.reason,
+                    "new_scope": res.scope, "new_source": source, "new_decided_at": now,
+                })
                 if result.rowcount != 1:
                     lost.append(request_id)
             if lost:
@@ -191,7 +210,7 @@ class ApprovalService:
 
     async def claim_execution(self, call_id: str, tool: str, args_hash: str) -> Claim:
         def transaction(conn: Connection) -> Claim:
-            row = conn.execute(select(approvals).where(approvals.c.call_id == call_id)).first()
+            row = conn.execute(_BY_CALL, {"call_id": call_id}).first()
             if row is None:
                 return Claim(None, "no approval was recorded for this call; it was not run")
             record = _row_to_record(row)
@@ -199,11 +218,7 @@ class ApprovalService:
                 return Claim(record, f"the call is {record.status}, not approved; it was not run")
             if record.tool != tool or record.args_hash != args_hash:
                 return Claim(record, "the call's arguments differ from the approved ones; it was not run")
-            result = conn.execute(
-                update(approvals)
-                .where(approvals.c.call_id == call_id, approvals.c.exec_state == "none")
-                .values(exec_state="started")
-            )
+            result = conn.execute(_CLAIM, {"w_call_id": call_id})
             if result.rowcount != 1:
                 return Claim(record, "this approved call was already executed; it was not run again")
             return Claim(replace(record, exec_state="started"))
@@ -212,14 +227,9 @@ class ApprovalService:
 
     async def expired(self, now: float | None = None, limit: int = 100) -> dict[str, list[ApprovalRecord]]:
         """Pending requests past their ``expires_at``, by task."""
-        stmt = (
-            select(approvals)
-            .where(approvals.c.status == "pending", approvals.c.expires_at <= (self._clock() if now is None else now))
-            .order_by(approvals.c.expires_at)
-            .limit(limit)
-        )
+        params = {"now": self._clock() if now is None else now, "limit": limit}
         by_task: dict[str, list[ApprovalRecord]] = {}
-        for record in await self._select(stmt):
+        for record in await self._select(_EXPIRED, params):
             by_task.setdefault(record.task_id, []).append(record)
         return by_task
 

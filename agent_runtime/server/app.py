@@ -128,6 +128,7 @@ class Runtime:
         for toolset in self.toolsets.values():
             with contextlib.suppress(Exception):
                 await toolset.close()
+        await self.task_store.write_unwritten()
         await self.db.dispose()
 
 

@@ -1,10 +1,17 @@
 """``CachedTaskStore``: a2a-sdk's ``DatabaseTaskStore`` (same ``tasks`` table), made cheap on sqlite.
 
 With sqlite (one process owns the file) tasks are cached in memory, write-through, and reads are served
-from the cache (a lookup that found nothing is remembered until the task is saved); saves and cache misses
-run as one transaction each on :class:`~agent_runtime.database.Database` (one upsert statement) instead of
-the ORM's merge. Listing, and everything on Postgres (where replicas may share the
-table), use the parent class unchanged, without a cache.
+from the cache (a lookup that found nothing is remembered until the task is saved). Only states a client
+may come back to are written: a new pause (input-required, auth-required) or an end (completed, failed,
+...). a2a-sdk also saves every step in between (submitted, working, the decision appended to the history of
+a paused task); those stay in the cache and go to the database with the next pause or end, or before a listing. A crash in
+between loses no decision: approvals are durable in their own table and the task is still stored at its
+last pause, from which the next message recovers (see ``executor._recover``).
+
+Saves run one prepared upsert (built once, with bind parameters) on
+:class:`~agent_runtime.database.Database`, and cache misses one select. Listing, and everything on Postgres
+(where replicas may share the table and must see every step), use the parent class unchanged, without a
+cache.
 """
 
 from __future__ import annotations
@@ -14,12 +21,18 @@ from typing import Any
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import DatabaseTaskStore
-from a2a.types import Task
-from sqlalchemy import Connection, Table, delete, select
+from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
+from sqlalchemy import Connection, Table, bindparam, delete, select
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from agent_runtime.database import Database
+
+# States a client may come back to: a pause or an end. Written at once; anything else is written with them.
+DURABLE_STATES = frozenset({
+    TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED, TaskState.TASK_STATE_COMPLETED,
+    TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_REJECTED,
+})
 
 
 class CachedTaskStore(DatabaseTaskStore):
@@ -30,8 +43,17 @@ class CachedTaskStore(DatabaseTaskStore):
         self._max = max_cached
         self._cache: OrderedDict[tuple[str, str], Task] = OrderedDict()
         self._absent: OrderedDict[tuple[str, str], None] = OrderedDict()  # looked up, not stored (yet)
+        self._unwritten: dict[tuple[str, str], Task] = {}  # saved by a2a-sdk between a pause and an end
+        self._written_status: dict[tuple[str, str], bytes] = {}  # the status last written, per cached task
         self._table: Table = self.task_model.__table__  # type: ignore[attr-defined]
         self._columns = [(a.key, a.columns[0].name) for a in sa_inspect(self.task_model).column_attrs]
+        table = self._table
+        # Built once: constructing an upsert per save cost more than the transaction itself.
+        upsert = sqlite_insert(table)  # its VALUES come from each save's parameters
+        self._upsert = upsert.on_conflict_do_update(
+            index_elements=[table.c.id], set_={c: upsert.excluded[c] for _, c in self._columns if c != "id"},
+        )
+        self._select = select(table).where(table.c.id == bindparam("task_id"), table.c.owner == bindparam("owner"))
 
     def _key(self, task_id: str, context: ServerCallContext) -> tuple[str, str]:
         return (self.owner_resolver(context), task_id)
@@ -42,26 +64,39 @@ class CachedTaskStore(DatabaseTaskStore):
         self._cache[key] = copy
         self._cache.move_to_end(key)
         while len(self._cache) > self._max:
-            self._cache.popitem(last=False)
+            old = next(iter(self._cache))
+            if old in self._unwritten:
+                break  # never drop what is not written yet
+            self._cache.pop(old)
+            self._written_status.pop(old, None)
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         if not self._lean:
             return await super().save(task, context)
-        owner = self.owner_resolver(context)
+        key = (self.owner_resolver(context), task.id)
+        self._absent.pop(key, None)
+        self._remember(key, task)
+        status = task.status.SerializeToString(deterministic=True)
+        if task.status.state in DURABLE_STATES and self._news(key, task, status):
+            self._unwritten.pop(key, None)
+            await self._write(key[0], task)
+            self._written_status[key] = status
+        else:  # a step in between, or only the history grew (a decision arriving): written with the next status
+            self._unwritten[key] = self._cache[key]
+
+    def _news(self, key: tuple[str, str], task: Task, status: bytes) -> bool:
+        """Whether this save tells a client something new: another state, or another status message (a2a-sdk
+        clears the message of a paused task when a reply arrives; that alone is not news)."""
+        written = self._written_status.get(key)
+        if written is None:
+            return True
+        before = type(task.status).FromString(written)
+        return before.state != task.status.state or (task.status.HasField("message") and written != status)
+
+    async def _write(self, owner: str, task: Task) -> None:
         model = self._to_orm(task, owner)
         values: dict[str, Any] = {column: getattr(model, key) for key, column in self._columns}
-        table = self._table
-
-        # One statement: insert, or update the row that is there (sqlite's upsert), instead of UPDATE then INSERT.
-        stmt = sqlite_insert(table).values(**values)
-        stmt = stmt.on_conflict_do_update(index_elements=[table.c.id], set_={c: stmt.excluded[c] for c in values if c != "id"})
-
-        def transaction(conn: Connection) -> None:
-            conn.execute(stmt)
-
-        await self._db.run(transaction)
-        self._absent.pop((owner, task.id), None)
-        self._remember((owner, task.id), task)
+        await self._db.run(lambda conn: conn.execute(self._upsert, values))
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         if not self._lean:
@@ -74,9 +109,8 @@ class CachedTaskStore(DatabaseTaskStore):
             return copy
         if key in self._absent:
             return None
-        table = self._table
-        stmt = select(table).where(table.c.id == task_id, table.c.owner == key[0])
-        row = await self._db.run(lambda conn: conn.execute(stmt).first(), write=False)
+        params = {"task_id": task_id, "owner": key[0]}
+        row = await self._db.run(lambda conn: conn.execute(self._select, params).first(), write=False)
         if row is None:
             self._absent[key] = None
             while len(self._absent) > self._max:
@@ -84,15 +118,33 @@ class CachedTaskStore(DatabaseTaskStore):
             return None
         task = self._from_orm(self.task_model(**{k: row._mapping[column] for k, column in self._columns}))
         self._remember(key, task)
+        self._written_status[key] = task.status.SerializeToString(deterministic=True)
         return task
+
+    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        await self.write_unwritten()  # a listing reads the table: tasks mid-run are in it too
+        return await super().list(params, context)
+
+    async def write_unwritten(self) -> None:
+        """Write the tasks saved only to the cache so far (before a listing, and at shutdown)."""
+        for key, task in list(self._unwritten.items()):
+            await self._write(key[0], task)
+            self._written_status[key] = task.status.SerializeToString(deterministic=True)
+        self._unwritten.clear()
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         if not self._lean:
             return await super().delete(task_id, context)
         owner, table = self.owner_resolver(context), self._table
         self._cache.pop((owner, task_id), None)
+        self._unwritten.pop((owner, task_id), None)
+        self._written_status.pop((owner, task_id), None)
         stmt = delete(table).where(table.c.id == task_id, table.c.owner == owner)
-        await self._db.run(lambda conn: conn.execute(stmt))
+
+        def transaction(conn: Connection) -> None:
+            conn.execute(stmt)
+
+        await self._db.run(transaction)
 
 
-__all__ = ["CachedTaskStore"]
+__all__ = ["DURABLE_STATES", "CachedTaskStore"]
