@@ -65,6 +65,11 @@ def serve(
     approval_retention: str = typer.Option("1h", "--approval-retention", help="Delete finished ToolApprovals after this."),
 ) -> None:
     """Serve one agent over A2A with the approval gate (JSON-RPC at /, card, /healthz, /readyz, /metrics, /approvals)."""
+    import os
+
+    # a2a-sdk wraps every request-path call in an OpenTelemetry span (read once, at import); the runtime installs
+    # no tracer, so they only cost time. Set OTEL_INSTRUMENTATION_A2A_SDK_ENABLED=true to keep them.
+    os.environ.setdefault("OTEL_INSTRUMENTATION_A2A_SDK_ENABLED", "false")
     from agent_runtime.rest.settings import load_rest_settings
     from agent_runtime.server.settings import RuntimeSettings, load_config
 
@@ -75,8 +80,6 @@ def serve(
         )
     except (TranslationError, FileNotFoundError, ValueError) as exc:
         _fail(exc)
-    import os
-
     import uvicorn
 
     from agent_runtime.server.app import build_app

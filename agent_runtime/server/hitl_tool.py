@@ -92,9 +92,10 @@ class HitlTool(HumanTool):
         assert name in hitl.ALIASES
         super().__init__(name=name, description=DESCRIPTION)
         self._metrics = metrics
+        self._declaration = declaration(name)  # built once: ADK asks for it on every model call
 
     def _get_declaration(self) -> types.FunctionDeclaration:
-        return declaration(self.name)
+        return self._declaration
 
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
         confirmation = tool_context.tool_confirmation

@@ -29,7 +29,21 @@ from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.events.event import Event
 from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig, ListSessionsResponse
 from google.adk.sessions.session import Session
-from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, Text, delete, insert, select, update
+from sqlalchemy import (
+    Column,
+    Connection,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    bindparam,
+    delete,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from agent_runtime.database import Database
@@ -59,6 +73,25 @@ events_table = Table(
 )
 
 Key = tuple[str, str, str]
+
+
+def _by_key(table: Table) -> Any:
+    """WHERE on a session's key, as bind parameters (an UPDATE's must not be named like its columns)."""
+    c = table.c
+    return (c.app_name == bindparam("k_app"), c.user_id == bindparam("k_user"), c.session_id == bindparam("k_session"))
+
+
+# The statements of every run, built once.
+_UPDATE_SESSION = update(sessions_table).where(*_by_key(sessions_table))
+_INSERT_SESSION = insert(sessions_table)
+_INSERT_EVENTS = insert(events_table)
+_SESSION = select(sessions_table).where(*_by_key(sessions_table))
+_EVENT_COUNT = select(sessions_table.c.event_count).where(*_by_key(sessions_table))
+_EVENTS = select(events_table.c.event_json).where(*_by_key(events_table)).order_by(events_table.c.seq)
+
+
+def _key_params(key: Key) -> dict[str, str]:
+    return {"k_app": key[0], "k_user": key[1], "k_session": key[2]}
 
 
 @dataclass
@@ -174,13 +207,13 @@ class DurableSessionService(BaseSessionService):
 
             def transaction(conn: Connection) -> None:
                 if stored:
-                    conn.execute(update(sessions_table).where(*self._where(sessions_table, key)).values(**values))
+                    conn.execute(_UPDATE_SESSION, {**values, **_key_params(key)})
                 else:
-                    conn.execute(insert(sessions_table).values(
-                        app_name=key[0], user_id=key[1], session_id=key[2], created_at=time.time(), **values
-                    ))
+                    conn.execute(_INSERT_SESSION, {
+                        "app_name": key[0], "user_id": key[1], "session_id": key[2], "created_at": time.time(), **values
+                    })
                 if rows:
-                    conn.execute(insert(events_table), rows)
+                    conn.execute(_INSERT_EVENTS, rows)
 
             await self._db.run(transaction)
             entry.stored, entry.persisted_events = True, count
@@ -203,16 +236,14 @@ class DurableSessionService(BaseSessionService):
         return entry
 
     async def _stored_count(self, key: Key) -> int | None:
-        stmt = select(sessions_table.c.event_count).where(*self._where(sessions_table, key))
-        return await self._db.run(lambda conn: conn.execute(stmt).scalar(), write=False)
+        return await self._db.run(lambda conn: conn.execute(_EVENT_COUNT, _key_params(key)).scalar(), write=False)
 
     async def _load(self, key: Key) -> _Entry | None:
         def read(conn: Connection) -> tuple[Any, list[str]] | None:
-            row = conn.execute(select(sessions_table).where(*self._where(sessions_table, key))).first()
+            row = conn.execute(_SESSION, _key_params(key)).first()
             if row is None:
                 return None
-            stmt = select(events_table.c.event_json).where(*self._where(events_table, key)).order_by(events_table.c.seq)
-            return row, [r.event_json for r in conn.execute(stmt)]
+            return row, [r.event_json for r in conn.execute(_EVENTS, _key_params(key))]
 
         found = await self._db.run(read, write=False)
         if found is None:
