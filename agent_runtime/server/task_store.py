@@ -1,7 +1,9 @@
 """``CachedTaskStore``: a2a-sdk's ``DatabaseTaskStore`` (same ``tasks`` table), made cheap on sqlite.
 
 With sqlite (one process owns the file) tasks are cached in memory, write-through, and reads are served
-from the cache (a lookup that found nothing is remembered until the task is saved); saves and cache misses
+from the cache (a lookup that found nothing is remembered until the task is saved). The cache is small
+(``max_cached``, least recently used first): a request reads its task several times, a task paused for long is
+read back from the table when its decision comes. Saves and cache misses
 run as one transaction each on :class:`~agent_runtime.database.Database` (one upsert statement) instead of
 the ORM's merge. Listing, and everything on Postgres (where replicas may share the
 table), use the parent class unchanged, without a cache.
@@ -23,7 +25,7 @@ from agent_runtime.database import Database
 
 
 class CachedTaskStore(DatabaseTaskStore):
-    def __init__(self, db: Database, *, max_cached: int = 4096) -> None:
+    def __init__(self, db: Database, *, max_cached: int = 64) -> None:
         super().__init__(db.async_engine)
         self._db = db
         self._lean = db.sqlite
@@ -69,6 +71,7 @@ class CachedTaskStore(DatabaseTaskStore):
         key = self._key(task_id, context)
         cached = self._cache.get(key)
         if cached is not None:
+            self._cache.move_to_end(key)
             copy = Task()
             copy.CopyFrom(cached)
             return copy
