@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -74,3 +75,59 @@ async def test_a_resume_cut_short_is_finished_by_the_next_message_without_runnin
     done = (await app.send("approve", task=task))["task"]
     assert state(done) == "TASK_STATE_COMPLETED" and "Delete of cut.txt" in status_text(done)
     assert len(app.tools.executions("delete_file", "cut.txt")) == 1
+
+
+async def test_a_paused_conversation_dropped_from_memory_resumes_with_its_history(app: App) -> None:
+    """Paused conversations are not all held in memory (small LRU caches, a2a's ActiveTask released when idle):
+    the decision reads the session and the task back from the database and the turn goes on as if they had stayed."""
+    runtime = app.runtime
+    runtime.sessions._max = runtime.task_store._max = 1
+    names = ["kept.txt", "other-1.txt", "other-2.txt"]
+    for name in names:
+        (app.tools.sandbox / name).write_text("x")
+    tasks = [(await app.send(f"delete {name}"))["task"] for name in names]
+    assert [state(t) for t in tasks] == ["TASK_STATE_INPUT_REQUIRED"] * 3
+    first = tasks[0]
+    registry = runtime.handler._active_task_registry
+    for _ in range(100):  # released after interrupted_task_timeout (1 s)
+        if all([await registry.get(t["id"]) is None for t in tasks]):
+            break
+        await asyncio.sleep(0.1)
+    assert await registry.get(first["id"]) is None
+    assert (runtime.settings.config.name, "a2a", first["contextId"]) not in runtime.sessions._cache
+    assert all(key[1] != first["id"] for key in runtime.task_store._cache)
+
+    done = (await app.send(data=wire.approve_all(), task=first))["task"]
+    assert state(done) == "TASK_STATE_COMPLETED" and "Delete of kept.txt" in status_text(done)
+    assert not (app.tools.sandbox / "kept.txt").exists() and (app.tools.sandbox / "other-1.txt").exists()
+    assert len(app.tools.executions("delete_file", "kept.txt")) == 1
+    texts = [p.get("text", "") for m in done["history"] for p in m["parts"]]
+    assert texts[0] == "delete kept.txt"
+    other = (await app.send("approve", task=tasks[1]))["task"]
+    assert state(other) == "TASK_STATE_COMPLETED" and "Delete of other-1.txt" in status_text(other)
+
+    # The ADK session (what the model sees next) is the one a conversation decided while cached ends with.
+    runtime.sessions._max = runtime.task_store._max = 64
+    (app.tools.sandbox / "control.txt").write_text("x")
+    control = (await app.send("delete control.txt"))["task"]
+    assert state((await app.send(data=wire.approve_all(), task=control))["task"]) == "TASK_STATE_COMPLETED"
+
+    async def shape(task: dict[str, Any], name: str) -> list[tuple[str, list[str], list[str], str]]:
+        session = await runtime.sessions.get_session(
+            app_name=runtime.settings.config.name, user_id="a2a", session_id=task["contextId"]
+        )
+        assert session is not None
+        parts = [(e, e.content.parts if e.content and e.content.parts else []) for e in session.events]
+        return [
+            (e.author, [c.name for c in e.get_function_calls()], [r.name for r in e.get_function_responses()],
+             "".join(p.text or "" for p in ps).replace(name, "F"))
+            for e, ps in parts
+        ]
+
+    kept, reference = await shape(first, "kept.txt"), await shape(control, "control.txt")
+    assert kept == reference and kept[0] == ("user", [], [], "delete F")
+    app_name = runtime.settings.config.name
+    session = await runtime.sessions.get_session(app_name=app_name, user_id="a2a", session_id=first["contextId"])
+    assert session is not None
+    results = [r.response for e in session.events for r in e.get_function_responses() if r.name == "delete_file"]
+    assert "deleted /kept.txt" in str(results[-1])

@@ -94,3 +94,19 @@ def test_config_is_the_contract() -> None:
     config = select_agent_config(FILES)
     assert isinstance(config, AgentConfig)
     assert config.approval.allow_session_grants and config.approval.timeout_seconds == 900
+
+
+def test_the_server_imports_a2a_without_grpc_and_leaves_grpc_importable() -> None:
+    """grpcio (~15 MB resident) is not loaded by the JSON-RPC server; a2a-sdk's gRPC parts are placeholders."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, agent_runtime.server.app\n"
+        "assert 'grpc' not in sys.modules, 'grpc loaded'\n"
+        "from a2a.server.request_handlers import GrpcHandler\n"
+        "import grpc\n"
+        "print('ok', grpc.__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok grpc", out.stderr[-2000:]

@@ -96,3 +96,22 @@ async def test_delete_session(engine: Database) -> None:
     await svc.create_session(**KEY)
     await svc.delete_session(**KEY)
     assert await (await _service(engine)).get_session(**KEY) is None
+
+
+async def test_the_cache_drops_written_sessions_only_and_reloads_them(engine: Database) -> None:
+    svc = DurableSessionService(engine, max_cached=1)
+    await svc.create_tables()
+    written = await svc.create_session(app_name="app", user_id="u", session_id="written")
+    await svc.append_event(written, _call_event())
+    await svc.flush_session("app", "u", "written")
+    fresh = await svc.create_session(app_name="app", user_id="u", session_id="fresh")  # not stored until its first flush
+    await svc.create_session(app_name="app", user_id="u", session_id="third")
+    assert ("app", "u", "written") not in svc._cache and ("app", "u", "fresh") in svc._cache
+    await svc.append_event(fresh, Event(author="user", invocation_id="i2"))
+    await svc.flush_session("app", "u", "fresh")
+    reloaded = await svc.get_session(app_name="app", user_id="u", session_id="written")
+    assert reloaded is not None and reloaded.events[0].get_function_calls()[0].args == {"path": "a"}
+    assert reloaded.state == {"gatehouse_grant:files/delete_file": True}
+    restarted = await _service(engine)
+    again = await restarted.get_session(app_name="app", user_id="u", session_id="fresh")
+    assert again is not None and [e.invocation_id for e in again.events] == ["i2"]

@@ -162,7 +162,9 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     handler = GatehouseRequestHandler(
         agent_executor=executor, task_store=task_store, agent_card=agent_card(config, settings.url), approvals=approvals,
         hitl=hitl.store,
-        interrupted_task_timeout=60.0,  # a paused task's in-memory state is dropped when idle; the store keeps it
+        # a2a-sdk keeps an ActiveTask (queues, producer and consumer tasks: ~40 KB) per paused task until it is idle
+        # this long; the store keeps the task, and a decision or a subscription recreates it from there.
+        interrupted_task_timeout=1.0,
     )
     resumer = Resumer(handler)
     sweeper = TimeoutSweeper(approvals, resumer, config.approval.on_timeout, settings.sweep_interval)

@@ -10,6 +10,11 @@ and ``gatehouse_session_events`` (one JSON row per event), created at start-up.
 A run cut short by a crash loses its unflushed events, never a reported pause; an approved call it had
 started is still recorded as executed in the approvals table, so it is not run again.
 
+The cache is small (``max_cached``, least recently used first): it serves the runs in flight and a decision
+that follows its pause quickly. A conversation that waits longer for a human is read back from the database
+when the decision comes (~1 ms), so a thousand paused conversations do not each hold their events in memory.
+Only a session whose events are all written can be dropped.
+
 With several replicas (Postgres) a cached session is checked against the stored event count before use and
 reloaded when another replica moved it on. State is session-scoped (``app:``/``user:`` prefixes are kept
 with the session, ``temp:`` keys are never stored).
@@ -107,7 +112,7 @@ def _stored_state(state: dict[str, Any]) -> str:
 
 
 class DurableSessionService(BaseSessionService):
-    def __init__(self, db: Database, *, validate_cache: bool = False, max_cached: int = 4096) -> None:
+    def __init__(self, db: Database, *, validate_cache: bool = False, max_cached: int = 64) -> None:
         self._db = db
         self._validate = validate_cache
         self._max = max_cached
@@ -257,11 +262,14 @@ class DurableSessionService(BaseSessionService):
     def _remember(self, key: Key, entry: _Entry) -> None:
         self._cache[key] = entry
         self._cache.move_to_end(key)
-        while len(self._cache) > self._max:
-            old_key, old = next(iter(self._cache.items()))
-            if old.lock.locked() or old.persisted_events != len(old.session.events):
-                break  # never drop what is not written yet
-            self._cache.pop(old_key)
+        excess = len(self._cache) - self._max
+        if excess <= 0:
+            return
+        # Least recently used first; never drop what is not written yet (a new session is stored by its first flush).
+        idle = [k for k, e in self._cache.items() if k != key and e.stored and not e.lock.locked()
+                and e.persisted_events == len(e.session.events)]
+        for old_key in idle[:excess]:
+            del self._cache[old_key]
 
     @staticmethod
     def _where(table: Table, key: Key) -> list[Any]:

@@ -1,12 +1,14 @@
 """``CachedTaskStore``: a2a-sdk's ``DatabaseTaskStore`` (same ``tasks`` table), made cheap on sqlite.
 
 With sqlite (one process owns the file) tasks are cached in memory, write-through, and reads are served
-from the cache (a lookup that found nothing is remembered until the task is saved). Only states a client
-may come back to are written: a new pause (input-required, auth-required) or an end (completed, failed,
-...). a2a-sdk also saves every step in between (submitted, working, the decision appended to the history of
-a paused task); those stay in the cache and go to the database with the next pause or end, or before a listing. A crash in
-between loses no decision: approvals are durable in their own table and the task is still stored at its
-last pause, from which the next message recovers (see ``executor._recover``).
+from the cache (a lookup that found nothing is remembered until the task is saved). The cache is small
+(``max_cached``, least recently used first): a request reads its task several times, a task paused for long is
+read back from the table when its decision comes. Only states a client may come back to are written: a new
+pause (input-required, auth-required) or an end (completed, failed, ...). a2a-sdk also saves every step in
+between (submitted, working, the decision appended to the history of a paused task); those stay in the cache
+(never evicted before they are written) and go to the table with the next pause or end, or before a listing.
+A crash in between loses no decision: approvals are durable in their own table and the task is still stored
+at its last pause, from which the next message recovers (see ``executor._recover``).
 
 Saves run one prepared upsert (built once, with bind parameters) on
 :class:`~agent_runtime.database.Database`, and cache misses one select. Listing, and everything on Postgres
@@ -36,7 +38,7 @@ DURABLE_STATES = frozenset({
 
 
 class CachedTaskStore(DatabaseTaskStore):
-    def __init__(self, db: Database, *, max_cached: int = 4096) -> None:
+    def __init__(self, db: Database, *, max_cached: int = 64) -> None:
         super().__init__(db.async_engine)
         self._db = db
         self._lean = db.sqlite
@@ -63,12 +65,11 @@ class CachedTaskStore(DatabaseTaskStore):
         copy.CopyFrom(task)
         self._cache[key] = copy
         self._cache.move_to_end(key)
-        while len(self._cache) > self._max:
-            old = next(iter(self._cache))
-            if old in self._unwritten:
-                break  # never drop what is not written yet
-            self._cache.pop(old)
-            self._written_status.pop(old, None)
+        if len(self._cache) > self._max:
+            # Least recently used first, never what is not written yet.
+            for old in [k for k in self._cache if k not in self._unwritten][: len(self._cache) - self._max]:
+                self._cache.pop(old)
+                self._written_status.pop(old, None)
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         if not self._lean:
@@ -104,6 +105,7 @@ class CachedTaskStore(DatabaseTaskStore):
         key = self._key(task_id, context)
         cached = self._cache.get(key)
         if cached is not None:
+            self._cache.move_to_end(key)
             copy = Task()
             copy.CopyFrom(cached)
             return copy
