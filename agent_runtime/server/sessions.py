@@ -12,7 +12,7 @@ started is still recorded as executed in the approvals table, so it is not run a
 
 The cache is small (``max_cached``, least recently used first): it serves the runs in flight and a decision
 that follows its pause quickly. A conversation that waits longer for a human is read back from the database
-when the decision comes (~1 ms), so a thousand paused conversations do not each hold their events in memory.
+when the decision comes (1-3 ms), so a thousand paused conversations do not each hold their events in memory.
 Only a session whose events are all written can be dropped.
 
 With several replicas (Postgres) a cached session is checked against the stored event count before use and
