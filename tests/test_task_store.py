@@ -85,3 +85,15 @@ async def test_a_task_not_yet_written_is_never_evicted(db: Database) -> None:
     other = Task(id="t2", context_id="c2", status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED))
     await store.save(other, CONTEXT)
     assert (await store.get("t1", CONTEXT)).status.state == TaskState.TASK_STATE_WORKING
+
+
+async def test_a_task_that_left_the_cache_reads_back_the_same(db: Database) -> None:
+    store = CachedTaskStore(db, max_cached=1)
+    await store.initialize()
+    await store.save(_task(TaskState.TASK_STATE_INPUT_REQUIRED, "approve?", history=2), CONTEXT)
+    await store.save(Task(id="t2", context_id="c2", status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED)), CONTEXT)
+    back = await store.get("t1", CONTEXT)  # out of the cache: from its packed copy
+    assert back == _task(TaskState.TASK_STATE_INPUT_REQUIRED, "approve?", history=2)
+    # and a save after that is written as usual
+    await store.save(_task(TaskState.TASK_STATE_COMPLETED, "done", history=3), CONTEXT)
+    assert (await _stored(db)).status.state == TaskState.TASK_STATE_COMPLETED
