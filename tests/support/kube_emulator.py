@@ -65,6 +65,17 @@ Key = tuple[references.resource, str | None, str]
 _CORE_NAMESPACES = re.compile(r"^/api/v1/namespaces(?:/(?P<name>[^/]+)(?:/(?P<sub>status|finalize))?)?/?$")
 _WRITES = {"POST", "PUT", "PATCH", "DELETE"}
 _SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+# Discovery, answered directly: kmock's DSL would test the request against every payload's filter, and each
+# test walks the whole request log (quadratic over a long run). Same patterns and answers as kmock's fallbacks.
+_DISCOVERY = (
+    (re.compile(r"/apis/[^/]+/[^/]+/?"), "_serve_version"),
+    (re.compile(r"/apis/[^/]+/?"), "_serve_group"),
+    (re.compile(r"/api/[^/]+/?"), "_serve_version"),
+    (re.compile(r"/version/?"), "_serve_server_version"),
+    (re.compile(r"/apis/?"), "_serve_apis"),
+    (re.compile(r"/api/?"), "_serve_api"),
+    (re.compile(r"/"), "_serve_root"),
+)
 
 
 def _now() -> str:
@@ -231,7 +242,14 @@ class KubeEmulator(kmock.KubernetesEmulator):
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         res = request.resource
         if res is None or res.plural is None or self._info(res) is None:
-            return await kmock.KubernetesScaffold._handle(self, request)  # discovery & the DSL
+            if str(request.method.value).upper() == "GET":
+                for pattern, serve in _DISCOVERY:
+                    if pattern.fullmatch(request.url.path):
+                        payload = await getattr(self, serve)(request)
+                        if isinstance(payload, dict):
+                            return aiohttp.web.json_response(payload)
+                        break
+            return await kmock.KubernetesScaffold._handle(self, request)  # the DSL
         method = str(request.method.value).upper()
         if method == "GET" and request.params.get("watch") in ("true", "1"):
             return await self._watch(request)
@@ -264,7 +282,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
     # -- verbs ----------------------------------------------------------------------------------------
 
     def _info(self, res: references.resource) -> references.ResourceInfo | None:
-        return self.resources[res] if res in self.resources else None
+        # A plain dict lookup: ``res in self.resources`` type-checks the key against a Protocol on every call.
+        return self.resources._resources.get(res)
 
     def _key(self, request: rendering.Request, name: str) -> Key:
         assert request.resource is not None
@@ -472,7 +491,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if kind is None:
             return obj
         obj = crd_validation.apply_defaults(crd_validation.schema_for(kind), obj)
-        problems = crd_validation.validate(obj)
+        problems = crd_validation.problems(obj)
         if problems:
             name = obj.get("metadata", {}).get("name")
             raise kmock.KubernetesError(
