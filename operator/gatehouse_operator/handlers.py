@@ -115,15 +115,19 @@ def _owner_changed(kind: str, type: str | None, body: kopf.Body, memo: kopf.Memo
                    kwargs: dict[str, Any]) -> None:
     """A child we manage changed or vanished: its Agent repairs it (a no-op when nothing drifted).
 
-    The event that merely echoes our own last write is skipped.
+    The event that merely echoes our own last write is skipped. Such an event can arrive while the reconcile
+    that wrote the child is still running, before it has recorded the child's version: so the check waits
+    for the Agent's lock (a reconcile records its children's versions before it lets go).
     """
     runtime: Runtime = memo.runtime
     meta = body.metadata
     agent = meta.labels.get(builders.AGENT_LABEL)
     if type is None or not agent or not meta.namespace:
         return
-    if type != "DELETED" and runtime.is_known(kind, meta.namespace, meta.name, meta.get("resourceVersion")):
-        return
+    if type != "DELETED":
+        with runtime.lock_for(meta.namespace, agent):
+            if runtime.is_known(kind, meta.namespace, meta.name, meta.get("resourceVersion")):
+                return
     _run(memo, meta.namespace, agent, logger, kwargs)
 
 

@@ -27,7 +27,8 @@ Identity and denial, for tests of clients: a ``SelfSubjectReview`` (POST
 ``/apis/authentication.k8s.io/v1/selfsubjectreviews``) answers with :attr:`KubeEmulator.username`;
 :meth:`KubeEmulator.forbid` makes matching requests answer 403 like RBAC would (or another status); :meth:`KubeEmulator.compact`
 forgets the watch history (as etcd compaction or an API server restart does): open watches end and
-resuming one from an older resourceVersion answers ``410 Gone``.
+resuming one from an older resourceVersion answers ``410 Gone``; :attr:`KubeEmulator.watch_delay` holds
+every watch event back that many seconds (a watch running behind, as under load).
 
 Payload mechanics (merge patch, selectors, Tables) live in :mod:`tests.support.kube_wire`; serving it on
 127.0.0.1 from a thread in :mod:`tests.support.kube_server`; pytest fixtures in
@@ -89,7 +90,7 @@ class _Watcher:
     name: str | None
     labels: str
     fields: str
-    queue: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
+    queue: asyncio.Queue[tuple[float, dict[str, Any]]] = field(default_factory=asyncio.Queue)  # (emitted at, event)
 
 
 @attrs.define(kw_only=True)
@@ -98,6 +99,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
 
     validate_custom_resources: bool = True
     username: str = "tester"  # who a SelfSubjectReview says the caller is
+    watch_delay: float = 0.0  # seconds each watch event is held back, like a lagging watch cache
     _forbidden: list[tuple[str, re.Pattern[str], int]] = attrs.field(factory=list, init=False)
     _compacted: int = attrs.field(default=0, init=False)
     _rv: int = attrs.field(default=0, init=False)
@@ -164,7 +166,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self._compacted = self._rv
         self._log.clear()
         for watcher in list(self._watchers):
-            watcher.queue.put_nowait({"type": "_END"})
+            watcher.queue.put_nowait((0.0, {"type": "_END"}))
 
     @property
     def open_watches(self) -> int:
@@ -510,10 +512,11 @@ class KubeEmulator(kmock.KubernetesEmulator):
 
     async def _emit(self, res: references.resource, kind: str, obj: dict[str, Any]) -> None:
         event = {"type": kind, "object": copy.deepcopy(obj)}
+        now = asyncio.get_running_loop().time()
         self._log.append((int(obj["metadata"]["resourceVersion"]), res, event))
         for watcher in list(self._watchers):
             if watcher.resource == res and self._sees(watcher, obj):
-                watcher.queue.put_nowait(event)
+                watcher.queue.put_nowait((now, event))
 
     async def _gone(self, request: rendering.Request, since: str) -> aiohttp.web.StreamResponse:
         """A watch from a compacted version: one ERROR event with a 410 Status, as the API server sends it."""
@@ -567,11 +570,13 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 if transport is None or transport.is_closing():
                     break
                 try:
-                    event = await asyncio.wait_for(watcher.queue.get(), timeout=0.5)
+                    emitted, event = await asyncio.wait_for(watcher.queue.get(), timeout=0.5)
                 except TimeoutError:
                     continue
                 if event["type"] == "_END":
                     break
+                if self.watch_delay and (late := emitted + self.watch_delay - loop.time()) > 0:
+                    await asyncio.sleep(late)
                 await response.write(encode(event))
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await response.write_eof()
