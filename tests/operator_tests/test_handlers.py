@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -48,7 +49,7 @@ def test_the_echo_of_a_write_still_in_flight_is_skipped(reconciled: list[str]) -
 
     thread = threading.Thread(target=finish)
     thread.start()
-    handlers._owner_changed("Secret", "ADDED", _secret_event("7"), memo, logging.getLogger("test"), {})
+    asyncio.run(handlers._owner_changed("Secret", "ADDED", _secret_event("7"), memo, logging.getLogger("test"), {}))
     thread.join()
     assert reconciled == []
 
@@ -57,10 +58,10 @@ def test_the_echo_of_a_write_still_in_flight_is_skipped(reconciled: list[str]) -
 def test_a_change_by_someone_else_reconciles_the_agent(reconciled: list[str], event: str, version: str) -> None:
     memo = _memo()
     memo.runtime.saw("Secret", "ns", "a-config", "7")
-    handlers._owner_changed("Secret", event, _secret_event(version), memo, logging.getLogger("test"), {})
+    asyncio.run(handlers._owner_changed("Secret", event, _secret_event(version), memo, logging.getLogger("test"), {}))
     assert reconciled == ["ns/a"]
 
 
 def test_the_initial_listing_is_left_to_resume(reconciled: list[str]) -> None:
-    handlers._owner_changed("Secret", None, _secret_event("7"), _memo(), logging.getLogger("test"), {})
+    asyncio.run(handlers._owner_changed("Secret", None, _secret_event("7"), _memo(), logging.getLogger("test"), {}))
     assert reconciled == []

@@ -146,8 +146,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
                     self.add_crd(doc)
 
     def seed(self, resource: str, obj: dict[str, Any]) -> dict[str, Any]:
-        """Store an object directly (no request logged, no event); returns the stored object."""
+        """Store a copy of an object directly (no request logged, no event); returns the stored object."""
         res = references.resource(resource)
+        obj = copy.deepcopy(obj)
         meta = obj.setdefault("metadata", {})
         self._stamp_new(res, obj)
         self._objects[res, meta.get("namespace"), meta["name"]] = obj
@@ -313,7 +314,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         assert res is not None
         labels, fields = request.params.get("labelSelector", ""), request.params.get("fieldSelector", "")
         items = [
-            copy.deepcopy(obj.raw)
+            obj.raw
             for (r, _, _), obj in list(self._objects.items())
             if r == res and not obj.deleted and self._matches(request.namespace, None, labels, fields, obj.raw)
         ]
@@ -335,7 +336,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         obj = self._live(self._key(request, request.name))
         if obj is None:
             raise self._not_found(request)
-        return copy.deepcopy(obj)
+        return obj
 
     async def _create(self, request: rendering.Request) -> dict[str, Any]:
         res = request.resource
@@ -363,7 +364,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         else:
             self._objects[key] = obj
         await self._emit(res, "ADDED", obj)
-        return copy.deepcopy(obj)
+        return obj
 
     async def _modify(self, request: rendering.Request, *, replace: bool) -> dict[str, Any]:
         res = request.resource
@@ -389,7 +390,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
             raise kmock.KubernetesError(status=422, reason="Invalid", message=f"the patch cannot be applied: {exc}") from None
         new = self._isolate(res, request.subresource, current, wanted)
         if new == current:
-            return copy.deepcopy(current)  # a no-op write changes nothing and emits nothing, as in Kubernetes
+            return current  # a no-op write changes nothing and emits nothing, as in Kubernetes
         meta = new["metadata"]
         meta["resourceVersion"] = self._next_rv()
         strip = ("metadata", "status")
@@ -397,11 +398,11 @@ class KubeEmulator(kmock.KubernetesEmulator):
             meta["generation"] = int(current["metadata"].get("generation", 1)) + 1
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
             await self._remove(key, new)
-            return copy.deepcopy(new)
+            return new
         new = self._validate(res, new)
         self._objects[key].create(new)
         await self._emit(res, "MODIFIED", new)
-        return copy.deepcopy(new)
+        return new
 
     async def _delete(self, request: rendering.Request) -> dict[str, Any]:
         assert request.name is not None
@@ -414,16 +415,16 @@ class KubeEmulator(kmock.KubernetesEmulator):
     async def _delete_key(self, key: Key, current: dict[str, Any]) -> dict[str, Any]:
         meta = current["metadata"]
         if meta.get("deletionTimestamp"):
-            return copy.deepcopy(current)
+            return current
         if meta.get("finalizers"):
             new = copy.deepcopy(current)
             new["metadata"]["deletionTimestamp"] = _now()
             new["metadata"]["resourceVersion"] = self._next_rv()
             self._objects[key].create(new)
             await self._emit(key[0], "MODIFIED", new)
-            return copy.deepcopy(new)
+            return new
         await self._remove(key, current)
-        return copy.deepcopy(current)
+        return current
 
     async def _remove(self, key: Key, last: dict[str, Any]) -> None:
         """Delete for real, then collect the garbage: dependents whose owner this object was."""
@@ -441,6 +442,11 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 await self._delete_key(other_key, other.raw)
 
     # -- object bookkeeping ---------------------------------------------------------------------------
+    #
+    # A stored object is never changed in place: every write stores a fresh dict (built from a deep copy of the
+    # request or of the current object). So reads, list items and watch events share the stored dicts instead
+    # of copying them; responses are serialised before anything else runs. Only :meth:`get_object` copies,
+    # since tests may change what it returns.
 
     def _next_rv(self) -> str:
         self._rv += 1
@@ -511,7 +517,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
     # -- watching ---------------------------------------------------------------------------------------
 
     async def _emit(self, res: references.resource, kind: str, obj: dict[str, Any]) -> None:
-        event = {"type": kind, "object": copy.deepcopy(obj)}
+        event = {"type": kind, "object": obj}
         now = asyncio.get_running_loop().time()
         self._log.append((int(obj["metadata"]["resourceVersion"]), res, event))
         for watcher in list(self._watchers):
