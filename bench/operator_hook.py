@@ -152,6 +152,23 @@ def _operator_requests(requests: list[Any]) -> list[Any]:
     return [r for r in requests if r.headers.get("User-Agent") != BENCH_AGENT and not _is_watch(r)]
 
 
+def _breakdown(requests: list[Any]) -> dict[str, int]:
+    """Requests by verb and resource (``GET agents``, ``PATCH agents/status``, ``POST events``), most first."""
+    counts: dict[str, int] = {}
+    for r in requests:
+        parts = str(r.url.path).strip("/").split("/")
+        if "namespaces" in parts and len(parts) > parts.index("namespaces") + 2:
+            parts = parts[parts.index("namespaces") + 2:]
+        else:
+            parts = parts[2:] if parts[:1] == ["api"] else parts[3:]
+        what = parts[0] if parts else "/"
+        if len(parts) > 2:
+            what += "/" + parts[2]
+        key = f"{str(r.method.value).upper()} {what}"
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
 def run_operator_bench(agents: int, timeout: float = 600.0) -> dict[str, Any]:
     """Start the emulated API and the operator, apply ``agents`` Agents, measure (see the module docstring)."""
     import httpx
@@ -217,6 +234,7 @@ def run_operator_bench(agents: int, timeout: float = 600.0) -> dict[str, Any]:
         "create_seconds": round(created, 2),
         "api_requests_applied": len(applied),
         "api_writes_applied": sum(1 for r in applied if str(r.method.value).upper() in WRITES),
+        "api_requests_applied_by_verb": _breakdown(applied),
         "noop_reconciles": n_reconciles,
         "api_requests_per_noop_reconcile": round(len(window) / n_reconciles, 2) if n_reconciles else None,
         "resync_seconds": resync,

@@ -1,6 +1,7 @@
 """``make bench``: Gatehouse vs google-adk's own confirmation over its own ``to_a2a``, side by side in one run.
 
     python -m bench.run [--quick] [--targets gatehouse,adk_durable,adk_memory] [--out bench/results] ...
+    python -m bench.run --only operator [--operator-agents 500] --out /tmp/op   # just the operator rows (steps 1-5 skipped)
 
 Order of a run (one demo-tools MCP server, with a journal, serves every target):
 
@@ -56,6 +57,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=RESULTS, help="where latest.json / latest.png go")
     p.add_argument("--work", type=Path, help="keep servers' state and logs here (default: a temporary directory)")
     p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--only", choices=("operator",),
+                   help="run only these rows: 'operator' starts no runtime server (the other rows say so)")
     args = p.parse_args(argv)
     wanted = [t.strip() for t in args.targets.split(",") if t.strip()]
     unknown = sorted(set(wanted) - set(ALL))
@@ -178,7 +181,10 @@ def machine() -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     s = settings_from(args)
-    targets, reasons = choose_targets(args.targets)
+    if args.only == "operator":
+        targets, reasons = [], dict.fromkeys(ALL, "not run (--only operator)")
+    else:
+        targets, reasons = choose_targets(args.targets)
     for key, reason in reasons.items():
         if reason and key in args.targets:
             log(f"{key}: {reason}")
@@ -191,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             work.mkdir(parents=True, exist_ok=True)
         else:
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gatehouse-bench-")))
-        results = asyncio.run(measure(targets, reasons, s, work))
+        results = asyncio.run(measure(targets, reasons, s, work)) if targets else {}
     if "gatehouse" in args.targets and args.operator_agents > 0:
         log(f"operator: {args.operator_agents} Agents against the emulated API")
         operator = operator_results(args.operator_agents)

@@ -132,6 +132,18 @@ def test_cel_require_approval_subset_of_tool_names(require: list[str] | None, ok
         assert errors == [f"spec.tools[0].mcpServer: {REQUIRE_MSG}"]
 
 
+def test_cel_verdicts_are_the_same_when_remembered() -> None:
+    """The emulated API server remembers each rule's verdict per value: a repeated or moved value gets the
+    same answer, at its own path, every time."""
+    bad, good = _agent(requireApproval=["rm"]), _agent(requireApproval=["delete_file"])
+    for _ in range(3):
+        assert cel_errors(bad) == [f"spec.tools[0].mcpServer: {REQUIRE_MSG}"]
+        assert cel_errors(good) == []
+    two = _agent(requireApproval=["delete_file"])
+    two["spec"]["tools"].append(copy.deepcopy(bad["spec"]["tools"][0]))
+    assert cel_errors(two) == [f"spec.tools[1].mcpServer: {REQUIRE_MSG}"]
+
+
 @pytest.mark.parametrize(
     ("when", "ok"),
     [({"arg": "path", "glob": "**/.env*"}, True), ({"arg": "path", "regex": "^/etc"}, True),

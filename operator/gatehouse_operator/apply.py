@@ -7,6 +7,10 @@ the same length with each item matching, and a rendered empty mapping must be em
 ``resources`` block is really removed). Anything else on the object is left alone.
 
 A resync over unchanged inputs therefore reads each child once and writes nothing.
+
+For an Agent that has never been applied, its children almost certainly do not exist yet: reading each one
+first would cost a 404 per child. ``create_first`` sends the create straight away and falls back to the
+read-compare-patch path only when the API answers 409 (the child is already there).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gatehouse_operator.kube import KubeClient
+from gatehouse_operator.kube import ApiException, KubeClient
 
 __all__ = ["Applied", "ensure", "owned_equal"]
 
@@ -51,9 +55,18 @@ def owned_equal(desired: Any, actual: Any) -> bool:
     return bool(desired == actual)
 
 
-def ensure(kube: KubeClient, desired: dict[str, Any]) -> Applied:
-    """Create ``desired`` when missing, merge-patch it when an owned field differs, else do nothing."""
+def ensure(kube: KubeClient, desired: dict[str, Any], *, create_first: bool = False) -> Applied:
+    """Create ``desired`` when missing, merge-patch it when an owned field differs, else do nothing.
+
+    With ``create_first`` the create is tried before any read (see the module docstring).
+    """
     kind, meta = desired["kind"], desired["metadata"]
+    if create_first:
+        try:
+            return Applied(kind, meta["name"], "created", kube.create(desired))
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
     actual = kube.get(kind, meta["namespace"], meta["name"])
     if actual is None:
         return Applied(kind, meta["name"], "created", kube.create(desired))

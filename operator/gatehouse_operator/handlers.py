@@ -18,8 +18,10 @@ deployment_event       a Deployment we manage changed (e.g. availableReplicas,  
 
 The event handlers skip kopf's initial listing (``type is None``): ``agent_resume`` already covers every
 Agent at start-up. Other children (Service, ServiceAccount, Role, RoleBinding) are not watched, to keep
-the operator from caching every such object in the cluster: the periodic resync restores them. Handlers
-are synchronous; kopf runs them in worker threads.
+the operator from caching every such object in the cluster: the periodic resync restores them. The Agent
+handlers are synchronous (kopf runs them in worker threads). The event handlers are ``async`` and decide in
+the event loop whether there is anything to do -- most events are echoes of our own writes, or concern
+Secrets no Agent uses -- and only a reconcile goes to a worker thread.
 """
 
 from __future__ import annotations
@@ -90,52 +92,75 @@ async def agent_resync(
             logger.exception("resync of agent %s/%s failed", namespace, name)
 
 
-def _dependents(kind: str, event_type: str | None, namespace: str, name: str, memo: kopf.Memo,
-                logger: logging.Logger, kwargs: dict[str, Any]) -> None:
-    if event_type is None:
-        return
-    for agent in sorted(Dependencies.from_kwargs(kwargs).agents_using(kind, namespace, name)):
+def _reconcile_dependents(kind: str, event_type: str, namespace: str, name: str, agents: list[str], memo: kopf.Memo,
+                          logger: logging.Logger, kwargs: dict[str, Any]) -> None:
+    for agent in agents:
         logger.info("%s %s/%s changed (%s): reconciling agent %s", kind, namespace, name, event_type, agent)
         _run(memo, namespace, agent, logger, kwargs)
 
 
+async def _dependents(kind: str, event_type: str | None, namespace: str, name: str, memo: kopf.Memo,
+                      logger: logging.Logger, kwargs: dict[str, Any]) -> None:
+    if event_type is None:
+        return
+    agents = sorted(Dependencies.from_kwargs(kwargs).agents_using(kind, namespace, name))
+    if agents:
+        await asyncio.to_thread(_reconcile_dependents, kind, event_type, namespace, name, agents, memo, logger, kwargs)
+
+
 @kopf.on.event(GROUP, VERSION, "modelconfigs")
-def modelconfig_event(type: str | None, memo: kopf.Memo, namespace: str, name: str, logger: logging.Logger,
-                      **kwargs: Any) -> None:
-    _dependents("ModelConfig", type, namespace, name, memo, logger, kwargs)
+async def modelconfig_event(type: str | None, memo: kopf.Memo, namespace: str, name: str, logger: logging.Logger,
+                            **kwargs: Any) -> None:
+    await _dependents("ModelConfig", type, namespace, name, memo, logger, kwargs)
 
 
 @kopf.on.event(GROUP, VERSION, "remotemcpservers")
-def mcpserver_event(type: str | None, memo: kopf.Memo, namespace: str, name: str, logger: logging.Logger,
-                    **kwargs: Any) -> None:
-    _dependents("RemoteMCPServer", type, namespace, name, memo, logger, kwargs)
+async def mcpserver_event(type: str | None, memo: kopf.Memo, namespace: str, name: str, logger: logging.Logger,
+                          **kwargs: Any) -> None:
+    await _dependents("RemoteMCPServer", type, namespace, name, memo, logger, kwargs)
 
 
-def _owner_changed(kind: str, type: str | None, body: kopf.Body, memo: kopf.Memo, logger: logging.Logger,
-                   kwargs: dict[str, Any]) -> None:
+def _repair_unless_echo(kind: str, type: str, namespace: str, name: str, version: str | None, agent: str,
+                        memo: kopf.Memo, logger: logging.Logger, kwargs: dict[str, Any]) -> None:
+    runtime: Runtime = memo.runtime
+    if type != "DELETED":
+        with runtime.lock_for(namespace, agent):  # a reconcile in flight records its children before it lets go
+            if runtime.is_known(kind, namespace, name, version):
+                return
+    _run(memo, namespace, agent, logger, kwargs)
+
+
+async def _owner_changed(kind: str, type: str | None, body: kopf.Body, memo: kopf.Memo, logger: logging.Logger,
+                         kwargs: dict[str, Any]) -> None:
     """A child we manage changed or vanished: its Agent repairs it (a no-op when nothing drifted).
 
-    The event that merely echoes our own last write is skipped.
+    The event that merely echoes our own last write is skipped. Such an event can arrive while the reconcile
+    that wrote the child is still running, before it has recorded the child's version: so unless the version
+    is already known, the check is repeated under the Agent's lock (a reconcile records its children's versions
+    before it lets go), in a worker thread.
     """
     runtime: Runtime = memo.runtime
     meta = body.metadata
     agent = meta.labels.get(builders.AGENT_LABEL)
     if type is None or not agent or not meta.namespace:
         return
-    if type != "DELETED" and runtime.is_known(kind, meta.namespace, meta.name, meta.get("resourceVersion")):
+    version = meta.get("resourceVersion")
+    if type != "DELETED" and runtime.is_known(kind, meta.namespace, meta.name, version):
         return
-    _run(memo, meta.namespace, agent, logger, kwargs)
+    await asyncio.to_thread(_repair_unless_echo, kind, type, meta.namespace, meta.name, version, agent, memo, logger,
+                            kwargs)
 
 
 @kopf.on.event("v1", "secrets")
-def secret_event(type: str | None, body: kopf.Body, memo: kopf.Memo, namespace: str, name: str, labels: kopf.Labels,
-                 logger: logging.Logger, **kwargs: Any) -> None:
+async def secret_event(type: str | None, body: kopf.Body, memo: kopf.Memo, namespace: str, name: str,
+                       labels: kopf.Labels, logger: logging.Logger, **kwargs: Any) -> None:
     if labels.get("app.kubernetes.io/managed-by") == builders.MANAGED_BY:
-        _owner_changed("Secret", type, body, memo, logger, kwargs)
+        await _owner_changed("Secret", type, body, memo, logger, kwargs)
     else:
-        _dependents("Secret", type, namespace, name, memo, logger, kwargs)
+        await _dependents("Secret", type, namespace, name, memo, logger, kwargs)
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": builders.MANAGED_BY})
-def deployment_event(type: str | None, body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, **kwargs: Any) -> None:
-    _owner_changed("Deployment", type, body, memo, logger, kwargs)
+async def deployment_event(type: str | None, body: kopf.Body, memo: kopf.Memo, logger: logging.Logger,
+                           **kwargs: Any) -> None:
+    await _owner_changed("Deployment", type, body, memo, logger, kwargs)

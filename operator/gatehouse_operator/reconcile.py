@@ -8,7 +8,8 @@ Every trigger ends here: the Agent's own create/update/resume handlers, a change
    RemoteMCPServers from the in-memory caches (:mod:`gatehouse_operator.dependencies`), and checks the
    referenced Secrets exist;
 3. on success renders the children (:mod:`gatehouse_operator.builders`) and creates or patches each one
-   (:mod:`gatehouse_operator.apply`); on failure leaves the last good children running;
+   (:mod:`gatehouse_operator.apply`) -- for an Agent never applied before (no ``status.configHash``) it creates
+   them straight away instead of reading six 404s first; on failure leaves the last good children running;
 4. writes ``status`` only if it differs (:mod:`gatehouse_operator.status`) and posts one Event when
    anything was written.
 
@@ -89,9 +90,10 @@ def _reconcile(runtime: Runtime, deps: Dependencies, body: dict[str, Any], logge
         api_token_secret=runtime.config.api_token_secret, api_token_key=runtime.config.api_token_key,
     )
     applied: list[apply.Applied] = []
+    create_first = not (body.get("status") or {}).get("configHash")
     for child in builders.desired_children(agent, body, config, inputs):
         try:
-            done = apply.ensure(runtime.kube, child)
+            done = apply.ensure(runtime.kube, child, create_first=create_first)
         except ApiException as exc:
             message = f"{child['kind']}/{child['metadata']['name']}: {exc.status} {exc.reason}"
             _reject(runtime, body, "ReconcileFailed", [Problem("", message)], logger, now)

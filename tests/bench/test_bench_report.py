@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -70,3 +72,17 @@ def test_operator_hook_measures_a_few_agents() -> None:
     assert out["available"] is True, out["reason"]
     assert out["agents_to_accepted_seconds"] > 0 and out["api_requests_per_reconcile"] > 0
     assert out["writes_on_noop_resync"] == 0 and out["noop_reconciles"] >= 6
+
+
+@pytest.mark.e2e
+def test_only_operator_runs_just_the_operator_rows(tmp_path: Path) -> None:
+    from bench import run
+
+    assert run.main(["--only", "operator", "--operator-agents", "2", "--out", str(tmp_path), "--no-plot"]) == 0
+    report = json.loads((tmp_path / "latest.json").read_text())
+    assert report["results"] == {} and set(report["available"].values()) == {"not run (--only operator)"}
+    rows = {r["metric"]: r for r in report["rows"]}
+    assert rows["operator: 2 Agents to Accepted (s)"]["gatehouse"] > 0
+    assert rows["operator: writes on a no-op resync"]["gatehouse"] == 0
+    others = [r for r in report["rows"] if not r["metric"].startswith("operator:")]
+    assert others and all(r["gatehouse"] == "not run (--only operator)" for r in others)

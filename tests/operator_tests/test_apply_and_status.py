@@ -1,8 +1,14 @@
-"""Unit tests of the owned-field comparison and of the status conditions (pure functions)."""
+"""Unit tests of the owned-field comparison, create-or-patch, and the status conditions."""
 
 from __future__ import annotations
 
-from gatehouse_operator.apply import owned_equal
+import copy
+from typing import Any
+
+import pytest
+
+from gatehouse_operator.apply import ensure, owned_equal
+from gatehouse_operator.kube import ApiException
 from gatehouse_operator.status import Condition, agent_status, ready_condition
 
 
@@ -52,3 +58,62 @@ def test_ready_follows_available_replicas() -> None:
     assert ready_condition(deployment).status is False
     deployment["status"]["availableReplicas"] = 2
     assert ready_condition(deployment) == Condition("Ready", True, "Available", "2/2 replicas available")
+
+
+class FakeKube:
+    """Just enough of :class:`gatehouse_operator.kube.KubeClient` for :func:`ensure`, with a call log."""
+
+    def __init__(self, *existing: dict[str, Any]) -> None:
+        self.objects = {(o["kind"], o["metadata"]["name"]): copy.deepcopy(o) for o in existing}
+        self.calls: list[str] = []
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        self.calls.append(f"get {kind}")
+        return copy.deepcopy(self.objects.get((kind, name)))
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(f"create {obj['kind']}")
+        key = (obj["kind"], obj["metadata"]["name"])
+        if key in self.objects:
+            raise ApiException(status=409, reason="AlreadyExists")
+        self.objects[key] = copy.deepcopy(obj)
+        return copy.deepcopy(obj)
+
+    def patch(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(f"patch {obj['kind']}")
+        self.objects[obj["kind"], obj["metadata"]["name"]] = copy.deepcopy(obj)
+        return copy.deepcopy(obj)
+
+
+def _secret(value: str) -> dict[str, Any]:
+    return {"kind": "Secret", "metadata": {"name": "a-config", "namespace": "ns"}, "data": {"config.json": value}}
+
+
+@pytest.mark.parametrize(
+    ("existing", "create_first", "action", "calls"),
+    [
+        ((), False, "created", ["get Secret", "create Secret"]),
+        ((), True, "created", ["create Secret"]),  # a new Agent: no 404 read first
+        ((_secret("old"),), True, "patched", ["create Secret", "get Secret", "patch Secret"]),  # 409: compare, patch
+        ((_secret("new"),), True, "unchanged", ["create Secret", "get Secret"]),
+        ((_secret("new"),), False, "unchanged", ["get Secret"]),  # a resync: reads only
+        ((_secret("old"),), False, "patched", ["get Secret", "patch Secret"]),
+    ],
+)
+def test_ensure_creates_patches_or_leaves_alone(
+    existing: tuple[dict[str, Any], ...], create_first: bool, action: str, calls: list[str]
+) -> None:
+    kube = FakeKube(*existing)
+    done = ensure(kube, _secret("new"), create_first=create_first)  # type: ignore[arg-type]
+    assert (done.action, kube.calls) == (action, calls)
+    assert kube.objects["Secret", "a-config"]["data"] == {"config.json": "new"}
+
+
+def test_ensure_create_first_passes_other_errors_on() -> None:
+    class Refusing(FakeKube):
+        def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+            raise ApiException(status=403, reason="Forbidden")
+
+    with pytest.raises(ApiException) as caught:
+        ensure(Refusing(), _secret("new"), create_first=True)  # type: ignore[arg-type]
+    assert caught.value.status == 403

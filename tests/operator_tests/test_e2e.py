@@ -147,6 +147,59 @@ def test_applying_the_example_creates_owned_children_and_accepts(
     assert kubectl("get", "agents").splitlines()[1].split()[2:4] == ["True", "True"]
 
 
+def test_a_new_agent_creates_its_children_without_reading_them_first(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster
+) -> None:
+    """A never-applied Agent's children do not exist yet: the operator creates them straight away (no 404 reads)."""
+    _apply_example(kubectl, "modelconfig", "mcp-server")
+    _settle(kube_api)
+    mark = kube_api.emulator.request_count
+    _apply_example(kubectl, "agent")
+    cluster.wait_accepted("file-manager")
+    _settle(kube_api)
+    operator_requests = [r for r in kube_api.emulator.requests_since(mark)
+                         if r.params.get("watch") is None and r.headers.get("User-Agent", "").startswith("OpenAPI-Generator")]
+    children = [(str(r.method.value), r.resource.plural) for r in operator_requests if r.resource.plural != "agents"]
+    assert sorted(children) == sorted(("POST", plural) for plural in
+                                      ("secrets", "serviceaccounts", "roles", "rolebindings", "deployments", "services"))
+
+
+def test_a_new_agent_is_handled_once_even_when_the_watch_runs_behind(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster
+) -> None:
+    """With hundreds of Agents created at once the operator's watch falls seconds behind its own writes; the
+    echo of its status write must not make it handle the Agent as new a second time."""
+    _apply_example(kubectl, "modelconfig", "mcp-server")
+    _settle(kube_api)
+    kube_api.emulator.watch_delay = 6.0
+    mark = kube_api.emulator.request_count
+    _apply_example(kubectl, "agent")
+    cluster.wait_accepted("file-manager", timeout=60)
+    time.sleep(kube_api.emulator.watch_delay + 2)  # every echo delivered (and handled)
+    _settle(kube_api, timeout=60)
+    operator.stop()
+    assert operator.outputs[-1].count("Handler 'agent_create' succeeded") == 1, operator.outputs[-1][-3000:]
+    kopf_patches = [r for r in kube_api.emulator.writes(mark) if r.method.value == "PATCH" and r.resource.plural == "agents"
+                    and r.subresource is None and r.headers.get("User-Agent", "").startswith("kopf/")]
+    assert len(kopf_patches) == 2, [r.text[:100] for r in kopf_patches]  # the finalizer, then the handled-state
+
+
+def test_a_new_agent_takes_over_children_that_already_exist(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster
+) -> None:
+    """Children left over under the Agent's names (say, by an earlier install) are brought to the desired state."""
+    cluster.core.create_namespaced_secret(NS, {"metadata": {"name": "file-manager-config"}, "data": {"config.json": "e30K"}})
+    cluster.core.create_namespaced_service_account(NS, {"metadata": {"name": "file-manager"}})
+    _apply_example(kubectl)
+    cluster.wait_accepted("file-manager")
+    uid = cluster.agent("file-manager")["metadata"]["uid"]  # type: ignore[index]
+    secret = cluster.core.read_namespaced_secret("file-manager-config", NS)
+    assert json.loads(base64.b64decode(secret.data["config.json"]))["name"] == "file-manager"
+    for kind, name in CHILDREN:
+        child = json.loads(kubectl("get", kind, name, "-o", "json"))
+        assert [o["uid"] for o in child["metadata"].get("ownerReferences", [])] == [uid], f"{kind}/{name}"
+
+
 def test_spec_change_rolls_a_new_config_hash(
     kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster
 ) -> None:

@@ -2,12 +2,21 @@
 ``openAPIV3Schema`` (jsonschema) and its CEL ``x-kubernetes-validations`` (cel-python).
 
 Used by the CRD tests and available to the emulated API server, which has no validation of its own.
+
+The emulated API server validates every write, so the work is cached where that changes no answer: one
+compiled ``jsonschema`` validator per kind, one compiled CEL program per rule, and each rule's verdict per
+value it was evaluated on (a CEL rule without ``oldSelf`` is a pure function of ``self``; the key is the
+value's canonical JSON). Defaults are applied once per write (:func:`problems` takes an already defaulted
+object).
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import json
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +54,13 @@ def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
     return value
 
 
+@functools.cache
+def _validator(kind: str) -> jsonschema.Draft7Validator:
+    return jsonschema.Draft7Validator(schema_for(kind))
+
+
 def schema_errors(obj: dict[str, Any]) -> list[str]:
-    schema = schema_for(obj["kind"])
-    validator = jsonschema.Draft7Validator(schema)
-    errors = sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))
+    errors = sorted(_validator(obj["kind"]).iter_errors(obj), key=lambda e: list(e.absolute_path))
     return [f"{_path(e.absolute_path)}: {e.message}" for e in errors]
 
 
@@ -72,15 +84,45 @@ def cel_errors(obj: dict[str, Any]) -> list[str]:
     return out
 
 
+_VERDICTS_MAX = 4096
+_verdicts: OrderedDict[tuple[str, str], str | None] = OrderedDict()  # (rule, JSON of self) -> failure or None
+_verdicts_lock = threading.Lock()  # the emulator validates in its own thread, tests in theirs
+
+
+def _evaluate(check: dict[str, Any], value: Any) -> str | None:
+    """``None`` when ``check`` holds on ``value``, else its message; memoised per (rule, value)."""
+    rule = check["rule"]
+    try:
+        key: tuple[str, str] | None = (rule, json.dumps(value, sort_keys=True, separators=(",", ":")))
+    except (TypeError, ValueError):  # not JSON (e.g. a YAML timestamp in a test document): not memoised
+        key = None
+    if key is not None:
+        with _verdicts_lock:
+            if key in _verdicts:
+                _verdicts.move_to_end(key)
+                return _verdicts[key]
+    failure: str | None = None
+    try:
+        ok = _program(rule).evaluate({"self": celpy.json_to_cel(value)})
+    except Exception as exc:  # a rule that cannot evaluate rejects the object, as in the API server
+        failure = f"{check.get('message', rule)} ({exc})"
+    else:
+        if not bool(ok):
+            failure = check.get("message", rule)
+    if key is None:
+        return failure
+    with _verdicts_lock:
+        _verdicts[key] = failure
+        if len(_verdicts) > _VERDICTS_MAX:
+            _verdicts.popitem(last=False)
+    return failure
+
+
 def _walk(schema: dict[str, Any], value: Any, path: str, out: list[str]) -> None:
     for check in schema.get("x-kubernetes-validations", []):
-        try:
-            ok = _program(check["rule"]).evaluate({"self": celpy.json_to_cel(value)})
-        except Exception as exc:  # a rule that cannot evaluate rejects the object, as in the API server
-            ok = False
-            check = {**check, "message": f"{check.get('message', check['rule'])} ({exc})"}
-        if not bool(ok):
-            out.append(f"{path or '<root>'}: {check.get('message', check['rule'])}")
+        failure = _evaluate(check, value)
+        if failure is not None:
+            out.append(f"{path or '<root>'}: {failure}")
     if isinstance(value, dict):
         for name, sub in schema.get("properties", {}).items():
             if name in value:
@@ -92,5 +134,9 @@ def _walk(schema: dict[str, Any], value: Any, path: str, out: list[str]) -> None
 
 def validate(obj: dict[str, Any]) -> list[str]:
     """All schema and CEL problems of one object after defaulting; empty when the API server would accept it."""
-    defaulted = apply_defaults(schema_for(obj["kind"]), copy.deepcopy(obj))
+    return problems(apply_defaults(schema_for(obj["kind"]), copy.deepcopy(obj)))
+
+
+def problems(defaulted: dict[str, Any]) -> list[str]:
+    """:func:`validate` for an object whose defaults are already applied (it is not copied or changed)."""
     return schema_errors(defaulted) + cel_errors(defaulted)

@@ -27,7 +27,8 @@ Identity and denial, for tests of clients: a ``SelfSubjectReview`` (POST
 ``/apis/authentication.k8s.io/v1/selfsubjectreviews``) answers with :attr:`KubeEmulator.username`;
 :meth:`KubeEmulator.forbid` makes matching requests answer 403 like RBAC would (or another status); :meth:`KubeEmulator.compact`
 forgets the watch history (as etcd compaction or an API server restart does): open watches end and
-resuming one from an older resourceVersion answers ``410 Gone``.
+resuming one from an older resourceVersion answers ``410 Gone``; :attr:`KubeEmulator.watch_delay` holds
+every watch event back that many seconds (a watch running behind, as under load).
 
 Payload mechanics (merge patch, selectors, Tables) live in :mod:`tests.support.kube_wire`; serving it on
 127.0.0.1 from a thread in :mod:`tests.support.kube_server`; pytest fixtures in
@@ -65,6 +66,17 @@ Key = tuple[references.resource, str | None, str]
 _CORE_NAMESPACES = re.compile(r"^/api/v1/namespaces(?:/(?P<name>[^/]+)(?:/(?P<sub>status|finalize))?)?/?$")
 _WRITES = {"POST", "PUT", "PATCH", "DELETE"}
 _SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+# Discovery, answered directly: kmock's DSL would test the request against every payload's filter, and each
+# test walks the whole request log (quadratic over a long run). Same patterns and answers as kmock's fallbacks.
+_DISCOVERY = (
+    (re.compile(r"/apis/[^/]+/[^/]+/?"), "_serve_version"),
+    (re.compile(r"/apis/[^/]+/?"), "_serve_group"),
+    (re.compile(r"/api/[^/]+/?"), "_serve_version"),
+    (re.compile(r"/version/?"), "_serve_server_version"),
+    (re.compile(r"/apis/?"), "_serve_apis"),
+    (re.compile(r"/api/?"), "_serve_api"),
+    (re.compile(r"/"), "_serve_root"),
+)
 
 
 def _now() -> str:
@@ -78,7 +90,7 @@ class _Watcher:
     name: str | None
     labels: str
     fields: str
-    queue: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
+    queue: asyncio.Queue[tuple[float, dict[str, Any]]] = field(default_factory=asyncio.Queue)  # (emitted at, event)
 
 
 @attrs.define(kw_only=True)
@@ -87,6 +99,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
 
     validate_custom_resources: bool = True
     username: str = "tester"  # who a SelfSubjectReview says the caller is
+    watch_delay: float = 0.0  # seconds each watch event is held back, like a lagging watch cache
     _forbidden: list[tuple[str, re.Pattern[str], int]] = attrs.field(factory=list, init=False)
     _compacted: int = attrs.field(default=0, init=False)
     _rv: int = attrs.field(default=0, init=False)
@@ -133,8 +146,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
                     self.add_crd(doc)
 
     def seed(self, resource: str, obj: dict[str, Any]) -> dict[str, Any]:
-        """Store an object directly (no request logged, no event); returns the stored object."""
+        """Store a copy of an object directly (no request logged, no event); returns the stored object."""
         res = references.resource(resource)
+        obj = copy.deepcopy(obj)
         meta = obj.setdefault("metadata", {})
         self._stamp_new(res, obj)
         self._objects[res, meta.get("namespace"), meta["name"]] = obj
@@ -153,7 +167,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self._compacted = self._rv
         self._log.clear()
         for watcher in list(self._watchers):
-            watcher.queue.put_nowait({"type": "_END"})
+            watcher.queue.put_nowait((0.0, {"type": "_END"}))
 
     @property
     def open_watches(self) -> int:
@@ -231,7 +245,14 @@ class KubeEmulator(kmock.KubernetesEmulator):
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         res = request.resource
         if res is None or res.plural is None or self._info(res) is None:
-            return await kmock.KubernetesScaffold._handle(self, request)  # discovery & the DSL
+            if str(request.method.value).upper() == "GET":
+                for pattern, serve in _DISCOVERY:
+                    if pattern.fullmatch(request.url.path):
+                        payload = await getattr(self, serve)(request)
+                        if isinstance(payload, dict):
+                            return aiohttp.web.json_response(payload)
+                        break
+            return await kmock.KubernetesScaffold._handle(self, request)  # the DSL
         method = str(request.method.value).upper()
         if method == "GET" and request.params.get("watch") in ("true", "1"):
             return await self._watch(request)
@@ -264,7 +285,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
     # -- verbs ----------------------------------------------------------------------------------------
 
     def _info(self, res: references.resource) -> references.ResourceInfo | None:
-        return self.resources[res] if res in self.resources else None
+        # A plain dict lookup: ``res in self.resources`` type-checks the key against a Protocol on every call.
+        return self.resources._resources.get(res)
 
     def _key(self, request: rendering.Request, name: str) -> Key:
         assert request.resource is not None
@@ -292,7 +314,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         assert res is not None
         labels, fields = request.params.get("labelSelector", ""), request.params.get("fieldSelector", "")
         items = [
-            copy.deepcopy(obj.raw)
+            obj.raw
             for (r, _, _), obj in list(self._objects.items())
             if r == res and not obj.deleted and self._matches(request.namespace, None, labels, fields, obj.raw)
         ]
@@ -314,7 +336,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         obj = self._live(self._key(request, request.name))
         if obj is None:
             raise self._not_found(request)
-        return copy.deepcopy(obj)
+        return obj
 
     async def _create(self, request: rendering.Request) -> dict[str, Any]:
         res = request.resource
@@ -342,7 +364,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         else:
             self._objects[key] = obj
         await self._emit(res, "ADDED", obj)
-        return copy.deepcopy(obj)
+        return obj
 
     async def _modify(self, request: rendering.Request, *, replace: bool) -> dict[str, Any]:
         res = request.resource
@@ -368,7 +390,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
             raise kmock.KubernetesError(status=422, reason="Invalid", message=f"the patch cannot be applied: {exc}") from None
         new = self._isolate(res, request.subresource, current, wanted)
         if new == current:
-            return copy.deepcopy(current)  # a no-op write changes nothing and emits nothing, as in Kubernetes
+            return current  # a no-op write changes nothing and emits nothing, as in Kubernetes
         meta = new["metadata"]
         meta["resourceVersion"] = self._next_rv()
         strip = ("metadata", "status")
@@ -376,11 +398,11 @@ class KubeEmulator(kmock.KubernetesEmulator):
             meta["generation"] = int(current["metadata"].get("generation", 1)) + 1
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
             await self._remove(key, new)
-            return copy.deepcopy(new)
+            return new
         new = self._validate(res, new)
         self._objects[key].create(new)
         await self._emit(res, "MODIFIED", new)
-        return copy.deepcopy(new)
+        return new
 
     async def _delete(self, request: rendering.Request) -> dict[str, Any]:
         assert request.name is not None
@@ -393,16 +415,16 @@ class KubeEmulator(kmock.KubernetesEmulator):
     async def _delete_key(self, key: Key, current: dict[str, Any]) -> dict[str, Any]:
         meta = current["metadata"]
         if meta.get("deletionTimestamp"):
-            return copy.deepcopy(current)
+            return current
         if meta.get("finalizers"):
             new = copy.deepcopy(current)
             new["metadata"]["deletionTimestamp"] = _now()
             new["metadata"]["resourceVersion"] = self._next_rv()
             self._objects[key].create(new)
             await self._emit(key[0], "MODIFIED", new)
-            return copy.deepcopy(new)
+            return new
         await self._remove(key, current)
-        return copy.deepcopy(current)
+        return current
 
     async def _remove(self, key: Key, last: dict[str, Any]) -> None:
         """Delete for real, then collect the garbage: dependents whose owner this object was."""
@@ -420,6 +442,11 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 await self._delete_key(other_key, other.raw)
 
     # -- object bookkeeping ---------------------------------------------------------------------------
+    #
+    # A stored object is never changed in place: every write stores a fresh dict (built from a deep copy of the
+    # request or of the current object). So reads, list items and watch events share the stored dicts instead
+    # of copying them; responses are serialised before anything else runs. Only :meth:`get_object` copies,
+    # since tests may change what it returns.
 
     def _next_rv(self) -> str:
         self._rv += 1
@@ -472,7 +499,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if kind is None:
             return obj
         obj = crd_validation.apply_defaults(crd_validation.schema_for(kind), obj)
-        problems = crd_validation.validate(obj)
+        problems = crd_validation.problems(obj)
         if problems:
             name = obj.get("metadata", {}).get("name")
             raise kmock.KubernetesError(
@@ -490,11 +517,12 @@ class KubeEmulator(kmock.KubernetesEmulator):
     # -- watching ---------------------------------------------------------------------------------------
 
     async def _emit(self, res: references.resource, kind: str, obj: dict[str, Any]) -> None:
-        event = {"type": kind, "object": copy.deepcopy(obj)}
+        event = {"type": kind, "object": obj}
+        now = asyncio.get_running_loop().time()
         self._log.append((int(obj["metadata"]["resourceVersion"]), res, event))
         for watcher in list(self._watchers):
             if watcher.resource == res and self._sees(watcher, obj):
-                watcher.queue.put_nowait(event)
+                watcher.queue.put_nowait((now, event))
 
     async def _gone(self, request: rendering.Request, since: str) -> aiohttp.web.StreamResponse:
         """A watch from a compacted version: one ERROR event with a 410 Status, as the API server sends it."""
@@ -548,11 +576,13 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 if transport is None or transport.is_closing():
                     break
                 try:
-                    event = await asyncio.wait_for(watcher.queue.get(), timeout=0.5)
+                    emitted, event = await asyncio.wait_for(watcher.queue.get(), timeout=0.5)
                 except TimeoutError:
                     continue
                 if event["type"] == "_END":
                     break
+                if self.watch_delay and (late := emitted + self.watch_delay - loop.time()) > 0:
+                    await asyncio.sleep(late)
                 await response.write(encode(event))
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await response.write_eof()
