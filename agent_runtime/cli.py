@@ -103,7 +103,12 @@ def serve(
     )
     # Idle keep-alive connections stay open longer than clients' and load balancers' own idle timeouts (uvicorn's
     # 5 s default): the server closing one just as a client reuses it reads as a reset (bench: lost pauses at 60).
-    app = build_app(settings)
+    from agent_runtime.kube.client import KubeConfigError
+
+    try:
+        app = build_app(settings)
+    except KubeConfigError as exc:
+        _fail(exc)
     _settle_heap()
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, timeout_keep_alive=75)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 
 
 class KubeError(Exception):
@@ -30,6 +31,10 @@ class KubeError(Exception):
         return 400 <= self.status < 500 and self.status not in (408, 409, 429)
 
 
+class KubeConfigError(ValueError):
+    """The cluster's credentials could not be read: a missing or malformed kubeconfig, no service account."""
+
+
 class KubeClient:
     def __init__(self, client: httpx.AsyncClient, auth: Any = None) -> None:
         self._client = client
@@ -41,10 +46,17 @@ class KubeClient:
         from kubernetes import config as k8s_config
 
         configuration = k8s.Configuration()
-        if in_cluster:
-            k8s_config.load_incluster_config(client_configuration=configuration)
-        else:
-            k8s_config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None, client_configuration=configuration)
+        if kubeconfig is not None and not Path(kubeconfig).is_file():
+            raise KubeConfigError(f"cannot use kubeconfig {kubeconfig}: no such file")
+        try:
+            if in_cluster:
+                k8s_config.load_incluster_config(client_configuration=configuration)
+            else:
+                config_file = str(kubeconfig) if kubeconfig else None
+                k8s_config.load_kube_config(config_file=config_file, client_configuration=configuration)
+        except (k8s_config.ConfigException, OSError, yaml.YAMLError) as exc:
+            where = "the in-cluster service account" if in_cluster else f"kubeconfig {kubeconfig or '(default)'}"
+            raise KubeConfigError(f"cannot use {where}: {type(exc).__name__}: {exc}") from None
         verify: Any = (configuration.ssl_ca_cert or True) if configuration.verify_ssl else False
         cert = (configuration.cert_file, configuration.key_file) if configuration.cert_file else None
         http = httpx.AsyncClient(
@@ -112,4 +124,4 @@ class KubeClient:
             raise KubeError(0, f"watch {path}: {type(exc).__name__}: {exc}") from None
 
 
-__all__ = ["KubeClient", "KubeError"]
+__all__ = ["KubeClient", "KubeConfigError", "KubeError"]
