@@ -38,6 +38,12 @@ def _decided(by: str = ALICE, action: str = "Approve", **extra: str) -> dict[str
     return obj
 
 
+def _question(obj: dict[str, Any], kind: str = "hitl_request") -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    out["metadata"]["labels"]["gatehouse.dev/kind"] = kind
+    return out
+
+
 def _with(obj: dict[str, Any], **spec: Any) -> dict[str, Any]:
     out = copy.deepcopy(obj)
     for key, value in spec.items():
@@ -97,7 +103,7 @@ def test_every_spec_field_but_the_decision_is_fixed(policy: dict[str, Any]) -> N
     fields = set(crd_validation.schema_for("ToolApproval")["properties"]["spec"]["properties"]) - {"decision"}
     messages = {v["message"] for v in policy["spec"]["validations"]}
     assert {f"spec.{f} cannot change after creation" for f in fields} <= messages
-    assert len(messages) == len(fields) + 2
+    assert len(messages) == len(fields) + 4  # + decision immutable, decidedBy, kind label fixed, no decision on a question
 
 
 ALLOWED = {
@@ -108,6 +114,10 @@ ALLOWED = {
     "a decided object is re-applied unchanged by someone else": (_decided(), _decided(), "bob"),
     "metadata changes after the decision": (
         _decided(), {**_decided(), "metadata": {"name": "apr-1", "finalizers": ["f"]}}, "bob"),
+    "a question's other metadata changes": (_question(CREATED), {**_question(CREATED), "metadata": {
+        **_question(CREATED)["metadata"], "annotations": {"x": "y"}}}, ALICE),
+    "an approval labelled as one is decided": (
+        _question(CREATED, "tool_approval"), _question(_decided(), "tool_approval"), ALICE),
 }
 
 FORBIDDEN = {
@@ -126,6 +136,9 @@ FORBIDDEN = {
     "expiry removed": (CREATED, _with(CREATED, expiresAt=None), ALICE, "spec.expiresAt"),
     "hint added later": (_with(CREATED, hint=None), CREATED, ALICE, "spec.hint"),
     "agent swapped": (CREATED, _with(CREATED, agentRef="other"), ALICE, "spec.agentRef"),
+    "a question given a decision": (_question(CREATED), _question(_decided()), ALICE, "hitl_request question"),
+    "a question relabelled and decided": (_question(CREATED), _question(_decided(), "tool_approval"), ALICE, "kind label"),
+    "a question's kind label removed": (_question(CREATED), CREATED, ALICE, "kind label"),
 }
 
 
