@@ -106,11 +106,16 @@ async def test_an_approved_call_is_claimed_once_with_its_arguments(service: Appr
         *(service.claim_execution("call-apr-1", "delete_file", args_hash("delete_file", {"path": "a.txt"})) for _ in range(10))
     )
     assert sum(c.ok for c in claims) == 1
-    assert all("already executed" in c.problem for c in claims if not c.ok)
+    # while the winner's tool has not returned, the others cannot know whether it took effect
+    assert all("never reported back" in c.problem and "not run again" in c.problem for c in claims if not c.ok)
     denied = await service.claim_execution("call-apr-2", "delete_file", args_hash("delete_file", {"path": "b"}))
     assert not denied.ok and "denied" in denied.problem
     assert not (await service.claim_execution("call-unknown", "delete_file", "x")).ok
     assert (await service.for_task("t1"))[0].exec_state == "started"
+    await service.finish_execution("call-apr-1")
+    assert (await service.for_task("t1"))[0].exec_state == "done"
+    again = await service.claim_execution("call-apr-1", "delete_file", args_hash("delete_file", {"path": "a.txt"}))
+    assert not again.ok and "already executed; it was not run again" in again.problem
 
 
 async def test_expired_requests_by_task(service: ApprovalService) -> None:

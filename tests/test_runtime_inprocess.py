@@ -75,6 +75,20 @@ async def test_a_resume_cut_short_is_finished_by_the_next_message_without_runnin
     done = (await app.send("approve", task=task))["task"]
     assert state(done) == "TASK_STATE_COMPLETED" and "Delete of cut.txt" in status_text(done)
     assert len(app.tools.executions("delete_file", "cut.txt")) == 1
+    assert [r.exec_state for r in await app.runtime.approvals.for_task(task["id"])] == ["done"]
+
+
+async def test_a_call_cut_short_after_its_claim_is_not_run_again_and_the_reply_says_its_outcome_is_unknown(app: App) -> None:
+    (app.tools.sandbox / "claimed.txt").write_text("x")
+    task = (await app.send("delete claimed.txt"))["task"]
+    (request_id,) = request_ids(task)
+    # As if the runtime died after committing the claim, before the MCP call went out.
+    (record,) = await app.runtime.approvals.decide(task["id"], {request_id: Resolution("approved")}, "a2a")
+    assert (await app.runtime.approvals.claim_execution(record.call_id, record.tool, record.args_hash)).ok
+    done = (await app.send("approve", task=task))["task"]
+    assert state(done) == "TASK_STATE_COMPLETED"
+    assert "not run again" in status_text(done) and "whether it took effect is unknown" in status_text(done)
+    assert app.tools.executions("delete_file", "claimed.txt") == [] and (app.tools.sandbox / "claimed.txt").exists()
 
 
 async def test_a_paused_conversation_dropped_from_memory_resumes_with_its_history(app: App) -> None:

@@ -3,7 +3,9 @@
 An :class:`ApprovalRecord` is created when the gate pauses a call and lives in the ``gatehouse_approvals``
 table. Its life: ``status`` pending → approved | denied | expired (exactly once, by whoever decides first),
 and for an approved call ``exec_state`` none → started (exactly once, committed before the tool is
-called, so a restart or a replayed decision never runs it twice). ``args_hash`` binds an approval to the
+called, so a restart or a replayed decision never runs it twice) → done (the tool returned). A call left
+``started`` was cut short (a restart, or another replica still running it): whether it took effect is not
+known, and it is never run again. ``args_hash`` binds an approval to the
 exact arguments it was shown with.
 """
 
@@ -18,7 +20,7 @@ from typing import Any, Literal
 from agent_runtime import wire
 
 Status = Literal["pending", "approved", "denied", "expired"]
-ExecState = Literal["none", "started"]
+ExecState = Literal["none", "started", "done"]
 Source = str  # "a2a", "timeout", later "kubernetes", "rest"
 
 

@@ -9,7 +9,8 @@ Exactly-once is enforced by the database, not by process memory, so it holds acr
 - :meth:`ApprovalService.claim_execution` moves an approved call from ``exec_state`` none to started right
   before the tool runs (again a conditional update, committed before the tool is called), after checking
   the arguments' hash. A second claim — a replay, a duplicate resume, a restart after the tool started — is
-  refused, so an approved call runs at most once.
+  refused, so an approved call runs at most once. :meth:`ApprovalService.finish_execution` records that the
+  tool returned (done), so a refused claim can say truthfully whether the call ran or was cut short.
 """
 
 from __future__ import annotations
@@ -73,6 +74,10 @@ _EXPIRED = (
     .order_by(approvals.c.expires_at).limit(bindparam("limit"))
 )
 _BY_CALL = select(approvals).where(approvals.c.call_id == bindparam("call_id"))
+_FINISH = (
+    update(approvals).where(approvals.c.call_id == bindparam("w_call_id"), approvals.c.exec_state == "started")
+    .values(exec_state="done")
+)
 _CLAIM = (
     update(approvals).where(approvals.c.call_id == bindparam("w_call_id"), approvals.c.exec_state == "none")
     .values(exec_state="started")
@@ -119,6 +124,18 @@ def _record_to_row(r: ApprovalRecord) -> dict[str, Any]:
         "position": r.position, "status": r.status, "scope": r.scope, "reason": r.reason, "source": r.source,
         "decided_at": r.decided_at, "exec_state": r.exec_state,
     }
+
+
+def _already_claimed(conn: Connection, call_id: str) -> str:
+    """What a refused claim tells the model: the call ran, or it was cut short and its effect is unknown."""
+    row = conn.execute(_BY_CALL, {"call_id": call_id}).first()
+    if row is not None and row._mapping["exec_state"] == "done":
+        return "this approved call was already executed; it was not run again"
+    return (
+        "this approved call was started once already and never reported back (the runtime restarted while it ran, "
+        "or another replica is running it); it was not run again, so whether it took effect is unknown: check "
+        "before asking for it again"
+    )
 
 
 class _Lost(Exception):
@@ -220,10 +237,14 @@ class ApprovalService:
                 return Claim(record, "the call's arguments differ from the approved ones; it was not run")
             result = conn.execute(_CLAIM, {"w_call_id": call_id})
             if result.rowcount != 1:
-                return Claim(record, "this approved call was already executed; it was not run again")
+                return Claim(record, _already_claimed(conn, call_id))
             return Claim(replace(record, exec_state="started"))
 
         return await self._db.run(transaction)
+
+    async def finish_execution(self, call_id: str) -> None:
+        """The claimed call's tool returned (whatever it answered)."""
+        await self._db.run(lambda conn: conn.execute(_FINISH, {"w_call_id": call_id}))
 
     async def expired(self, now: float | None = None, limit: int = 100) -> dict[str, list[ApprovalRecord]]:
         """Pending requests past their ``expires_at``, by task."""

@@ -152,6 +152,7 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
         tools=[*toolsets.values(), *hitl.tools],
         before_model_callback=gate.before_model,
         before_tool_callback=gate.before_tool,
+        after_tool_callback=gate.after_tool,
     )
     runner = Runner(app_name=config.name, agent=agent, session_service=sessions, auto_create_session=True)
     turns = TurnRunner(runner, sessions, approvals, metrics, config.approval.timeout_seconds, questions=hitl.recorder.record)

@@ -52,6 +52,7 @@ class RunScope:
     context_id: str
     pending: list[PendingCall] = field(default_factory=list)
     hitl: list[Any] = field(default_factory=list)  # the hitl_request question this run paused on (hitl_tool.py)
+    claimed: set[str] = field(default_factory=set)  # approved calls this run claimed: marked done when they return
 
 
 class HumanTool(BaseTool):
@@ -127,6 +128,17 @@ class Gate:
         self._metrics.approval_requests.labels(agent=self._metrics.agent, tool=name).inc()
         return dict(PLACEHOLDER)
 
+    async def after_tool(
+        self, tool: BaseTool, args: dict[str, Any], tool_context: ToolContext, tool_response: Any
+    ) -> dict[str, Any] | None:
+        """An approved call this run claimed has returned: record it done (a later refusal then says it ran)."""
+        scope = CURRENT_RUN.get()
+        call_id = tool_context.function_call_id or ""
+        if scope is not None and call_id in scope.claimed:
+            scope.claimed.discard(call_id)
+            await self._approvals.finish_execution(call_id)
+        return None
+
     async def _resumed(
         self, name: str, server: str | None, args: dict[str, Any], tool_context: ToolContext
     ) -> dict[str, Any] | None:
@@ -142,6 +154,9 @@ class Gate:
         if not claim.ok:
             return {"error": claim.problem}
         assert claim.record is not None
+        scope = CURRENT_RUN.get()
+        if scope is not None:
+            scope.claimed.add(call_id)
         if claim.record.scope == "session" and self._config.approval.allow_session_grants:
             tool_context.state[grant_key(server, name)] = True
         return None

@@ -75,7 +75,8 @@ def send_all(rpc_url: str, convs: list[Conversation], workers: int = 16) -> list
 
 
 class Ledger:
-    """Checks exactly-once against the demo-tools journal (``ok: true`` lines per path)."""
+    """Checks against the demo-tools journal (``ok: true`` lines per path): an approved call ran once (or, cut
+    short by a kill between its claim and the tool, not at all and the reply says so), a denied one never."""
 
     def __init__(self, tools: Tools) -> None:
         self.tools = tools
@@ -93,13 +94,21 @@ class Ledger:
             if state(task) != COMPLETED:
                 problems.append(f"{conv.path}: task {conv.task['id']} is {state(task)}: {text!r}")
             exists = (self.tools.sandbox / conv.path).exists()
-            if conv.decision == "approve" and (runs[conv.path] != 1 or exists):
+            if conv.decision == "approve" and not _ran_once_or_said_unknown(runs[conv.path], exists, text):
                 problems.append(f"{conv.path}: approved, ran {runs[conv.path]} times, file exists={exists}; {conv.replies}")
             if conv.decision == "deny" and (runs[conv.path] != 0 or not exists):
                 problems.append(f"{conv.path}: denied, ran {runs[conv.path]} times, file exists={exists}; {conv.replies}")
             if conv.decision is None:
                 problems.append(f"{conv.path}: never decided")
         assert not problems, "\n".join(problems)
+
+
+def _ran_once_or_said_unknown(runs: int, exists: bool, final_reply: str) -> bool:
+    """An approved call ran exactly once, or -- killed between its durable claim and the tool call -- it never ran
+    and the final reply says its outcome is unknown (at most once, never silently). Never twice, never a lie."""
+    if runs == 1:
+        return not exists
+    return runs == 0 and exists and "whether it took effect is unknown" in final_reply
 
 
 def pause(rpc: Rpc, tools: Tools, path: str) -> Conversation:
