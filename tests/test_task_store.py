@@ -97,3 +97,14 @@ async def test_a_task_that_left_the_cache_reads_back_the_same(db: Database) -> N
     # and a save after that is written as usual
     await store.save(_task(TaskState.TASK_STATE_COMPLETED, "done", history=3), CONTEXT)
     assert (await _stored(db)).status.state == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_a_full_cache_of_tasks_mid_run_still_takes_one_more(db: Database) -> None:
+    store = CachedTaskStore(db, max_cached=2)
+    await store.initialize()
+    for i in range(4):  # more tasks mid-run than the cache holds: none may be dropped
+        await store.save(Task(id=f"t{i}", context_id="c", status=TaskStatus(state=TaskState.TASK_STATE_WORKING)), CONTEXT)
+    for i in range(4):
+        assert (await store.get(f"t{i}", CONTEXT)).status.state == TaskState.TASK_STATE_WORKING
+    listed = await store.list(ListTasksRequest(), CONTEXT)  # a listing writes them first
+    assert sorted(t.id for t in listed.tasks) == ["t0", "t1", "t2", "t3"]

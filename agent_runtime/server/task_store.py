@@ -98,13 +98,15 @@ class CachedTaskStore(DatabaseTaskStore):
         key = (self.owner_resolver(context), task.id)
         self._absent.pop(key, None)
         self._unpack(key)
-        self._remember(key, task)
         status = task.status.SerializeToString(deterministic=True)
         if task.status.state in DURABLE_STATES and self._news(key, task, status):
+            self._remember(key, task)
             self._unwritten.pop(key, None)
             await self._write(key[0], task)
             self._written_status[key] = status
         else:  # a step in between, or only the history grew (a decision arriving): written with the next status
+            self._unwritten[key] = task  # before _remember, which never evicts what is unwritten
+            self._remember(key, task)
             self._unwritten[key] = self._cache[key]
 
     def _news(self, key: tuple[str, str], task: Task, status: bytes) -> bool:
