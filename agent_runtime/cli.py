@@ -101,8 +101,6 @@ def serve(
         rest=rest,
         kube=kube,
     )
-    # Idle keep-alive connections stay open longer than clients' and load balancers' own idle timeouts (uvicorn's
-    # 5 s default): the server closing one just as a client reuses it reads as a reset (bench: lost pauses at 60).
     from agent_runtime.kube.client import KubeConfigError
 
     try:
@@ -110,6 +108,8 @@ def serve(
     except KubeConfigError as exc:
         _fail(exc)
     _settle_heap()
+    # Idle keep-alive connections stay open longer than clients' and load balancers' own idle timeouts (uvicorn's
+    # 5 s default): the server closing one just as a client reuses it reads as a reset (bench: lost pauses at 60).
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, timeout_keep_alive=75)
 
 
