@@ -21,6 +21,7 @@ from pathlib import Path
 
 import httpx
 
+from agent_runtime import processes
 from bench.protocols import Protocol
 
 __all__ = ["AdkTarget", "Server", "Target", "ToolsServer", "free_port", "rss_mb", "running", "tools_server"]
@@ -119,16 +120,6 @@ def _log_tail(log: Path, lines: int = 40) -> str:
         return "(no log)"
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
 @contextmanager
 def running(target: Target, work: Path, tools_url: str, name: str, timeout: float = 90.0) -> Iterator[Server]:
     """Start ``target`` with a fresh state directory under ``work/name``; yield once its ready path answers 200.
@@ -163,7 +154,7 @@ def running(target: Target, work: Path, tools_url: str, name: str, timeout: floa
         ready = time.perf_counter() - start
         yield Server(target=target, url=url, proc=proc, ready_seconds=ready, log=log, state_dir=state_dir)
     finally:
-        _stop(proc)
+        processes.stop(proc)
 
 
 @dataclass
@@ -199,4 +190,4 @@ def tools_server(work: Path) -> Iterator[ToolsServer]:
             time.sleep(0.05)
         yield ToolsServer(url=f"http://127.0.0.1:{port}/mcp", sandbox=sandbox, journal=journal, proc=proc)
     finally:
-        _stop(proc)
+        processes.stop(proc)

@@ -27,6 +27,8 @@ from pathlib import Path
 import httpx
 import yaml
 
+from agent_runtime import processes
+
 __all__ = ["EXAMPLE_FILES", "MCP_PORT", "SEED", "Stack", "StackError", "find_example", "started"]
 
 MCP_PORT = 8765  # what examples/file-manager/mcp-server.yaml points at
@@ -169,13 +171,7 @@ def _process(args: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
     try:
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        processes.stop(proc)
 
 
 def _ready(url: str) -> bool:

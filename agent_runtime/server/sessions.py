@@ -92,6 +92,8 @@ _INSERT_SESSION = insert(sessions_table)
 _INSERT_EVENTS = insert(events_table)
 _SESSION = select(sessions_table).where(*_by_key(sessions_table))
 _EVENT_COUNT = select(sessions_table.c.event_count).where(*_by_key(sessions_table))
+_DELETE_EVENTS = delete(events_table).where(*_by_key(events_table))
+_DELETE_SESSION = delete(sessions_table).where(*_by_key(sessions_table))
 _EVENTS = select(events_table.c.event_json).where(*_by_key(events_table)).order_by(events_table.c.seq)
 
 
@@ -163,8 +165,8 @@ class DurableSessionService(BaseSessionService):
         self._cache.pop(key, None)
 
         def transaction(conn: Connection) -> None:
-            conn.execute(delete(events_table).where(*self._where(events_table, key)))
-            conn.execute(delete(sessions_table).where(*self._where(sessions_table, key)))
+            conn.execute(_DELETE_EVENTS, _key_params(key))
+            conn.execute(_DELETE_SESSION, _key_params(key))
 
         await self._db.run(transaction)
 
@@ -270,10 +272,6 @@ class DurableSessionService(BaseSessionService):
                 and e.persisted_events == len(e.session.events)]
         for old_key in idle[:excess]:
             del self._cache[old_key]
-
-    @staticmethod
-    def _where(table: Table, key: Key) -> list[Any]:
-        return [table.c.app_name == key[0], table.c.user_id == key[1], table.c.session_id == key[2]]
 
     @staticmethod
     def _copy(session: Session, config: GetSessionConfig | None) -> Session:

@@ -25,6 +25,7 @@ from typing import Any
 import kmock
 import pytest
 
+from agent_runtime import processes
 from tests.support.kube_emulator import KubeEmulator
 from tests.support.kube_fixtures import Kubectl, kube_api, kubectl
 from tests.support.kube_server import RunningEmulator
@@ -56,13 +57,8 @@ class OperatorProcess:
         self.proc.wait(10)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        if self.proc is not None:
+            processes.stop(self.proc, grace=15)
 
 
 class DeploymentGate:

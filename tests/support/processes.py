@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from agent_runtime import processes
+
 GATEHOUSE_CMD = [sys.executable, "-c", "from agent_runtime.cli import main; main()"]
 
 
@@ -44,10 +46,4 @@ def running(args: list[str], ready: str, timeout: float = 30.0, cwd: Path | None
                 raise RuntimeError(f"{args} did not get ready (exit {proc.poll()}):\n{''.join(lines)}")
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        processes.stop(proc, grace=5)

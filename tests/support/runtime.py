@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import yaml
 
+from agent_runtime import processes
 from tests.support.processes import GATEHOUSE_CMD, free_port, running
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,13 +106,8 @@ class RuntimeProcess:
         self.proc.wait(10)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        if self.proc is not None:
+            processes.stop(self.proc)
 
 
 @contextmanager
