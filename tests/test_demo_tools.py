@@ -122,6 +122,38 @@ async def test_adk_mcp_toolset_sees_exactly_the_filtered_tools(served: Served) -
         await toolset.close()
 
 
+async def test_runtime_toolset_reuses_tools_and_declarations_while_the_listing_is_cached(served: Served) -> None:
+    """The runtime's toolset gives every model call the same tool objects, declared as plain ADK would declare them."""
+    import asyncio
+
+    from google.adk.tools.mcp_tool import McpTool, McpToolset, StreamableHTTPConnectionParams
+
+    from agent_runtime.server.toolsets import CachingMcpToolset
+
+    params = StreamableHTTPConnectionParams(url=served.url)
+    names = ["read_file", "list_dir"]
+    caching = CachingMcpToolset(connection_params=params, tool_filter=names, tool_list_cache_ttl_seconds=0.5)
+    plain = McpToolset(connection_params=params, tool_filter=names)
+    try:
+        first, again = await caching.get_tools(), await caching.get_tools()
+        assert [t.name for t in first] == ["list_dir", "read_file"]
+        assert all(a is b and isinstance(a, McpTool) for a, b in zip(first, again, strict=True))
+        reference = {t.name: t for t in await plain.get_tools()}
+        for tool in first:
+            assert tool._get_declaration() is tool._get_declaration()
+            assert tool._build_fenced_declaration() is tool._build_fenced_declaration()
+            ref = reference[tool.name]
+            assert tool._get_declaration() == ref._get_declaration()
+            assert tool._build_fenced_declaration() == ref._build_fenced_declaration()
+        await asyncio.sleep(0.6)  # the cached listing expires: the next model call gets the server's current tools
+        refreshed = await caching.get_tools()
+        assert [t.name for t in refreshed] == ["list_dir", "read_file"]
+        assert all(a is not b for a, b in zip(first, refreshed, strict=True))
+    finally:
+        await caching.close()
+        await plain.close()
+
+
 def test_sandbox_resolution_unit(tmp_path: Path) -> None:
     box = Sandbox(tmp_path)
     assert box.resolve("") == tmp_path.resolve()
