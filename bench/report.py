@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["COLUMNS", "build_rows", "print_table", "write_json", "write_plot"]
+__all__ = ["COLUMNS", "build_rows", "print_floors", "print_table", "write_json", "write_plot"]
 
 COLUMNS = ("gatehouse", "adk_durable", "adk_memory")
 LABELS = {"gatehouse": "Gatehouse", "adk_durable": "ADK durable", "adk_memory": "ADK in-memory"}
@@ -139,6 +139,37 @@ def print_table(rows: list[dict[str, Any]], title: str) -> None:
         style = {"pass": "green", "fail": "red"}.get(row["pass"] or "", "")
         table.add_row(*cells, style=style)
     Console(width=170).print(table)
+
+
+def print_floors(floors: dict[str, Any], gatehouse: dict[str, Any] | None) -> None:
+    """The libraries alone on this machine (``bench/floors.py``), and how far above them Gatehouse is."""
+    from rich.console import Console
+    from rich.table import Table
+
+    a2a, adk, mcp = floors["a2a"], floors["adk"], floors["mcp"]
+    table = Table(title="Library floors on this machine (nothing of Gatehouse: no durability, no gate)")
+    for header in ("part", "pause (ms p50)", "resume (ms p50)", "CPU per request (ms)"):
+        table.add_column(header)
+    table.add_row("a2a-sdk JSON-RPC over HTTP, executor answers at once", _cell(a2a["pause_ms"]), _cell(a2a["reply_ms"]),
+                  f"{_cell(a2a['server_cpu_ms_per_request'])} (server)")
+    table.add_row("google-adk turn with its own confirmation, in memory", _cell(adk["pause_turn_ms"]),
+                  _cell(adk["resume_turn_ms"]), "")
+    table.add_row("MCP tools/call over streamable HTTP", "", _cell(mcp["call_ms"]),
+                  f"{_cell(mcp['client_cpu_ms_per_call'])} (client)")
+    table.add_row("floor (sum)", _cell(floors["pause_floor_ms"]), _cell(floors["resume_floor_ms"]), "", style="bold")
+    table.add_row("decisions/s one process could reach on the libraries' CPU alone",
+                  "", _cell(floors["decisions_per_second_ceiling"]), "", style="bold")
+    latency = (gatehouse or {}).get("latency")
+    if latency:
+        pause, resume = _path("pause_ms", "p50")(latency), _path("resume_ms", "p50")(latency)
+        table.add_row("Gatehouse (durable), for comparison", _cell(pause), _cell(resume), "")
+        table.add_row("Gatehouse above the floor", _cell(_difference(pause, floors["pause_floor_ms"])),
+                      _cell(_difference(resume, floors["resume_floor_ms"])), "")
+    Console(width=170).print(table)
+
+
+def _difference(value: float | None, floor: float) -> float | None:
+    return None if value is None else round(value - floor, 2)
 
 
 def write_json(report: dict[str, Any], out_dir: Path, stamp: str) -> Path:

@@ -5,6 +5,7 @@
 
 Order of a run (one demo-tools MCP server, with a journal, serves every target):
 
+0. the library floors: a2a-sdk, google-adk and the MCP client alone, on this machine (``bench/floors.py``);
 1. start one long-lived server per target (each start is also a cold-start sample);
 2. pause/resume latency, targets interleaved; model calls and tool runs per approved call;
 3. loss at each concurrency level, one target after the other (order rotates per level);
@@ -32,7 +33,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import report, scenarios
+from bench import floors, report, scenarios
 from bench.gatehouse_adapter import GatehouseTarget, availability
 from bench.operator_hook import not_run, operator_results
 from bench.targets import Server, Target, adk_targets, running, tools_server
@@ -108,11 +109,16 @@ def _cold(server: Server, settle: float) -> dict[str, float]:
     return sample
 
 
-async def measure(targets: list[Target], reasons: dict[str, str], s: scenarios.Settings, work: Path) -> dict[str, Any]:
+async def measure(targets: list[Target], reasons: dict[str, str], s: scenarios.Settings,
+                  work: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The targets' results, and the library floors."""
     results: dict[str, dict[str, Any]] = {t.key: {"loss": {}} for t in targets}
     cold: dict[str, list[dict[str, float]]] = {t.key: [] for t in targets}
     with tools_server(work) as tools:
         log(f"demo-tools at {tools.url}")
+        log(f"library floors: {s.iterations} iterations each (a2a-sdk, google-adk, MCP client alone)")
+        floor = await floors.measure(tools, work, s.iterations, s.warmup)
+        log(f"  pause floor {floor['pause_floor_ms']} ms, resume floor {floor['resume_floor_ms']} ms")
         with ExitStack() as stack:
             servers: list[Server] = []
             for t in targets:
@@ -158,7 +164,7 @@ async def measure(targets: list[Target], reasons: dict[str, str], s: scenarios.S
                 "rss_at_rest_mb": round(statistics.median(x["rss_at_rest_mb"] for x in samples), 1),
                 "samples": samples,
             }
-    return {k: v for k, v in results.items() if not reasons[k]}
+    return {k: v for k, v in results.items() if not reasons[k]}, floor
 
 
 def machine() -> dict[str, Any]:
@@ -197,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             work.mkdir(parents=True, exist_ok=True)
         else:
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gatehouse-bench-")))
-        results = asyncio.run(measure(targets, reasons, s, work)) if targets else {}
+        results, floor = asyncio.run(measure(targets, reasons, s, work)) if targets else ({}, {})
     if "gatehouse" in args.targets and args.operator_agents > 0:
         log(f"operator: {args.operator_agents} Agents against the emulated API")
         operator = operator_results(args.operator_agents)
@@ -214,9 +220,12 @@ def main(argv: list[str] | None = None) -> int:
         "available": reasons,
         "results": results,
         "operator": operator,
+        "floors": floor,
         "rows": rows,
     }
     report.print_table(rows, f"Gatehouse bench ({full['meta']['mode']}, {stamp})")
+    if floor:
+        report.print_floors(floor, results.get("gatehouse"))
     path = report.write_json(full, args.out, stamp)
     log(f"wrote {path}")
     if not args.no_plot:

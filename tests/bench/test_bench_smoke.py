@@ -27,7 +27,7 @@ def test_bench_quick_adk_rows(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     report = json.loads((out / "latest.json").read_text())
-    assert {"meta", "settings", "available", "results", "operator", "rows"} <= set(report)
+    assert {"meta", "settings", "available", "results", "operator", "floors", "rows"} <= set(report)
     assert len(list(out.glob("2*.json"))) == 1  # the timestamped copy
     assert report["available"]["gatehouse"] == "not run (--targets)"
     assert report["operator"]["available"] is False and report["operator"]["reason"]
@@ -55,6 +55,18 @@ def test_bench_quick_adk_rows(tmp_path: Path) -> None:
 
         cold = result["cold_start"]
         assert cold["ready_seconds"] > 0 and cold["rss_at_rest_mb"] > 0
+
+    floors = report["floors"]  # the libraries alone: every part measured, and the sums add up
+    assert floors["a2a"]["pause_ms"] > 0 and floors["a2a"]["reply_ms"] > 0 and floors["a2a"]["server_cpu_ms_per_request"] > 0
+    assert floors["adk"]["pause_turn_ms"] > 0 and floors["adk"]["resume_turn_ms"] > 0
+    assert floors["mcp"]["call_ms"] > 0 and floors["mcp"]["client_cpu_ms_per_call"] > 0
+    assert floors["pause_floor_ms"] == pytest.approx(floors["a2a"]["pause_ms"] + floors["adk"]["pause_turn_ms"], abs=0.02)
+    assert floors["resume_floor_ms"] == pytest.approx(
+        floors["a2a"]["reply_ms"] + floors["adk"]["resume_turn_ms"] + floors["mcp"]["call_ms"], abs=0.02)
+    a2a, adk, mcp = floors["a2a"], floors["adk"], floors["mcp"]
+    cpu_ms = a2a["server_cpu_ms_per_request"] + adk["resume_turn_ms"] + mcp["client_cpu_ms_per_call"]
+    assert floors["decisions_per_second_ceiling"] == pytest.approx(1000 / cpu_ms, abs=0.1)
+    assert "Library floors on this machine" in proc.stdout
 
     metrics = [row["metric"] for row in report["rows"]]
     assert "pause p50 (ms)" in metrics and "model calls per approved call" in metrics
