@@ -13,13 +13,16 @@ pending and exits with :data:`EXIT_PENDING`. The A2A plumbing lives in :mod:`age
 A question from the model (``hitl_request``) is shown as a numbered menu, read with :class:`hitl.HitlInterrupt`;
 the answer is one option (its number on a terminal, or its exact text), or ``cancel``; where confirmation is
 required a second prompt accepts only ``confirm`` or ``cancel``. Nothing confirms implicitly, and end of input
-leaves the question pending (exit :data:`EXIT_PENDING`).
+leaves the question pending (exit :data:`EXIT_PENDING`). Ctrl-C leaves at once (exit :data:`EXIT_INTERRUPTED`);
+like end of input, it decides nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
@@ -31,10 +34,11 @@ from rich.markup import escape
 from agent_runtime import a2a_client, hitl, wire
 from agent_runtime.a2a_client import TurnResult
 
-__all__ = ["EXIT_ERROR", "EXIT_PENDING", "ChatSession", "LineReader", "StreamReader", "run_chat"]
+__all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_PENDING", "ChatSession", "LineReader", "StreamReader", "run_chat"]
 
 EXIT_ERROR = 1
 EXIT_PENDING = 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 QUIT_WORDS = frozenset({"/quit", "/exit"})
 
 
@@ -49,7 +53,11 @@ class LineReader(Protocol):
 
 
 class StreamReader:
-    """Lines from a text stream: a terminal (prompts shown via rich) or a pipe (no prompts)."""
+    """Lines from a text stream: a terminal (prompts shown via rich) or a pipe (no prompts).
+
+    Each line is read on a daemon thread of its own, not in the loop's executor: a read blocked on the terminal
+    would otherwise keep a Ctrl-C'd chat alive until the next Enter (``asyncio.run`` joins the executor's threads).
+    """
 
     def __init__(self, stream: TextIO, console: Console, interactive: bool | None = None) -> None:
         self.stream = stream
@@ -58,12 +66,35 @@ class StreamReader:
 
     async def line(self, prompt: str) -> str | None:
         if self.interactive:
-            try:
-                return await asyncio.to_thread(self.console.input, prompt)
-            except EOFError:
-                return None
-        raw = await asyncio.to_thread(self.stream.readline)
+            return await _on_daemon_thread(lambda: self.console.input(prompt))
+        raw = await _on_daemon_thread(self.stream.readline)
         return raw.rstrip("\r\n") if raw else None
+
+
+async def _on_daemon_thread(read: Callable[[], str]) -> str | None:
+    """``read()`` on a daemon thread; ``None`` at end of input."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[str | None] = loop.create_future()
+
+    def settle(value: str | None, error: BaseException | None) -> None:
+        if not done.done():
+            done.set_exception(error) if error is not None else done.set_result(value)
+
+    def run() -> None:
+        value, error = None, None
+        try:
+            value = read()
+        except EOFError:
+            pass
+        except Exception as exc:
+            error = exc
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:
+            pass  # the loop is gone (Ctrl-C): nobody waits for this line any more
+
+    threading.Thread(target=run, name="chat-input", daemon=True).start()
+    return await done
 
 
 @dataclass

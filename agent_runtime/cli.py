@@ -180,11 +180,17 @@ def chat(
     context_id: str | None = typer.Option(None, "--context-id", help="Continue this conversation (A2A context id)."),
 ) -> None:
     """Chat with an agent and approve or deny its gated tool calls. Piped stdin decides only with explicit
-    'approve' / 'deny <reason>' lines; end of input with a request pending exits 3 and leaves it pending."""
+    'approve' / 'deny <reason>' lines; end of input with a request pending exits 3 and leaves it pending;
+    Ctrl-C leaves at once (exit 130), deciding nothing."""
     import asyncio
 
-    from agent_runtime.chat import run_chat
+    from agent_runtime.chat import EXIT_INTERRUPTED, run_chat
 
-    code = asyncio.run(run_chat(url, context_id))
+    try:
+        code = asyncio.run(run_chat(url, context_id))
+    except KeyboardInterrupt:
+        # Leaving never decides: a request or question that was pending stays pending on the server.
+        typer.echo("\ninterrupted: nothing was decided by this client", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     if code:
         raise typer.Exit(code)

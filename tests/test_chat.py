@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import io
+import os
+import pty
+import select
+import signal
 import subprocess
+import time
 from collections.abc import Iterator
 
 import pytest
 from rich.console import Console
 
 from agent_runtime import a2a_client
-from agent_runtime.chat import EXIT_PENDING, ChatSession
+from agent_runtime.chat import EXIT_INTERRUPTED, EXIT_PENDING, ChatSession
 from tests.support.a2a_peer import PeerState, running_peer
 from tests.support.processes import GATEHOUSE_CMD
 
@@ -66,6 +71,72 @@ def test_server_error_is_shown_and_asked_again(peer: tuple[str, PeerState]) -> N
     assert "may not decide yet" in done.stdout
     assert state.decisions == [{"decision_type": "approve"}, {"decision_type": "approve"}]
     assert state.executed == ["p.txt"]
+
+
+class Terminal:
+    """``gatehouse chat`` on a pseudo-terminal: what a person at a terminal sees and types."""
+
+    def __init__(self, url: str) -> None:
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: the chat, attached to the pty
+            os.execv(GATEHOUSE_CMD[0], [*GATEHOUSE_CMD, "chat", url])
+        self.output = ""
+
+    def read_until(self, text: str, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.output:
+            assert time.monotonic() < deadline, f"no {text!r} on the terminal:\n{self.output}"
+            if not self._drain(0.2):
+                break  # the child is gone
+
+    def _drain(self, wait: float) -> bool:
+        """Read what the terminal has within ``wait`` seconds; ``False`` once the child's side is closed."""
+        while select.select([self.fd], [], [], wait)[0]:
+            try:
+                chunk = os.read(self.fd, 4096)
+            except OSError:
+                return False
+            if not chunk:
+                return False
+            self.output += chunk.decode(errors="replace")
+            wait = 0
+        return True
+
+    def type(self, line: str) -> None:
+        os.write(self.fd, (line + "\n").encode())
+
+    def exit_code(self, timeout: float) -> int | None:
+        """The exit code once the chat has ended within ``timeout`` seconds, else ``None`` (it was killed)."""
+        deadline = time.monotonic() + timeout
+        code = None
+        while time.monotonic() < deadline:
+            self._drain(0.05)  # also keeps the child from blocking on a full terminal buffer
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                code = os.waitstatus_to_exitcode(status)
+                break
+        else:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        self._drain(0.2)  # what it printed last
+        os.close(self.fd)
+        return code
+
+
+@pytest.mark.parametrize("pending", [False, True], ids=["at the chat prompt", "at the decision menu"])
+def test_ctrl_c_at_a_terminal_prompt_leaves_at_once_and_decides_nothing(peer: tuple[str, PeerState], pending: bool) -> None:
+    url, state = peer
+    term = Terminal(url)
+    term.read_until("you>")
+    if pending:
+        term.type("delete c.txt")
+        term.read_until("approve all")
+    os.kill(term.pid, signal.SIGINT)  # what Ctrl-C sends; the prompt's read is still blocked on the terminal
+    code = term.exit_code(timeout=10)
+    assert code == EXIT_INTERRUPTED, f"exit {code} (None: still waiting for Enter):\n{term.output}"
+    assert "interrupted: nothing was decided" in term.output and "Traceback" not in term.output
+    assert state.decisions == [] and state.executed == []
+    assert len(state.pending) == (1 if pending else 0)
 
 
 def test_unreachable_agent_exits_1() -> None:

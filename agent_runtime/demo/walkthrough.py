@@ -9,17 +9,13 @@ mode prints a short narration and hands the terminal to ``gatehouse chat``.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-from a2a.client import A2AClientError, Client
+from a2a.client import Client
 from rich.console import Console
 from rich.json import JSON
 from rich.markup import escape
@@ -27,7 +23,7 @@ from rich.markup import escape
 from agent_runtime import a2a_client, chat, wire
 from agent_runtime.a2a_client import TurnResult
 
-__all__ = ["STEPS", "DemoFailure", "Step", "TerminalReader", "handover", "narrate"]
+__all__ = ["STEPS", "DemoFailure", "Step", "handover", "narrate"]
 
 Decide = Callable[[list[wire.ActionRequest]], dict[str, Any]]
 
@@ -190,39 +186,6 @@ async def narrate(url: str, sandbox: Path, console: Console) -> None:
     console.print(f"sandbox now holds: {escape(', '.join(left))}")
 
 
-class TerminalReader:
-    """Terminal lines for :class:`chat.ChatSession`, read on a daemon thread: Ctrl-C never waits for ``input()``."""
-
-    interactive = True
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-
-    async def line(self, prompt: str) -> str | None:
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[str | None] = loop.create_future()
-
-        def settle(value: str | None, exc: BaseException | None) -> None:
-            if not done.done():
-                done.set_exception(exc) if exc is not None else done.set_result(value)
-
-        def read() -> None:
-            value, error = None, None
-            try:
-                value = self.console.input(prompt)
-            except EOFError:
-                pass
-            except Exception as exc:
-                error = exc
-            try:
-                loop.call_soon_threadsafe(settle, value, error)
-            except RuntimeError:
-                pass  # the loop is gone (Ctrl-C): nobody waits for this line any more
-
-        threading.Thread(target=read, name="demo-stdin", daemon=True).start()
-        return await done
-
-
 async def handover(url: str, console: Console) -> int:
     """Short narration, then ``gatehouse chat URL`` on this terminal; its exit code."""
     console.rule("[bold]Your turn")
@@ -235,11 +198,5 @@ async def handover(url: str, console: Console) -> int:
         "  [bold]clean up a.txt and b.txt[/]    two gated deletes + one ungated list: 3) decide each\n"
         f"Equivalent: [bold]gatehouse chat {escape(url)}[/] from another terminal while this runs. /quit or Ctrl-D to stop."
     )
-    if not sys.stdin.isatty():
-        return await chat.run_chat(url, console=console)  # --interactive with a pipe: chat's explicit-lines mode
-    try:
-        async with a2a_client.connect(url) as client:
-            return await chat.ChatSession(client, TerminalReader(console), console).run()
-    except (httpx.HTTPError, A2AClientError) as exc:
-        console.print(f"[bold red]error:[/] cannot talk to {escape(url)}: {escape(str(exc) or type(exc).__name__)}")
-        return chat.EXIT_ERROR
+    # A terminal gets chat's menus; --interactive with a pipe, chat's explicit-lines mode.
+    return await chat.run_chat(url, console=console)
