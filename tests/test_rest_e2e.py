@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,7 @@ import httpx
 import pytest
 
 from agent_runtime import wire
-from agent_runtime.rest.models import ApprovalEventData, ApprovalList, ApprovalView, DecisionResult, Problem
+from agent_runtime.rest.models import ApprovalEventData, ApprovalList, ApprovalView, DecisionResult, Problem, StreamReset
 from agent_runtime.rest.webhooks import SIGNATURE_HEADER, verify
 from tests.support.processes import free_port
 from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, request_ids, runtime, state, status_text, wait_for
@@ -239,7 +240,8 @@ def test_events_stream_then_webhooks(env: Env, rpc: Rpc, alice: Rest) -> None:
     assert not listener.is_alive()
     mine = [e for e in events if ApprovalEventData.model_validate_json(e["data"]).approval.id == rid]
     assert [e["event"] for e in mine] == ["requested", "decided"]
-    assert int(mine[0]["id"]) < int(mine[1]["id"])
+    assert _position(mine[0]["id"])[0] == _position(mine[1]["id"])[0]  # one stream
+    assert _position(mine[0]["id"])[1] < _position(mine[1]["id"])[1]
     decided = ApprovalEventData.model_validate_json(mine[1]["data"])
     assert decided.agent == "file-manager" and decided.approval.status == "denied"
     assert decided.approval.decided_by == "alice" and decided.approval.reason == "not today"
@@ -263,6 +265,68 @@ def test_events_stream_then_webhooks(env: Env, rpc: Rpc, alice: Rest) -> None:
     # … while the failing endpoint (500) is retried (the same delivery again) and never held the agent up: every
     # decision above went through while its deliveries still wait in its own queue.
     receiver.wait(lambda: max(Counter(d.headers["x-gatehouse-delivery"] for d in receiver.at("/fail")).values(), default=0) >= 3)
+
+
+
+def _position(event_id: str) -> tuple[str, int]:
+    stream, _, number = event_id.partition("-")
+    return stream, int(number)
+
+
+def _follow(rest: Rest, stop: Callable[[list[dict[str, str]], str | None], bool],
+            last_event_id: str | None = None) -> tuple[list[dict[str, str]], str | None]:
+    """Read ``/approvals/events`` (resuming after ``last_event_id``) until ``stop(events, last id seen)``."""
+    headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
+    events: list[dict[str, str]] = []
+    current: dict[str, str] = {}
+    last_id = None
+    deadline = time.monotonic() + 45  # keep-alive comments every 15 s: a line comes at least that often
+    with rest.client.stream("GET", "/approvals/events", headers=headers, timeout=httpx.Timeout(60, read=60)) as stream:
+        assert stream.status_code == 200, stream.read()
+        for line in stream.iter_lines():
+            assert time.monotonic() < deadline, f"gave up waiting; events so far: {events}"
+            if line.startswith(("id:", "event:", "data:")):
+                name, _, value = line.partition(":")
+                current[name] = value.strip()
+            elif not line:
+                last_id = current.get("id", last_id)
+                if "data" in current:
+                    events.append(current)
+                current = {}
+                if stop(events, last_id):
+                    break
+    return events, last_id
+
+
+def test_events_resume_after_a_reconnect_and_reset_when_they_cannot(env: Env, rpc: Rpc, alice: Rest) -> None:
+    # Connect, take the position the stream gives at once, and leave before anything happens.
+    _, position = _follow(alice, lambda events, last: last is not None)
+    assert position is not None
+    # Meanwhile a request is made and decided: a client that was away must not miss either event.
+    task = _pause(rpc, env.tools, "missed.txt")
+    (rid,) = request_ids(task)
+    assert alice.decide(rid, "approve", "while you were away").status_code == 200
+
+    def decided(events: list[dict[str, str]], _last: str | None) -> bool:
+        return any(e["event"] == "decided" and rid in e["data"] for e in events)
+
+    replayed, _ = _follow(alice, decided, last_event_id=position)
+    mine = [e for e in replayed if ApprovalEventData.model_validate_json(e["data"]).approval.id == rid]
+    assert [e["event"] for e in mine] == ["requested", "decided"]
+    assert all(e["event"] in ("requested", "decided") for e in replayed)  # no reset: this stream kept them
+    assert [_position(e["id"]) for e in replayed] == sorted(_position(e["id"]) for e in replayed)
+    assert all(_position(e["id"])[1] > _position(position)[1] for e in replayed)
+    assert ApprovalEventData.model_validate_json(mine[1]["data"]).approval.decided_by == "alice"
+
+    # Ids this stream cannot resume from: another stream's (a restart, another replica), one never sent, garbage.
+    stream = _position(position)[0]
+    for stale, why in [("0badcafe-3", "not from this stream"), (f"{stream}-999999", "never sent"),
+                       ("no-number", "not from this stream")]:
+        events, last = _follow(alice, lambda events, last: bool(events), last_event_id=stale)
+        assert events[0]["event"] == "reset", (stale, events)
+        reset = StreamReset.model_validate_json(events[0]["data"])
+        assert reset.agent == "file-manager" and why in reset.reason and "GET /approvals" in reset.reason
+        assert last is not None and _position(last)[0] == stream  # a position to resume from after listing
 
 
 def test_metrics_follow_requests_and_decisions(env: Env, rpc: Rpc, alice: Rest) -> None:

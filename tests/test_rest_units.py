@@ -138,6 +138,40 @@ def test_approval_view() -> None:
     assert ApprovalView.of(_record(status="approved", source="rest", decided_at=1_001.0), "alice").decided_by == "alice"
 
 
+async def _first_events(response: object, count: int) -> list[object]:
+    """The first ``count`` server-sent events of an ``EventSourceResponse`` (as objects, before encoding)."""
+    out = []
+    async for event in response.body_iterator:  # type: ignore[attr-defined]
+        out.append(event)
+        if len(out) == count:
+            break
+    await response.body_iterator.aclose()  # type: ignore[attr-defined]
+    return out
+
+
+async def test_the_event_stream_replays_what_it_kept_and_resets_beyond(tmp_path: Path) -> None:
+    from agent_runtime.rest.models import StreamReset
+    from agent_runtime.rest.stream import EventStream
+
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'events.db'}")  # pending records: no decider to look up
+    stream = EventStream(db, "file-manager", keep=2)  # keeps the last two events
+    (start,) = await _first_events(stream.response(), 1)
+    for rid in ("apr-1", "apr-2", "apr-3"):
+        stream.on_approval_event(ApprovalEvent("requested", (_record(rid),)))
+    token = start.id.partition("-")[0]
+    assert start.id == f"{token}-0" and start.data is None  # a position to resume from, before any event
+
+    position, two, three = await _first_events(stream.response(f"{token}-1"), 3)
+    assert position.id == f"{token}-3"
+    assert [(e.id, ApprovalEventData.model_validate_json(e.data).approval.id) for e in (two, three)] == [
+        (f"{token}-2", "apr-2"), (f"{token}-3", "apr-3")]
+
+    position, reset = await _first_events(stream.response(f"{token}-0"), 2)  # apr-1 is no longer kept
+    assert reset.event == "reset" and reset.id == f"{token}-3"
+    assert "no longer kept" in StreamReset.model_validate_json(reset.data).reason
+    await db.dispose()
+
+
 async def test_idempotency_keys_keep_the_first_answer(tmp_path: Path) -> None:
     db = Database(f"sqlite+aiosqlite:///{tmp_path / 'keys.db'}")
     keys = IdempotencyKeys(db)

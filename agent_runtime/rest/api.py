@@ -141,8 +141,8 @@ class RestApi:
             return _json(view, 202, {"Retry-After": str(wait)})
         return _json(view)
 
-    async def events(self, _request: Request, _: str) -> Response:
-        return self.stream.response()
+    async def events(self, request: Request, _: str) -> Response:
+        return self.stream.response(request.headers.get("last-event-id"))
 
     # --- deciding -------------------------------------------------------------------------------
 

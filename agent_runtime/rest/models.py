@@ -111,7 +111,15 @@ class ApprovalEventData(BaseModel):
     approval: ApprovalView
 
 
+class StreamReset(BaseModel):
+    """The JSON of ``event: reset``: the stream cannot resume from the client's ``Last-Event-ID``; list again."""
+
+    event: Literal["reset"] = "reset"
+    agent: str
+    reason: str
+
+
 __all__ = [
     "STATES", "ApprovalEventData", "ApprovalList", "ApprovalView", "BodyError", "DecisionBody", "DecisionResult",
-    "Problem", "State",
+    "Problem", "State", "StreamReset",
 ]
