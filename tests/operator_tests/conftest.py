@@ -8,6 +8,7 @@ only over HTTP: with the ``kubernetes`` client (``kube``) and with ``/usr/bin/ku
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,15 +25,36 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "file-manager"
 
 
+class _LogLines(logging.Handler):
+    """The operator's log messages, whatever stream its own handler writes to.
+
+    kopf binds its log handler to the ``sys.stderr`` current when it starts; click's runner swaps that for its
+    capture, but pytest swaps it too between a test's setup and call, so ``runner.output`` is sometimes empty.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.name} {record.levelname} {record.getMessage()}")
+
+
 class OperatorProcess:
-    """Start/stop the real operator (kopf run -m gatehouse_operator) in a thread; restartable."""
+    """Start/stop the real operator (kopf run -m gatehouse_operator) in a thread; restartable.
+
+    ``outputs``: the log of each run, one string per start/stop.
+    """
 
     def __init__(self) -> None:
         self._runner: KopfRunner | None = None
+        self._log: _LogLines | None = None
         self.outputs: list[str] = []
 
     def start(self) -> None:
         assert self._runner is None, "already running"
+        self._log = _LogLines()
+        logging.getLogger().addHandler(self._log)
         args = ["run", "-m", "gatehouse_operator", "--all-namespaces", "--standalone"]
         self._runner = KopfRunner(args, timeout=30)
         self._runner.__enter__()
@@ -40,8 +62,12 @@ class OperatorProcess:
     def stop(self) -> None:
         if self._runner is not None:
             runner, self._runner = self._runner, None
-            runner.__exit__(None, None, None)
-            self.outputs.append(runner.output)
+            log, self._log = self._log, None
+            try:
+                runner.__exit__(None, None, None)
+            finally:
+                logging.getLogger().removeHandler(log)
+                self.outputs.append("\n".join(log.lines if log else []))
 
 
 @pytest.fixture
