@@ -17,7 +17,7 @@ from agent_runtime.manifests import select_agent_config
 from agent_runtime.server.app import Runtime, build_app
 from agent_runtime.server.settings import RuntimeSettings
 from tests.support.inprocess import InProcessApp
-from tests.support.runtime import demo_tools, request_ids, state, status_text, write_manifests
+from tests.support.runtime import demo_tools, interrupt, request_ids, state, status_text, write_manifests
 
 pytestmark = pytest.mark.e2e
 
@@ -145,3 +145,32 @@ async def test_a_paused_conversation_dropped_from_memory_resumes_with_its_histor
     assert session is not None
     results = [r.response for e in session.events for r in e.get_function_responses() if r.name == "delete_file"]
     assert "deleted /kept.txt" in str(results[-1])
+
+
+@pytest.mark.parametrize(("first", "waiting"), [
+    ("delete fresh.txt", "is waiting for a decision"), ("ask Where to deploy?", "is waiting for an answer"),
+], ids=["approval", "question"])
+async def test_a_new_conversation_sees_its_own_pause_from_its_second_message_on(app: App, first: str, waiting: str) -> None:
+    # The first message's lookups skip the database (nothing can be stored under ids just generated); once the
+    # pause is written, the next message in that context must find it and be refused.
+    (app.tools.sandbox / "fresh.txt").write_text("x")
+    paused = (await app.send(first))["task"]
+    assert state(paused) == "TASK_STATE_INPUT_REQUIRED", paused
+    same_context = {"id": "", "contextId": paused["contextId"]}  # a new task in that conversation
+    refused = (await app.send("list", task=same_context))["task"]
+    assert state(refused) == "TASK_STATE_REJECTED" and waiting in status_text(refused), refused
+    assert refused["id"] != paused["id"]
+    if first.startswith("delete"):
+        done = (await app.send(data=wire.approve_all(), task=paused))["task"]
+        assert state(done) == "TASK_STATE_COMPLETED" and not (app.tools.sandbox / "fresh.txt").exists()
+    else:
+        (question,) = interrupt(paused)["requests"]
+        answer = {"decision_type": "answer", "answers": {question["id"]: "staging"}}
+        answered = (await app.send(data=answer, task=paused))["task"]
+        if state(answered) == "TASK_STATE_INPUT_REQUIRED":  # confirmation required
+            answered = (await app.send(data={"decision_type": "confirm"}, task=paused))["task"]
+        assert state(answered) == "TASK_STATE_COMPLETED", answered
+    # The conversation goes on, with its history (read back from the database once dropped from memory).
+    await app.runtime.sessions.flush()
+    again = (await app.send("list", task=same_context))["task"]
+    assert state(again) == "TASK_STATE_COMPLETED" and again["contextId"] == paused["contextId"], again

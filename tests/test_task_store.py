@@ -108,3 +108,41 @@ async def test_a_full_cache_of_tasks_mid_run_still_takes_one_more(db: Database) 
         assert (await store.get(f"t{i}", CONTEXT)).status.state == TaskState.TASK_STATE_WORKING
     listed = await store.list(ListTasksRequest(), CONTEXT)  # a listing writes them first
     assert sorted(t.id for t in listed.tasks) == ["t0", "t1", "t2", "t3"]
+
+
+def test_fresh_ids_are_new_uuids_known_empty_until_written_under() -> None:
+    import uuid
+
+    from a2a.server.id_generator import IDGeneratorContext
+
+    from agent_runtime.fresh_ids import FreshIds
+
+    fresh = FreshIds(limit=2)
+    a, b = fresh.generate(IDGeneratorContext()), fresh.generate(IDGeneratorContext(context_id="c"))
+    assert a != b and uuid.UUID(a).version == 4 and a in fresh and b in fresh
+    assert "chosen-by-a-client" not in fresh  # ids it did not generate are never "known empty"
+    fresh.written(a)
+    assert a not in fresh and b in fresh
+    c, d = fresh.generate(IDGeneratorContext()), fresh.generate(IDGeneratorContext())
+    assert b not in fresh and c in fresh and d in fresh  # past the limit the oldest are forgotten: lookups query
+
+
+async def test_a_fresh_task_id_is_not_looked_up_until_saved_and_then_is(db: Database) -> None:
+    from a2a.server.id_generator import IDGeneratorContext
+
+    from agent_runtime.fresh_ids import FreshIds
+
+    fresh = FreshIds()
+    store = CachedTaskStore(db, fresh=fresh, max_cached=1, packed_bytes=0)  # what leaves the cache is only in the table
+    await store.initialize()
+    task_id = fresh.generate(IDGeneratorContext())
+    assert await store.get(task_id, CONTEXT) is None
+    first = _task(TaskState.TASK_STATE_INPUT_REQUIRED, "approve?")
+    first.id = task_id
+    await store.save(first, CONTEXT)
+    assert task_id not in fresh
+    later = _task(TaskState.TASK_STATE_INPUT_REQUIRED)
+    later.id = "t2"
+    await store.save(later, CONTEXT)  # pushes the first out of the one-task cache
+    found = await store.get(task_id, CONTEXT)  # read back from the table, not answered as "new"
+    assert found is not None and found.id == task_id and found.status.state == TaskState.TASK_STATE_INPUT_REQUIRED

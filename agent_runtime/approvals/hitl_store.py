@@ -33,6 +33,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from agent_runtime import hitl
 from agent_runtime.approvals.records import iso_utc
 from agent_runtime.database import Database
+from agent_runtime.fresh_ids import FreshIds
 
 log = logging.getLogger(__name__)
 
@@ -144,10 +145,11 @@ HitlListener = Callable[[str, HitlRecord], Awaitable[None] | None]
 
 
 class HitlStore:
-    def __init__(self, db: Database, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, db: Database, clock: Callable[[], float] = time.time, fresh: FreshIds | None = None) -> None:
         self._db = db
         self.clock = clock
         self._listeners: list[HitlListener] = []
+        self._fresh = fresh  # contexts with nothing stored yet (agent_runtime/fresh_ids.py)
 
     def subscribe(self, listener: HitlListener) -> Callable[[], None]:
         """Add a listener; returns the function that removes it again."""
@@ -175,6 +177,8 @@ class HitlStore:
             await self._db.run(metadata.create_all)  # another replica created it at the same moment
 
     async def add(self, record: HitlRecord) -> None:
+        if self._fresh is not None:
+            self._fresh.written(record.context_id)
         row = _record_to_row(record)
         await self._db.run(lambda conn: conn.execute(questions.insert(), [row]))
         await self._publish("requested", record)
@@ -187,6 +191,8 @@ class HitlStore:
         return await self._select(_FOR_TASK, {"task_id": task_id})
 
     async def open_in_context(self, context_id: str) -> list[HitlRecord]:
+        if self._fresh is not None and context_id in self._fresh:
+            return []
         return await self._select(_OPEN_IN_CONTEXT, {"context_id": context_id})
 
     async def advance(

@@ -27,6 +27,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from agent_runtime.approvals.events import ApprovalEvents
 from agent_runtime.approvals.records import ApprovalRecord, Resolution
 from agent_runtime.database import Database
+from agent_runtime.fresh_ids import FreshIds
 
 metadata = MetaData()
 
@@ -144,10 +145,14 @@ class _Lost(Exception):
 
 
 class ApprovalService:
-    def __init__(self, db: Database, clock: Callable[[], float] = time.time, events: ApprovalEvents | None = None) -> None:
+    def __init__(
+        self, db: Database, clock: Callable[[], float] = time.time, events: ApprovalEvents | None = None,
+        fresh: FreshIds | None = None,
+    ) -> None:
         self._db = db
         self._clock = clock
         self.events = events or ApprovalEvents()
+        self._fresh = fresh  # contexts with nothing stored yet (agent_runtime/fresh_ids.py)
 
     async def create_tables(self) -> None:
         try:
@@ -158,6 +163,9 @@ class ApprovalService:
 
     async def add_pending(self, records: Sequence[ApprovalRecord]) -> None:
         if records:
+            if self._fresh is not None:
+                for r in records:
+                    self._fresh.written(r.context_id)
             rows = [_record_to_row(r) for r in records]
             await self._db.run(lambda conn: conn.execute(approvals.insert(), rows))
             await self.events.publish("requested", records)
@@ -180,6 +188,8 @@ class ApprovalService:
         return await self._select(stmt.order_by(approvals.c.created_at.desc(), approvals.c.position).limit(limit))
 
     async def pending_in_context(self, context_id: str) -> list[ApprovalRecord]:
+        if self._fresh is not None and context_id in self._fresh:
+            return []
         return await self._select(_PENDING_IN_CONTEXT, {"context_id": context_id})
 
     async def decide(

@@ -17,6 +17,7 @@ import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+from a2a.server.agent_execution import SimpleRequestContextBuilder
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
 from google.adk.agents import LlmAgent
@@ -30,6 +31,7 @@ from starlette.routing import Route
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import ApprovalService
 from agent_runtime.database import Database
+from agent_runtime.fresh_ids import FreshIds
 from agent_runtime.kube.bridge import KubeBridge
 from agent_runtime.kube.objects import approval_name
 from agent_runtime.models.factory import build_model
@@ -136,14 +138,16 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     config = settings.config
     db = Database(settings.db_url)
     metrics = Metrics(config.name)
-    approvals = ApprovalService(db)
+    # New task and context ids, known empty until written under (one process on sqlite only; see fresh_ids.py).
+    fresh = FreshIds() if db.sqlite else None
+    approvals = ApprovalService(db, fresh=fresh)
     approvals.events.subscribe(metrics.on_approval_event)
     # Postgres may have replicas: there the session cache checks the database and tasks are not cached.
-    sessions = DurableSessionService(db, validate_cache=not db.sqlite)
-    task_store = CachedTaskStore(db)
+    sessions = DurableSessionService(db, validate_cache=not db.sqlite, fresh=fresh)
+    task_store = CachedTaskStore(db, fresh=fresh)
     toolsets = {server.name: build_toolset(server) for server in config.mcp_servers}
     gate = Gate(config, approvals, metrics)
-    hitl = HitlRuntime(config, db, metrics)  # hitl_request: tools (if humanTools.hitlRequest), store, flow, sweeper
+    hitl = HitlRuntime(config, db, metrics, fresh=fresh)  # hitl_request: tools (if humanTools.hitlRequest), store, flow, sweeper
     agent = LlmAgent(
         name=_agent_name(config.name),
         model=build_model(config.model),
@@ -163,6 +167,7 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     handler = GatehouseRequestHandler(
         agent_executor=executor, task_store=task_store, agent_card=agent_card(config, settings.url), approvals=approvals,
         hitl=hitl.store,
+        request_context_builder=SimpleRequestContextBuilder(task_id_generator=fresh, context_id_generator=fresh),
         # a2a-sdk keeps an ActiveTask (queues, producer and consumer tasks: ~40 KB) per paused task until it is idle
         # this long; the store keeps the task, and a decision or a subscription recreates it from there.
         interrupted_task_timeout=1.0,

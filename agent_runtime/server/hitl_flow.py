@@ -37,6 +37,7 @@ from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import ApprovalRecord
 from agent_runtime.approvals.hitl_store import AlreadyAnswered, HitlRecord, HitlStore, result_json
 from agent_runtime.database import Database
+from agent_runtime.fresh_ids import FreshIds
 from agent_runtime.server.hitl_tool import HitlMetrics, HitlTool, QuestionRecorder, build_tools
 from agent_runtime.server.metrics import Metrics
 from agent_runtime.server.periodic import PeriodicSweep
@@ -222,8 +223,8 @@ class HitlSweeper(PeriodicSweep):
 class HitlRuntime:
     """Everything hitl_request needs in one runtime: store, tools (when enabled), recorder, flow, sweeper."""
 
-    def __init__(self, config: AgentConfig, db: Database, metrics: Metrics) -> None:
-        self.store = HitlStore(db)
+    def __init__(self, config: AgentConfig, db: Database, metrics: Metrics, fresh: FreshIds | None = None) -> None:
+        self.store = HitlStore(db, fresh=fresh)
         self.metrics = HitlMetrics(metrics)
         self.tools: list[HitlTool] = build_tools(config.human_tools.hitl_request, self.metrics)
         self.recorder = QuestionRecorder(self.store, config.approval.timeout_seconds)

@@ -52,6 +52,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from agent_runtime.database import Database
+from agent_runtime.fresh_ids import FreshIds
 
 metadata = MetaData()
 
@@ -114,10 +115,14 @@ def _stored_state(state: dict[str, Any]) -> str:
 
 
 class DurableSessionService(BaseSessionService):
-    def __init__(self, db: Database, *, validate_cache: bool = False, max_cached: int = 64) -> None:
+    def __init__(
+        self, db: Database, *, validate_cache: bool = False, max_cached: int = 64, fresh: FreshIds | None = None
+    ) -> None:
         self._db = db
         self._validate = validate_cache
         self._max = max_cached
+        # Session ids (= context ids) with nothing stored yet (agent_runtime/fresh_ids.py); single process only.
+        self._fresh = None if validate_cache else fresh
         self._cache: OrderedDict[Key, _Entry] = OrderedDict()
         self._absent: OrderedDict[Key, None] = OrderedDict()  # looked up, not stored (single process only)
 
@@ -140,6 +145,8 @@ class DurableSessionService(BaseSessionService):
                           last_update_time=time.time())
         entry = _Entry(session)
         self._absent.pop(key, None)
+        if self._fresh is not None:
+            self._fresh.written(sid)  # cached now, stored with its first events; later lookups may read it back
         self._remember(key, entry)  # stored with the run's events by flush_session
         return self._copy(session, None)
 
@@ -232,6 +239,8 @@ class DurableSessionService(BaseSessionService):
             if not check or not self._validate or await self._stored_count(key) in (None, entry.persisted_events):
                 return entry
         if not self._validate and key in self._absent:
+            return None
+        if self._fresh is not None and key[2] in self._fresh:
             return None
         entry = await self._load(key)
         if entry is not None:

@@ -29,6 +29,7 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from agent_runtime.database import Database
+from agent_runtime.fresh_ids import FreshIds
 
 # States a client may come back to: a pause or an end. Written at once; anything else is written with them.
 DURABLE_STATES = frozenset({
@@ -38,10 +39,11 @@ DURABLE_STATES = frozenset({
 
 
 class CachedTaskStore(DatabaseTaskStore):
-    def __init__(self, db: Database, *, max_cached: int = 64, packed_bytes: int = 8 << 20) -> None:
+    def __init__(self, db: Database, *, max_cached: int = 64, packed_bytes: int = 8 << 20, fresh: FreshIds | None = None) -> None:
         super().__init__(db.async_engine)
         self._db = db
         self._lean = db.sqlite
+        self._fresh = fresh if db.sqlite else None  # task ids with nothing stored yet (agent_runtime/fresh_ids.py)
         self._max = max_cached
         self._cache: OrderedDict[tuple[str, str], Task] = OrderedDict()
         self._absent: OrderedDict[tuple[str, str], None] = OrderedDict()  # looked up, not stored (yet)
@@ -97,6 +99,8 @@ class CachedTaskStore(DatabaseTaskStore):
             return await super().save(task, context)
         key = (self.owner_resolver(context), task.id)
         self._absent.pop(key, None)
+        if self._fresh is not None:
+            self._fresh.written(task.id)
         self._unpack(key)
         status = task.status.SerializeToString(deterministic=True)
         if task.status.state in DURABLE_STATES and self._news(key, task, status):
@@ -142,6 +146,8 @@ class CachedTaskStore(DatabaseTaskStore):
             result = Task()
             result.CopyFrom(packed)
             return result
+        if self._fresh is not None and task_id in self._fresh:
+            return None
         params = {"task_id": task_id, "owner": key[0]}
         row = await self._db.run(lambda conn: conn.execute(self._select, params).first(), write=False)
         if row is None:
