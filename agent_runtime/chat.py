@@ -40,6 +40,7 @@ EXIT_ERROR = 1
 EXIT_PENDING = 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 QUIT_WORDS = frozenset({"/quit", "/exit"})
+SIGNAL_CHECK_SECONDS = 0.2  # how soon a Ctrl-C is acted on while a prompt waits for a line
 
 
 class LineReader(Protocol):
@@ -94,7 +95,11 @@ async def _on_daemon_thread(read: Callable[[], str]) -> str | None:
             pass  # the loop is gone (Ctrl-C): nobody waits for this line any more
 
     threading.Thread(target=run, name="chat-input", daemon=True).start()
-    return await done
+    # The kernel hands a Ctrl-C to any thread (this reader's, an executor's); Python runs the handler only when the
+    # loop's thread next runs code, so the loop must not sleep until the line comes.
+    while not done.done():
+        await asyncio.wait({done}, timeout=SIGNAL_CHECK_SECONDS)
+    return done.result()
 
 
 @dataclass

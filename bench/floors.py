@@ -23,24 +23,22 @@ request, the ADK resume turn (in memory it is all CPU) and the MCP client's per 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 
-from agent_runtime import processes
-from bench.protocols import send_message
+from bench.protocols import Protocol, send_message
 from bench.scenarios import client, percentile
-from bench.targets import REPO, ToolsServer, free_port
-
-READY = "a2a-floor ready:"
+from bench.targets import ADK_CARD as AGENT_CARD
+from bench.targets import Target, ToolsServer, running
 
 __all__ = ["measure"]
 
@@ -50,7 +48,7 @@ def _build_a2a_app() -> Any:
     from a2a.server.agent_execution import AgentExecutor, RequestContext
     from a2a.server.events import EventQueue
     from a2a.server.request_handlers import DefaultRequestHandler
-    from a2a.server.routes import create_jsonrpc_routes
+    from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
     from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
     from a2a.types import AgentCapabilities, AgentCard, AgentInterface
     from starlette.applications import Starlette
@@ -73,7 +71,7 @@ def _build_a2a_app() -> Any:
         default_input_modes=["text"], default_output_modes=["text"],
     )
     handler = DefaultRequestHandler(agent_executor=Answering(), task_store=InMemoryTaskStore(), agent_card=card)
-    return Starlette(routes=[*create_jsonrpc_routes(handler, rpc_url="/")])
+    return Starlette(routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url="/")])
 
 
 def serve_a2a(port: int) -> None:
@@ -86,17 +84,7 @@ def serve_a2a(port: int) -> None:
 
     app = _build_a2a_app()
     _settle_heap()  # the runtime's garbage-collector settings: a floor is what the libraries cost at best
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-    server = uvicorn.Server(config)
-
-    async def run() -> None:
-        task = asyncio.create_task(server.serve())
-        while not server.started:
-            await asyncio.sleep(0.02)
-        print(f"{READY} http://127.0.0.1:{port}/", flush=True)
-        await task
-
-    asyncio.run(run())
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
 async def _timed(step: Callable[[int], Awaitable[Any]], iterations: int, warmup: int) -> list[float]:
@@ -113,21 +101,26 @@ def _ms(seconds: list[float], q: float = 50) -> float:
     return round(percentile(seconds, q) * 1000, 2)
 
 
-async def _a2a(work: Path, iterations: int, warmup: int) -> dict[str, Any]:
-    port = free_port()
-    log = work / "a2a-floor.log"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED": "false"}
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "bench.floors", "--serve-a2a", "--port", str(port)],
-                                stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env=env)
-    try:
-        deadline = time.monotonic() + 60
-        while READY not in log.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the a2a-sdk floor server did not start:\n{log.read_text(errors='replace')[-2000:]}")
-            await asyncio.sleep(0.05)
-        url = f"http://127.0.0.1:{port}/"
-        server = psutil.Process(proc.pid)
+@dataclass
+class _A2aFloorTarget(Target):
+    """The do-nothing a2a-sdk server, started and stopped like the measured targets (``targets.running``)."""
+
+    key: str = "a2a_floor"
+    label: str = "a2a-sdk floor"
+    protocol: Protocol = "gatehouse"  # unused: the floor is driven by plain messages (``_a2a``)
+    ready_path: str = AGENT_CARD
+
+    def command(self, port: int, state_dir: Path, tools_url: str, work: Path) -> list[str]:
+        return [sys.executable, "-m", "bench.floors", "--serve-a2a", "--port", str(port)]
+
+    async def model_calls(self, http: httpx.AsyncClient, url: str) -> float | None:
+        return None
+
+
+async def _a2a(tools: ToolsServer, work: Path, iterations: int, warmup: int) -> dict[str, Any]:
+    with running(_A2aFloorTarget(), work, tools.url, "a2a-floor") as target:
+        url = target.url + "/"
+        server = psutil.Process(target.pid)
         pauses: list[float] = []
         replies: list[float] = []
         async with client() as http:
@@ -147,11 +140,8 @@ async def _a2a(work: Path, iterations: int, warmup: int) -> dict[str, Any]:
                     pauses.append(paused - start)
                     replies.append(end - paused)
             cpu = sum(server.cpu_times()[:2]) - cpu_before
-        requests = 2 * (warmup + iterations)
-        return {"pause_ms": _ms(pauses), "reply_ms": _ms(replies),
-                "server_cpu_ms_per_request": round(cpu / requests * 1000, 2)}
-    finally:
-        processes.stop(proc)
+    requests = 2 * (warmup + iterations)
+    return {"pause_ms": _ms(pauses), "reply_ms": _ms(replies), "server_cpu_ms_per_request": round(cpu / requests * 1000, 2)}
 
 
 async def _adk(iterations: int, warmup: int) -> dict[str, Any]:
@@ -231,7 +221,7 @@ async def _mcp(tools: ToolsServer, iterations: int, warmup: int) -> dict[str, An
 
 async def measure(tools: ToolsServer, work: Path, iterations: int, warmup: int) -> dict[str, Any]:
     """The three floors and the pause/resume floors they add up to (see the module docstring)."""
-    a2a = await _a2a(work, iterations, warmup)
+    a2a = await _a2a(tools, work, iterations, warmup)
     adk = await _adk(iterations, warmup)
     mcp = await _mcp(tools, iterations, warmup)
     return {

@@ -214,20 +214,12 @@ def test_events_stream_then_webhooks(env: Env, rpc: Rpc, alice: Rest) -> None:
     target: list[str] = []
     connected = threading.Event()
 
+    def until_decided(seen: list[dict[str, str]], _last: str | None) -> bool:
+        connected.set()
+        return any(e["event"] == "decided" and target and target[0] in e["data"] for e in seen)
+
     def listen() -> None:
-        with alice.client.stream("GET", "/approvals/events", timeout=httpx.Timeout(60, read=60)) as stream:
-            assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
-            current: dict[str, Any] = {}
-            for line in stream.iter_lines():
-                connected.set()
-                if line.startswith(("id:", "event:", "data:")):
-                    name, _, value = line.partition(":")
-                    current[name] = value.strip()
-                elif not line and "data" in current:
-                    events.append(current)
-                    if current.get("event") == "decided" and target and target[0] in current["data"]:
-                        return
-                    current = {}
+        events.extend(_follow(alice, until_decided)[0])
 
     listener = threading.Thread(target=listen, daemon=True)
     listener.start()
@@ -283,6 +275,7 @@ def _follow(rest: Rest, stop: Callable[[list[dict[str, str]], str | None], bool]
     deadline = time.monotonic() + 45  # keep-alive comments every 15 s: a line comes at least that often
     with rest.client.stream("GET", "/approvals/events", headers=headers, timeout=httpx.Timeout(60, read=60)) as stream:
         assert stream.status_code == 200, stream.read()
+        assert stream.headers["content-type"].startswith("text/event-stream")
         for line in stream.iter_lines():
             assert time.monotonic() < deadline, f"gave up waiting; events so far: {events}"
             if line.startswith(("id:", "event:", "data:")):
