@@ -8,7 +8,7 @@ Every call returns a :class:`TurnResult`, a small typed summary of the events on
 ``status_text`` is the text of the last status message (for a pause: what the server says is pending, or what
 was wrong with the last decision). A pause for approval (``input-required`` with ``interrupt_type:
 tool_approval`` in the status metadata or in the data part) is parsed with :class:`wire.ApprovalInterrupt`,
-a question (``interrupt_type: hitl_request``) with :class:`hitl.HitlInterrupt`.
+a question (``interrupt_type: hitl_request``) with :class:`question_wire.HitlInterrupt`.
 Used by ``gatehouse chat``, the demo and the tests alike.
 """
 
@@ -27,7 +27,8 @@ from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, S
 from google.protobuf.json_format import MessageToDict
 from pydantic import ValidationError
 
-from agent_runtime import hitl, wire
+from agent_runtime import wire
+from agent_runtime.questions import wire as question_wire
 
 __all__ = [
     "TextCallback",
@@ -62,7 +63,7 @@ class TurnResult:
     text: str = ""
     status_text: str = ""
     interrupt: wire.ApprovalInterrupt | None = None
-    hitl: hitl.HitlInterrupt | None = None
+    hitl: question_wire.HitlInterrupt | None = None
     interrupt_error: str | None = None
     artifacts: dict[str, str] = field(default_factory=dict)
     message_text: str = ""
@@ -230,7 +231,7 @@ def _read_interrupt(out: TurnResult, data_parts: list[Any]) -> None:
             out.interrupt_error = "The task waits for an answer but its status message has no data part."
             return
         try:
-            out.hitl = hitl.HitlInterrupt.model_validate(payload)
+            out.hitl = question_wire.HitlInterrupt.model_validate(payload)
         except ValidationError as exc:
             out.interrupt_error = f"Could not read the question: {exc}"
     elif payload is not None:

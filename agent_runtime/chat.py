@@ -10,7 +10,7 @@ reason. On a terminal the decision is a numbered menu. When stdin is not a termi
 implicitly: only an explicit ``approve`` or ``deny <reason>`` line decides, and end of input leaves the request
 pending and exits with :data:`EXIT_PENDING`. The A2A plumbing lives in :mod:`agent_runtime.a2a_client`.
 
-A question from the model (``hitl_request``) is shown as a numbered menu, read with :class:`hitl.HitlInterrupt`;
+A question from the model (``hitl_request``) is shown as a numbered menu, read with :class:`question_wire.HitlInterrupt`;
 the answer is one option (its number on a terminal, or its exact text), or ``cancel``; where confirmation is
 required a second prompt accepts only ``confirm`` or ``cancel``. Nothing confirms implicitly, and end of input
 leaves the question pending (exit :data:`EXIT_PENDING`). Ctrl-C leaves at once (exit :data:`EXIT_INTERRUPTED`);
@@ -31,8 +31,9 @@ from a2a.client import A2AClientError, Client
 from rich.console import Console
 from rich.markup import escape
 
-from agent_runtime import a2a_client, hitl, wire
+from agent_runtime import a2a_client, wire
 from agent_runtime.a2a_client import TurnResult
+from agent_runtime.questions import wire as question_wire
 
 __all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_PENDING", "ChatSession", "LineReader", "StreamReader", "run_chat"]
 
@@ -109,7 +110,7 @@ class Pending:
     task_id: str
     context_id: str
     interrupt: wire.ApprovalInterrupt | None
-    hitl: hitl.HitlInterrupt | None
+    hitl: question_wire.HitlInterrupt | None
 
 
 class ChatSession:
@@ -185,7 +186,7 @@ class ChatSession:
             where = f"id {r.id}, expires {r.expires_at}"
             self.console.print(f"  {n}. [bold]{escape(r.name)}[/]({escape(args)}){escape(hint)} [dim]({escape(where)})[/]")
 
-    def _show_hitl(self, interrupt: hitl.HitlInterrupt) -> None:
+    def _show_hitl(self, interrupt: question_wire.HitlInterrupt) -> None:
         assert self.pending is not None
         for q in interrupt.requests:
             where = f"task {self.pending.task_id}, id {q.id}, expires {q.expires_at}"
@@ -277,7 +278,7 @@ class ChatSession:
             return wire.batch(decisions, reasons)
         return self._refuse(choice, "choose 1, 2 or 3")
 
-    async def _ask_hitl(self, interrupt: hitl.HitlInterrupt) -> dict[str, Any] | object | None:
+    async def _ask_hitl(self, interrupt: question_wire.HitlInterrupt) -> dict[str, Any] | object | None:
         q = interrupt.requests[0]  # the runtime asks one question at a time
         if q.stage == "confirm":
             line = await self.reader.line("[bold yellow]confirm | cancel >[/] ")
@@ -317,7 +318,7 @@ def _ids(interrupt: wire.ApprovalInterrupt | None) -> list[str]:
     return [r.id for r in interrupt.action_requests] if interrupt is not None else []
 
 
-def _stage(interrupt: hitl.HitlInterrupt | None) -> list[tuple[str, str]]:
+def _stage(interrupt: question_wire.HitlInterrupt | None) -> list[tuple[str, str]]:
     return [(q.id, q.stage) for q in interrupt.requests] if interrupt is not None else []
 
 

@@ -70,8 +70,8 @@ def serve(
     # a2a-sdk wraps every request-path call in an OpenTelemetry span (read once, at import); the runtime installs
     # no tracer, so they only cost time. Set OTEL_INSTRUMENTATION_A2A_SDK_ENABLED=true to keep them.
     os.environ.setdefault("OTEL_INSTRUMENTATION_A2A_SDK_ENABLED", "false")
+    from agent_runtime.app.settings import RuntimeSettings, load_config
     from agent_runtime.rest.settings import load_rest_settings
-    from agent_runtime.server.settings import RuntimeSettings, load_config
 
     try:
         agent_config = load_config(config, files)
@@ -82,7 +82,7 @@ def serve(
         _fail(exc)
     import uvicorn
 
-    from agent_runtime.server.app import build_app
+    from agent_runtime.app.factory import build_app
 
     # ADK would otherwise probe Google application-default credentials for mTLS on every MCP connection
     # (seconds without a metadata server); MCP servers here are not Google endpoints. Opt back in by setting it.

@@ -16,10 +16,8 @@ import typer
 from rich.console import Console
 
 from agent_runtime.resources import GROUP, VERSION
+from agent_runtime.resources.tool_approval import KIND_APPROVAL, KIND_HITL, LABEL_KIND, PLURAL
 
-PLURAL = "toolapprovals"
-LABEL_KIND = "gatehouse.dev/kind"
-HITL = "hitl_request"
 app = typer.Typer(help="Decide Gatehouse tool approvals.", no_args_is_help=True)
 out = Console(soft_wrap=True, highlight=False)
 err = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -93,7 +91,7 @@ def _age(timestamp: str | None) -> str:
 def kind_of(obj: dict[str, Any]) -> str:
     """``tool_approval`` or ``hitl_request`` (a question from the model): the label, else told by the tool."""
     label = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_KIND)
-    return label or (HITL if (obj.get("spec") or {}).get("tool") == HITL else "tool_approval")
+    return label or (KIND_HITL if (obj.get("spec") or {}).get("tool") == KIND_HITL else KIND_APPROVAL)
 
 
 def phase_of(obj: dict[str, Any]) -> str:
@@ -194,7 +192,7 @@ def describe(
 def decide(client: Any, name: str, namespace: str, action: str, reason: str) -> dict[str, Any]:
     """Write the decision; raise PluginError when it is not found, already decided or forbidden."""
     obj = _get(client, name, namespace)
-    if kind_of(obj) == HITL:
+    if kind_of(obj) == KIND_HITL:
         raise PluginError(f'toolapproval "{name}" is a hitl_request: this is a question from the model; answer it in '
                           "the chat (A2A). Nothing changed")
     if obj["spec"].get("decision") or phase_of(obj) != "Pending":

@@ -21,12 +21,12 @@ from typing import Any, Literal
 from agent_runtime.agent_config import AgentConfig, RuleConfig
 from agent_runtime.globs import glob_match, normalise_path
 
-Verdict = Literal["allow", "require", "deny"]
+Action = Literal["allow", "require", "deny"]
 
 
 @dataclass(frozen=True)
 class Decision:
-    verdict: Verdict
+    verdict: Action
     hint: str
 
 
@@ -78,4 +78,4 @@ def server_of(config: AgentConfig, tool: str) -> str | None:
     return None
 
 
-__all__ = ["Decision", "Verdict", "evaluate", "server_of"]
+__all__ = ["Action", "Decision", "evaluate", "server_of"]

@@ -11,12 +11,13 @@ import re
 from collections.abc import Mapping
 
 from agent_runtime import agent_config as ac
+from agent_runtime import wire
 from agent_runtime.durations import parse_duration
 from agent_runtime.errors import Problem, TranslationError
 from agent_runtime.globs import glob_to_regex
 from agent_runtime.resources import Agent, ModelConfig, RemoteMCPServer
 
-HITL_TOOL_NAMES = ("hitl_request", "human_intervention_request")
+HITL_TOOL_NAMES = wire.HITL_TOOL_ALIASES
 
 
 def env_name(*parts: str) -> str:

@@ -1,4 +1,4 @@
-"""The public wire contract of a paused task (see README "Wire contract" and shared DESIGN.md).
+"""The public wire contract of a paused task (docs/wire-contract.md; the design in docs/design.md).
 
 One module owns every shape that crosses A2A for approvals, and the one parser of decisions. The server,
 the CLI chat client and the tests all use it, so they cannot drift apart.
@@ -17,7 +17,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 INTERRUPT_TOOL_APPROVAL = "tool_approval"
-INTERRUPT_HITL = "hitl_request"
+HITL_TOOL_NAME = "hitl_request"
+"""The built-in tool with which the model asks the human a question; also its pause's ``interrupt_type``."""
+HITL_TOOL_ALIASES = (HITL_TOOL_NAME, "human_intervention_request")
+INTERRUPT_HITL = HITL_TOOL_NAME
 
 APPROVE_WORDS = frozenset({"approve", "approved", "yes", "proceed"})
 DENY_WORDS = frozenset({"deny", "denied", "reject", "no", "cancel"})

@@ -79,7 +79,7 @@ def serve_a2a(port: int) -> None:
     os.environ.setdefault("OTEL_INSTRUMENTATION_A2A_SDK_ENABLED", "false")
     import uvicorn
 
-    import agent_runtime.server  # noqa: F401  # before a2a-sdk's server: imported without grpc, as the runtime does
+    import agent_runtime.app.factory  # noqa: F401  # before a2a-sdk's server: imported without grpc, as the runtime does
     from agent_runtime.cli import _settle_heap
 
     app = _build_a2a_app()

@@ -11,11 +11,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_runtime import hitl, wire
+from agent_runtime import wire
 from agent_runtime.agent_config import AgentConfig, ApprovalPolicy, CardConfig, McpServerConfig, RuleConfig, ScriptedModel
 from agent_runtime.errors import TranslationError
 from agent_runtime.manifests import parse_resource
 from agent_runtime.policy import evaluate
+from agent_runtime.questions import wire as question_wire
 from agent_runtime.resources import Agent
 from agent_runtime.translator import translate
 
@@ -67,19 +68,19 @@ def test_decision_parser_never_crashes_nor_approves_by_accident(data_parts: list
 @FUZZ
 @given(st.dictionaries(st.text(max_size=12), json_values, max_size=6) | near_miss)
 def test_hitl_args_never_crash(args: dict[str, Any]) -> None:
-    result = hitl.validate_args(args)
-    assert isinstance(result, hitl.HitlArgs | str)
+    result = question_wire.validate_args(args)
+    assert isinstance(result, question_wire.HitlArgs | str)
 
 
 @FUZZ
 @given(parts, st.text(max_size=30), st.booleans())
 def test_hitl_answers_never_confirm_by_accident(data_parts: list[Any], text: str, confirm_stage: bool) -> None:
-    args = hitl.HitlArgs(question="q", options=["a", "b"], requireConfirmation=True)
+    args = question_wire.HitlArgs(question="q", options=["a", "b"], requireConfirmation=True)
     stage = "confirm" if confirm_stage else "answer"
-    state = hitl.HitlState("hitl-1", args, stage=stage, selected="a" if confirm_stage else None)
+    state = question_wire.HitlState("hitl-1", args, stage=stage, selected="a" if confirm_stage else None)
     try:
-        _, result = hitl.apply_message(state, data_parts, text)
-    except hitl.HitlError:
+        _, result = question_wire.apply_message(state, data_parts, text)
+    except question_wire.HitlError:
         return
     if result is not None and result.confirmed:
         assert confirm_stage, "an answer with confirmation required may never finish confirmed in one step"

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from agent_runtime import hitl
-from agent_runtime.hitl import HitlArgs, HitlError, HitlState, apply_message, on_timeout, validate_args
+from agent_runtime.questions import wire as question_wire
+from agent_runtime.questions.wire import HitlArgs, HitlError, HitlState, apply_message, on_timeout, validate_args
 
 ARGS = {"question": "Which env?", "options": ["staging", "prod"]}
 
@@ -114,7 +114,7 @@ def test_timeout_takes_default_only_without_confirmation() -> None:
 
 
 def test_prompt_shape() -> None:
-    prompt = hitl.HitlInterrupt(requests=[_state(requireConfirmation=True).prompt("2026-11-21T10:00:00Z")])
+    prompt = question_wire.HitlInterrupt(requests=[_state(requireConfirmation=True).prompt("2026-11-21T10:00:00Z")])
     data = prompt.model_dump()
     assert data["interrupt_type"] == "hitl_request"
     assert data["requests"][0]["options"] == ["staging", "prod"] and data["requests"][0]["stage"] == "answer"
@@ -130,9 +130,9 @@ def test_an_option_named_like_a_cancel_word_is_an_answer() -> None:
 
 def test_describe_prompt_numbers_options_and_says_how_to_answer() -> None:
     state = _state(defaultOption="prod")
-    text = hitl.describe_prompt(state.prompt("2026-11-21T10:00:00Z"))
+    text = question_wire.describe_prompt(state.prompt("2026-11-21T10:00:00Z"))
     assert "Question [hitl-1]: Which env?" in text and "1) staging" in text and "2) prod (default on timeout)" in text
     assert '"decision_type": "answer"' in text
     confirming, _ = apply_message(_state(requireConfirmation=True, confirmationMessage="Sure?"), _answer("prod"), "")
-    text = hitl.describe_prompt(confirming.prompt("2026-11-21T10:00:00Z"))
+    text = question_wire.describe_prompt(confirming.prompt("2026-11-21T10:00:00Z"))
     assert "Chosen: prod" in text and "Sure?" in text and '"decision_type": "confirm"' in text

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from agent_runtime import hitl, wire
+from agent_runtime import wire
+from agent_runtime.questions import wire as question_wire
 from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, state, status_text, wait_for, write_manifests
 
 pytestmark = pytest.mark.e2e
@@ -70,20 +71,20 @@ def rpc(env: tuple[Tools, RuntimeProcess]) -> Rpc:
     return Rpc(env[1].url)
 
 
-def _ask(rpc: Rpc, text: str) -> tuple[dict[str, Any], hitl.HitlPrompt]:
+def _ask(rpc: Rpc, text: str) -> tuple[dict[str, Any], question_wire.HitlPrompt]:
     task = rpc.send(text)["task"]
     assert state(task) == "TASK_STATE_INPUT_REQUIRED", task
     return task, _prompt(task)
 
 
-def _prompt(task: dict[str, Any]) -> hitl.HitlPrompt:
+def _prompt(task: dict[str, Any]) -> question_wire.HitlPrompt:
     assert task["status"]["message"]["metadata"] == {"interrupt_type": "hitl_request"}
     (data,) = [p["data"] for p in task["status"]["message"]["parts"] if "data" in p]
-    (prompt,) = hitl.HitlInterrupt.model_validate(data).requests
+    (prompt,) = question_wire.HitlInterrupt.model_validate(data).requests
     return prompt
 
 
-def _answer(prompt: hitl.HitlPrompt, option: str) -> dict[str, Any]:
+def _answer(prompt: question_wire.HitlPrompt, option: str) -> dict[str, Any]:
     return {"decision_type": "answer", "answers": {prompt.id: option}}
 
 

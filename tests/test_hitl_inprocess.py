@@ -8,16 +8,16 @@ from a2a.helpers import new_text_part
 from a2a.server.context import ServerCallContext
 from a2a.types import Message, Role, SendMessageRequest
 
-from agent_runtime import hitl
-from agent_runtime.server.app import Runtime
-from agent_runtime.server.hitl_flow import INTERNAL_HITL, HitlRuntime, InternalHitl
+from agent_runtime.app.factory import Runtime
+from agent_runtime.questions import wire as question_wire
+from agent_runtime.questions.flow import INTERNAL_HITL, HitlRuntime, InternalHitl
 from tests.support.runtime import state, status_text
 from tests.test_runtime_inprocess import App, app  # noqa: F401  (the fixture)
 
 
-def _prompt(task: dict) -> hitl.HitlPrompt:
+def _prompt(task: dict) -> question_wire.HitlPrompt:
     (data,) = [p["data"] for p in task["status"]["message"]["parts"] if "data" in p]
-    return hitl.HitlInterrupt.model_validate(data).requests[0]
+    return question_wire.HitlInterrupt.model_validate(data).requests[0]
 
 
 def _hitl(runtime: Runtime) -> HitlRuntime:
@@ -32,7 +32,7 @@ async def test_a_resume_cut_short_is_finished_with_the_recorded_result(app: App)
     store = _hitl(app.runtime).store
     (record,) = await store.for_task(task["id"])
     # As if the runtime died right after recording the answer, before the agent ran on.
-    answered, result = hitl.apply_message(record.state(), [{"decision_type": "cancel"}], "")
+    answered, result = question_wire.apply_message(record.state(), [{"decision_type": "cancel"}], "")
     await store.advance(record, answered, result, "user")
     done = (await app.send("production", task=task))["task"]  # any message finishes it; the recorded result wins
     assert state(done) == "TASK_STATE_COMPLETED"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_runtime import hitl
-from agent_runtime.approvals.hitl_store import AlreadyAnswered, HitlRecord, HitlStore
 from agent_runtime.database import Database, default_database_url
-from agent_runtime.server.hitl_tool import build_tools, declaration
+from agent_runtime.questions import wire as question_wire
+from agent_runtime.questions.store import AlreadyAnswered, HitlRecord, HitlStore
+from agent_runtime.questions.tool import build_tools, declaration
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ async def store(tmp_path: Path) -> HitlStore:
 
 
 def _record(rid: str = "hitl-1", **args: object) -> HitlRecord:
-    parsed = hitl.HitlArgs.model_validate({"question": "Which?", "options": ["a", "b"], **args})
+    parsed = question_wire.HitlArgs.model_validate({"question": "Which?", "options": ["a", "b"], **args})
     return HitlRecord(id=rid, task_id="t1", context_id="c1", confirmation_id=f"conf-{rid}", call_id=f"call-{rid}",
                       tool="hitl_request", args=parsed, created_at=1000.0, expires_at=1010.0, updated_at=1000.0)
 
@@ -35,11 +35,11 @@ async def test_answers_are_compare_and_swap_and_replays_change_nothing(store: Hi
     await store.add(record)
     (stored,) = await store.for_task("t1")
     assert stored == record and stored.args.metadata == {"ticket": "T-1"}
-    state, result = hitl.apply_message(stored.state(), [{"decision_type": "answer", "answers": {"hitl-1": "b"}}], "")
+    state, result = question_wire.apply_message(stored.state(), [{"decision_type": "answer", "answers": {"hitl-1": "b"}}], "")
     confirming = await store.advance(stored, state, result, "user")
     with pytest.raises(AlreadyAnswered):  # a second writer that read the same version loses
         await store.advance(stored, state, result, "user")
-    state, result = hitl.apply_message(confirming.state(), [{"decision_type": "confirm"}], "")
+    state, result = question_wire.apply_message(confirming.state(), [{"decision_type": "confirm"}], "")
     done = await store.advance(confirming, state, result, "user")
     assert not done.open and done.result is not None and done.result.selected_option == "b"
     with pytest.raises(AlreadyAnswered, match="ended confirmed \\('b'\\) by user"):
@@ -61,4 +61,4 @@ def test_tools_and_declaration() -> None:
     assert [t.name for t in build_tools(True)] == ["hitl_request", "human_intervention_request"]
     schema = declaration("hitl_request").parameters
     assert schema is not None and schema.required == ["question", "options"]
-    assert set(schema.properties or {}) == set(hitl.HitlArgs.model_fields)
+    assert set(schema.properties or {}) == set(question_wire.HitlArgs.model_fields)

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from agent_runtime import wire
-from agent_runtime.rest.models import ApprovalEventData, ApprovalList, ApprovalView, DecisionResult, Problem, StreamReset
+from agent_runtime.rest.models import ApprovalEventData, ApprovalList, ApprovalView, DecisionResult, ProblemDetails, StreamReset
 from agent_runtime.rest.webhooks import SIGNATURE_HEADER, verify
 from tests.support.processes import free_port
 from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, request_ids, runtime, state, status_text, wait_for
@@ -95,7 +95,7 @@ def test_auth_list_get_decide_idempotency_conflicts(env: Env, rpc: Rpc, alice: R
     for rest in (Rest(env.proc.url, None), Rest(env.proc.url, "tok-wrong")):
         for reply in (rest.client.get("/approvals"), rest.client.get(f"/approvals/{rid}"), rest.decide(rid, "approve")):
             assert reply.status_code == 401 and reply.headers["www-authenticate"] == "Bearer"
-            assert "Bearer" in Problem.model_validate_json(reply.content).error
+            assert "Bearer" in ProblemDetails.model_validate_json(reply.content).error
     assert httpx.get(f"{env.proc.url}/readyz").status_code == 200
     # List (default pending) and get: 202 + Retry-After while pending.
     listed = ApprovalList.model_validate_json(alice.client.get("/approvals").content).approvals
@@ -130,7 +130,7 @@ def test_auth_list_get_decide_idempotency_conflicts(env: Env, rpc: Rpc, alice: R
     bob, bob_key = Rest(env.proc.url, "tok-bob"), str(uuid.uuid4())
     conflict = bob.decide(rid, "deny", "no", key=bob_key)
     assert conflict.status_code == 409
-    problem = Problem.model_validate_json(conflict.content)
+    problem = ProblemDetails.model_validate_json(conflict.content)
     assert "Already decided" in problem.error and "approved by rest" in problem.error
     assert problem.approval is not None and problem.approval.decided_by == "alice"
     assert bob.decide(rid, "deny", "no", key=bob_key).content == conflict.content

@@ -18,12 +18,12 @@ import httpx
 import pytest
 
 from agent_runtime import wire
+from agent_runtime.app.factory import Runtime, build_app
+from agent_runtime.app.settings import RuntimeSettings
 from agent_runtime.approvals import AlreadyDecided, Resolution, deciders
 from agent_runtime.manifests import select_agent_config
 from agent_runtime.rest import RestSettings
-from agent_runtime.server.app import Runtime, build_app
-from agent_runtime.server.decide_one import UnknownRequest, decide_one, resume_recorded
-from agent_runtime.server.settings import RuntimeSettings
+from agent_runtime.server.decide_one import UnknownRequest
 from tests.support.inprocess import InProcessApp
 from tests.support.runtime import demo_tools, request_ids, state, status_text, write_manifests
 from tests.support.webhook_receiver import Receiver, webhook_receiver
@@ -101,14 +101,14 @@ async def test_auth_off_rest_decides_one_and_a2a_finishes_the_pause(make_app: Ca
 async def test_decide_one_directly(make_app: Callable[..., Any]) -> None:
     async with make_app() as app:
         with pytest.raises(UnknownRequest):
-            await decide_one(app.runtime, "apr-missing", Resolution("approved"), "kubernetes", "alice")
+            await app.runtime.decide_one("apr-missing", Resolution("approved"), "kubernetes", "alice")
         task = await app.pause("direct.txt")
         (rid,) = request_ids(task)
-        decided = await decide_one(app.runtime, rid, Resolution("approved"), "kubernetes", "alice", wait=True)
+        decided = await app.runtime.decide_one(rid, Resolution("approved"), "kubernetes", "alice", wait=True)
         assert decided.record.status == "approved" and decided.resume is not None and decided.resume.done()
         assert state(await app.get(task["id"])) == "TASK_STATE_COMPLETED"
         with pytest.raises(AlreadyDecided, match="approved by kubernetes"):
-            await decide_one(app.runtime, rid, Resolution("denied"), "rest", "bob")
+            await app.runtime.decide_one(rid, Resolution("denied"), "rest", "bob")
         view = (await app.client.get(f"/approvals/{rid}")).json()
         assert (view["decided_by"], view["source"]) == ("alice", "kubernetes")
         assert len(app.tools.executions("delete_file", "direct.txt")) == 1
@@ -146,8 +146,8 @@ async def test_a_decision_recorded_before_a_restart_is_resumed_at_start_up(make_
             task["id"], {rid: Resolution("approved")}, "rest", also=lambda conn, at: deciders.record(conn, rid, "alice", at)
         )
         assert state(await app.get(task["id"])) == "TASK_STATE_INPUT_REQUIRED"
-        assert await resume_recorded(app.runtime) == 1
+        assert await app.runtime.decide_one.resume_recorded() == 1
         done = await app.get(task["id"])
         assert state(done) == "TASK_STATE_COMPLETED" and "Delete of restart.txt" in status_text(done)
-        assert await resume_recorded(app.runtime) == 0
+        assert await app.runtime.decide_one.resume_recorded() == 0
         assert len(app.tools.executions("delete_file", "restart.txt")) == 1

@@ -13,13 +13,13 @@ import pytest
 from agent_runtime.approvals import ApprovalRecord, Resolution
 from agent_runtime.approvals.events import ApprovalEvent
 from agent_runtime.database import Database
+from agent_runtime.metrics import Metrics
 from agent_runtime.rest.auth import parse_tokens, principal_for
 from agent_runtime.rest.idempotency import IdempotencyKeys
 from agent_runtime.rest.models import ApprovalEventData, ApprovalView, BodyError, DecisionBody
 from agent_runtime.rest.settings import RestSettings, load_rest_settings
 from agent_runtime.rest.webhooks import Webhooks, render, sign, slack_text, verify
 from agent_runtime.server.executor import with_decided_siblings
-from agent_runtime.server.metrics import Metrics
 
 
 def _record(rid: str = "apr-1", created: float = 1_000.0, position: int = 0, **changes: object) -> ApprovalRecord:
@@ -212,5 +212,5 @@ def test_public_surface() -> None:
     import agent_runtime.rest as rest
     import agent_runtime.server.decide_one as decide_one
 
-    assert rest.__all__ == ["RestApi", "RestSettings", "load_rest_settings"]
-    assert decide_one.__all__ == ["OneDecided", "UnknownRequest", "decide_one", "resume_recorded", "wait_for_resumes"]
+    assert rest.__all__ == ["RestSettings", "load_rest_settings"]
+    assert decide_one.__all__ == ["DecideOne", "OneDecided", "UnknownRequest", "wait_for_resumes"]

@@ -12,10 +12,10 @@ import pytest
 from a2a.types import Task, TaskState
 
 from agent_runtime import wire
+from agent_runtime.app.factory import Runtime, build_app
+from agent_runtime.app.settings import RuntimeSettings
 from agent_runtime.approvals import Resolution
 from agent_runtime.manifests import select_agent_config
-from agent_runtime.server.app import Runtime, build_app
-from agent_runtime.server.settings import RuntimeSettings
 from tests.support.inprocess import InProcessApp
 from tests.support.runtime import demo_tools, interrupt, request_ids, state, status_text, write_manifests
 

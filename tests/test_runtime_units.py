@@ -9,12 +9,12 @@ from google.adk.tools.mcp_tool.mcp_session_manager import SseConnectionParams, S
 
 from agent_runtime import wire
 from agent_runtime.agent_config import AgentConfig, HeaderRef, McpServerConfig, SecretEnvRef
+from agent_runtime.app.factory import agent_card
+from agent_runtime.app.settings import RuntimeSettings, load_config
 from agent_runtime.approvals import ApprovalRecord, Resolution, args_hash, iso_utc
 from agent_runtime.database import default_database_url, is_sqlite
 from agent_runtime.manifests import select_agent_config
 from agent_runtime.server import gate
-from agent_runtime.server.app import agent_card
-from agent_runtime.server.settings import RuntimeSettings, load_config
 from agent_runtime.server.toolsets import MissingHeaderSecret, build_toolset
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "file-manager"
@@ -102,7 +102,7 @@ def test_the_server_imports_a2a_without_grpc_and_leaves_grpc_importable() -> Non
     import sys
 
     code = (
-        "import sys, agent_runtime.server.app\n"
+        "import sys, agent_runtime.app.factory\n"
         "assert 'grpc' not in sys.modules, 'grpc loaded'\n"
         "from a2a.server.request_handlers import GrpcHandler\n"
         "import grpc\n"

@@ -10,19 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import Column, Connection, Float, String, Table, select
+from sqlalchemy import Connection, select
 
-from agent_runtime.approvals.service import metadata
+from agent_runtime.approvals.service import deciders  # on the approvals' own metadata: created with them at start-up
 from agent_runtime.database import Database
-
-# On the approvals' own metadata: created with them at start-up.
-deciders = Table(
-    "gatehouse_approval_deciders",
-    metadata,
-    Column("request_id", String(64), primary_key=True),
-    Column("decided_by", String(256), nullable=False),
-    Column("decided_at", Float, nullable=False),
-)
 
 
 def record(conn: Connection, request_id: str, decided_by: str, decided_at: float) -> None:

@@ -55,6 +55,15 @@ approvals = Table(
     Column("exec_state", String(16), nullable=False, default="none"),
 )
 
+# Who decided a request, where a channel knew the person (written and read by approvals/deciders.py).
+deciders = Table(
+    "gatehouse_approval_deciders",
+    metadata,
+    Column("request_id", String(64), primary_key=True),
+    Column("decided_by", String(256), nullable=False),
+    Column("decided_at", Float, nullable=False),
+)
+
 
 # The statements of the request path, built once (bind parameters): building a statement per call cost more
 # than running it on sqlite. (An UPDATE's parameters must not be named like a column.)
@@ -268,9 +277,20 @@ class ApprovalService:
         stmt = select(func.min(approvals.c.expires_at)).where(approvals.c.status == "pending")
         return await self._db.run(lambda conn: conn.execute(stmt).scalar(), write=False)
 
+    async def tasks_decided_with_decider(self, since: float) -> list[tuple[str, str]]:
+        """``(task_id, context_id)`` of tasks with a request decided since ``since`` by a channel that recorded who
+        decided (one request at a time: REST, Kubernetes)."""
+        stmt = (
+            select(approvals.c.task_id, approvals.c.context_id)
+            .join(deciders, deciders.c.request_id == approvals.c.id)
+            .where(deciders.c.decided_at >= since)
+            .distinct()
+        )
+        return await self._db.run(lambda conn: [(row[0], row[1]) for row in conn.execute(stmt)], write=False)
+
     async def pending_count(self) -> int:
         stmt = select(func.count()).select_from(approvals).where(approvals.c.status == "pending")
         return int(await self._db.run(lambda conn: conn.execute(stmt).scalar() or 0, write=False))
 
 
-__all__ = ["AlreadyDecided", "ApprovalService", "Claim", "approvals", "metadata"]
+__all__ = ["AlreadyDecided", "ApprovalService", "Claim", "approvals", "deciders", "metadata"]

@@ -1,6 +1,6 @@
 """The runtime's Kubernetes side, assembled: one client, the :class:`Mirror` and the :class:`DecisionWatcher`.
 
-Built by :func:`agent_runtime.server.app.build_runtime` when :func:`agent_runtime.kube.settings.detect`
+Built by :func:`agent_runtime.app.factory.build_runtime` when :func:`agent_runtime.kube.settings.detect`
 found a cluster; started after the stores are open and stopped before they close. Starting never waits
 for the API: an unreachable cluster only delays the mirror, it never delays or fails the agent.
 """
@@ -11,12 +11,12 @@ import asyncio
 import logging
 
 from agent_runtime.approvals import ApprovalService
-from agent_runtime.approvals.hitl_store import HitlStore
 from agent_runtime.kube import objects
 from agent_runtime.kube.client import KubeClient
 from agent_runtime.kube.mirror import Mirror
 from agent_runtime.kube.settings import KubeSettings
 from agent_runtime.kube.watcher import DecisionWatcher
+from agent_runtime.questions.store import HitlStore
 from agent_runtime.server.resume import Resumer
 
 log = logging.getLogger(__name__)

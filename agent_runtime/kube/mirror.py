@@ -14,7 +14,7 @@ refuses for good — a 4xx other than 409/429 — is logged and dropped). What i
 - the Agent's ``status.pendingApprovals`` when the count changed, once the queue is drained.
 
 A ``hitl_request`` question is mirrored the same way (:meth:`Mirror.hitl_listener`, subscribed to the
-:class:`~agent_runtime.approvals.hitl_store.HitlStore`): a ToolApproval labelled ``gatehouse.dev/kind:
+:class:`~agent_runtime.questions.store.HitlStore`): a ToolApproval labelled ``gatehouse.dev/kind:
 hitl_request`` (:func:`~agent_runtime.kube.objects.hitl_approval`), Pending while open, then Approved,
 Denied, Canceled or Expired (:func:`~agent_runtime.kube.objects.hitl_status`). It gets no Events and does
 not count in ``pendingApprovals`` (which counts tool approvals only), and kubectl cannot answer it.
@@ -35,9 +35,9 @@ from typing import Any
 
 from agent_runtime.approvals import ApprovalRecord, ApprovalService
 from agent_runtime.approvals.events import ApprovalEvent
-from agent_runtime.approvals.hitl_store import HitlRecord, HitlStore
 from agent_runtime.kube import objects
 from agent_runtime.kube.client import KubeClient, KubeError
+from agent_runtime.questions.store import HitlRecord, HitlStore
 from agent_runtime.resources import GROUP, VERSION
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ class Mirror:
             self._put(f"event {name}", lambda: self._event(record, who), attempts=3)
 
     def hitl_listener(self, kind: str, record: HitlRecord) -> None:
-        """:meth:`HitlStore.subscribe <agent_runtime.approvals.hitl_store.HitlStore.subscribe>` listener: a question
+        """:meth:`HitlStore.subscribe <agent_runtime.questions.store.HitlStore.subscribe>` listener: a question
         is mirrored as a ToolApproval labelled ``gatehouse.dev/kind: hitl_request`` (no Events, and it does not
         count in the Agent's ``pendingApprovals``, which counts tool approvals only)."""
         self.sync_hitl(record)

@@ -11,15 +11,10 @@ import re
 from typing import Any
 
 from agent_runtime.approvals import ApprovalRecord, iso_utc
-from agent_runtime.approvals.hitl_store import HitlRecord
+from agent_runtime.questions.store import HitlRecord
 from agent_runtime.resources import API_VERSION
+from agent_runtime.resources.tool_approval import KIND_APPROVAL, KIND_HITL, LABEL_AGENT, LABEL_CONTEXT, LABEL_KIND, PLURAL
 
-PLURAL = "toolapprovals"
-LABEL_AGENT = "gatehouse.dev/agent"
-LABEL_CONTEXT = "gatehouse.dev/context"
-LABEL_KIND = "gatehouse.dev/kind"
-KIND_VALUE = "tool_approval"
-KIND_HITL = "hitl_request"
 COMPONENT = "gatehouse.dev"
 FINAL_PHASES = frozenset({"Approved", "Denied", "Expired", "Canceled"})
 SOURCES = frozenset({"a2a", "kubectl", "rest", "timeout"})
@@ -64,7 +59,7 @@ def tool_approval(record: ApprovalRecord, agent: str, namespace: str, owner: dic
         "labels": {
             LABEL_AGENT: label_value(agent),
             LABEL_CONTEXT: label_value(record.context_id),
-            LABEL_KIND: KIND_VALUE,
+            LABEL_KIND: KIND_APPROVAL,
         },
     }
     if owner is not None:
@@ -233,7 +228,7 @@ def event(
 
 
 __all__ = [
-    "FINAL_PHASES", "KIND_HITL", "KIND_VALUE", "LABEL_AGENT", "LABEL_CONTEXT", "LABEL_KIND", "PLURAL", "approval_name",
+    "FINAL_PHASES", "KIND_APPROVAL", "KIND_HITL", "LABEL_AGENT", "LABEL_CONTEXT", "LABEL_KIND", "PLURAL", "approval_name",
     "dns_label", "event", "hitl_approval", "hitl_status", "is_hitl", "label_value", "owner_reference", "phase", "selector",
     "status", "tool_approval",
 ]

@@ -7,6 +7,15 @@ from typing import Any, Literal
 from pydantic import Field
 
 from agent_runtime.resources.common import Resource, SpecModel
+from agent_runtime.wire import HITL_TOOL_NAME
+
+PLURAL = "toolapprovals"
+LABEL_AGENT = "gatehouse.dev/agent"
+LABEL_CONTEXT = "gatehouse.dev/context"
+LABEL_KIND = "gatehouse.dev/kind"
+"""Tells a tool approval (``KIND_APPROVAL``) from a mirrored ``hitl_request`` question (``KIND_HITL``)."""
+KIND_APPROVAL = "tool_approval"
+KIND_HITL = HITL_TOOL_NAME
 
 
 class ApprovalDecision(SpecModel):

@@ -1,12 +1,12 @@
-"""REST approvals, server-sent events and outgoing webhooks on the runtime (GitHub issue 5).
+"""REST approvals, server-sent events and outgoing webhooks on the runtime.
 
-Modules: ``settings`` (read once by ``serve``) and ``auth`` (bearer tokens) → ``api`` (:class:`RestApi`: the
-routes, and the owner of ``stream`` (SSE) and ``webhooks``) → ``models`` (every body, one parser each),
+Modules: ``settings`` (read once by ``serve``) and ``auth`` (bearer tokens) → ``api`` (:class:`~agent_runtime.rest.api.RestApi`:
+the routes, and the owner of ``stream`` (SSE) and ``webhooks``) → ``models`` (every body, one parser each),
 ``idempotency`` (durable keys), ``views`` (records with who decided). A decision is applied by
-:func:`agent_runtime.server.decide_one.decide_one`, shared with the Kubernetes mirror.
+:class:`agent_runtime.server.decide_one.DecideOne`, which the app hands in. This ``__init__`` imports the settings
+only, so reading them at start-up does not import a2a-sdk's server (see :mod:`agent_runtime.app.factory`).
 """
 
-from agent_runtime.rest.api import RestApi
 from agent_runtime.rest.settings import RestSettings, load_rest_settings
 
-__all__ = ["RestApi", "RestSettings", "load_rest_settings"]
+__all__ = ["RestSettings", "load_rest_settings"]

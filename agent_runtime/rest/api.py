@@ -1,16 +1,16 @@
 """The REST approval API on the runtime; :class:`RestApi` also owns the event stream and the webhooks.
 
-Routes (JSON bodies are the models of :mod:`agent_runtime.rest.models`; every 4xx is a ``Problem``):
+Routes (JSON bodies are the models of :mod:`agent_runtime.rest.models`; every 4xx is a ``ProblemDetails``):
 
 - ``GET /approvals?state=pending|approved|denied|expired|all`` (default pending) → ``ApprovalList``, newest first;
 - ``GET /approvals/events`` → server-sent events (:mod:`agent_runtime.rest.stream`);
 - ``GET /approvals/{id}`` → 202 + ``Retry-After`` while pending, 200 once decided, 404 unknown; both bodies
   an ``ApprovalView``;
 - ``POST /approvals/{id}/decision`` with ``Idempotency-Key`` (400 without) and a ``DecisionBody`` (422 if
-  malformed) → 200 ``DecisionResult`` when this request decided it, 409 ``Problem`` naming who decided what
+  malformed) → 200 ``DecisionResult`` when this request decided it, 409 ``ProblemDetails`` naming who decided what
   when it was decided already, 404 unknown. The key replays the same answer; with another body → 422.
 
-Decisions go through :func:`agent_runtime.server.decide_one.decide_one` (source ``rest``, ``decided_by`` the
+Decisions go through :class:`agent_runtime.server.decide_one.DecideOne` (source ``rest``, ``decided_by`` the
 token's principal, else "rest"). With tokens configured every route here needs ``Authorization: Bearer``
 (401 otherwise); the A2A routes, probes and metrics are not affected.
 """
@@ -24,7 +24,6 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 from sqlalchemy import Connection
@@ -33,18 +32,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from agent_runtime.approvals import AlreadyDecided
+from agent_runtime.approvals import AlreadyDecided, ApprovalService
+from agent_runtime.database import Database
+from agent_runtime.metrics import Metrics
 from agent_runtime.rest.auth import principal_for
 from agent_runtime.rest.idempotency import MAX_KEY_LENGTH, IdempotencyKeys, StoredAnswer
-from agent_runtime.rest.models import STATES, ApprovalList, ApprovalView, BodyError, DecisionBody, DecisionResult, Problem
+from agent_runtime.rest.models import STATES, ApprovalList, ApprovalView, BodyError, DecisionBody, DecisionResult, ProblemDetails
 from agent_runtime.rest.settings import DEFAULT_PRINCIPAL, RestSettings
 from agent_runtime.rest.stream import EventStream
 from agent_runtime.rest.views import views
 from agent_runtime.rest.webhooks import Webhooks
-from agent_runtime.server.decide_one import UnknownRequest, decide_one, resume_recorded, wait_for_resumes
-
-if TYPE_CHECKING:
-    from agent_runtime.server.app import Runtime
+from agent_runtime.server.decide_one import DecideOne, UnknownRequest, wait_for_resumes
 
 log = logging.getLogger(__name__)
 
@@ -57,17 +55,24 @@ def _json(model: BaseModel, status_code: int = 200, headers: dict[str, str] | No
 
 
 def _problem(status_code: int, error: str, approval: ApprovalView | None = None, **headers: str) -> Response:
-    return _json(Problem(error=error, approval=approval), status_code, headers or None)
+    return _json(ProblemDetails(error=error, approval=approval), status_code, headers or None)
 
 
 class RestApi:
-    def __init__(self, runtime: Runtime, settings: RestSettings) -> None:
-        self.runtime = runtime
+    """Built by the app with the few parts of the runtime it uses; ``ready()`` says the MCP tools are listed."""
+
+    def __init__(
+        self, settings: RestSettings, *, agent: str, db: Database, approvals: ApprovalService, metrics: Metrics,
+        decide_one: DecideOne, ready: Callable[[], bool],
+    ) -> None:
         self.settings = settings
-        agent = runtime.settings.config.name
-        self.keys = IdempotencyKeys(runtime.db)
-        self.stream = EventStream(runtime.db, agent)
-        self.webhooks = Webhooks(runtime.db, agent, settings, runtime.metrics)
+        self._db = db
+        self._approvals = approvals
+        self._decide_one = decide_one
+        self._ready = ready
+        self.keys = IdempotencyKeys(db)
+        self.stream = EventStream(db, agent)
+        self.webhooks = Webhooks(db, agent, settings, metrics)
         self._unsubscribe: list[Callable[[], None]] = []
         self._recovery: asyncio.Task[None] | None = None
 
@@ -83,16 +88,16 @@ class RestApi:
     async def start(self) -> None:
         """After the runtime's stores are open: the idempotency table, the listeners, the webhook workers."""
         await self.keys.create_tables()
-        events = self.runtime.approvals.events
+        events = self._approvals.events
         self._unsubscribe = [events.subscribe(self.stream.on_approval_event), events.subscribe(self.webhooks.on_approval_event)]
         self.webhooks.start()
         self._recovery = asyncio.create_task(self._resume_recorded(), name="gatehouse-resume-recorded")
 
     async def _resume_recorded(self) -> None:
-        while not self.runtime.ready:  # the MCP tools are listed
+        while not self._ready():  # the MCP tools are listed
             await asyncio.sleep(0.1)
         try:
-            if resumed := await resume_recorded(self.runtime):
+            if resumed := await self._decide_one.resume_recorded():
                 log.warning("resumed %d task(s) decided one request at a time before a restart", resumed)
         except Exception:
             log.exception("resuming tasks decided before a restart failed")
@@ -127,15 +132,15 @@ class RestApi:
         state = request.query_params.get("state", "pending")
         if state not in STATES:
             return _problem(422, f"state must be one of {', '.join(STATES)}, not {state!r}")
-        records = await self.runtime.approvals.by_status(None if state == "all" else state)
-        return _json(ApprovalList(approvals=await views(self.runtime.db, records)))
+        records = await self._approvals.by_status(None if state == "all" else state)
+        return _json(ApprovalList(approvals=await views(self._db, records)))
 
     async def get_approval(self, request: Request, _: str) -> Response:
         request_id = request.path_params["request_id"]
-        record = await self.runtime.approvals.get(request_id)
+        record = await self._approvals.get(request_id)
         if record is None:
             return _problem(404, f"no approval request {request_id!r}")
-        (view,) = await views(self.runtime.db, [record])
+        (view,) = await views(self._db, [record])
         if record.status == "pending":
             wait = max(1, min(self.settings.retry_after, math.ceil(record.expires_at - time.time())))
             return _json(view, 202, {"Retry-After": str(wait)})
@@ -160,7 +165,7 @@ class RestApi:
         stored = await self.keys.get(key)
         if stored is not None:
             return self._replay(stored, fingerprint, key)
-        record = await self.runtime.approvals.get(request_id)
+        record = await self._approvals.get(request_id)
         if record is None:
             return _problem(404, f"no approval request {request_id!r}")
         resolution = body.resolution()
@@ -172,7 +177,7 @@ class RestApi:
             IdempotencyKeys.write(conn, key, request_id, fingerprint, 200, answer[-1])
 
         try:
-            await decide_one(self.runtime, request_id, resolution, SOURCE, principal, also=remember)
+            await self._decide_one(request_id, resolution, SOURCE, principal, also=remember)
         except UnknownRequest:
             return _problem(404, f"no approval request {request_id!r}")
         except IntegrityError:  # the same key, used at the same moment by another request, won
@@ -180,9 +185,9 @@ class RestApi:
             assert stored is not None
             return self._replay(stored, fingerprint, key)
         except AlreadyDecided as exc:
-            current = await self.runtime.approvals.get(request_id)
-            (view,) = await views(self.runtime.db, [current or record])
-            conflict = Problem(error=str(exc), approval=view).model_dump_json()
+            current = await self._approvals.get(request_id)
+            (view,) = await views(self._db, [current or record])
+            conflict = ProblemDetails(error=str(exc), approval=view).model_dump_json()
             return self._replay(await self.keys.put(key, request_id, fingerprint, 409, conflict), fingerprint, key)
         return Response(answer[-1], status_code=200, media_type="application/json")
 

@@ -96,7 +96,7 @@ class DecisionResult(BaseModel):
     approval: ApprovalView
 
 
-class Problem(BaseModel):
+class ProblemDetails(BaseModel):
     """Every 4xx answer. On 409 ``approval`` shows who decided what."""
 
     error: str
@@ -121,5 +121,5 @@ class StreamReset(BaseModel):
 
 __all__ = [
     "STATES", "ApprovalEventData", "ApprovalList", "ApprovalView", "BodyError", "DecisionBody", "DecisionResult",
-    "Problem", "State", "StreamReset",
+    "ProblemDetails", "State", "StreamReset",
 ]

@@ -1,6 +1,6 @@
 """The A2A ``AgentExecutor``: a new message starts a turn; a message on a paused task is a decision.
 
-Every request ends in exactly one of these task states, with the shapes of the README's wire contract:
+Every request ends in exactly one of these task states, with the shapes of the wire contract (docs/wire-contract.md):
 
 - ``TASK_STATE_INPUT_REQUIRED`` — a pause (text part + ``ApprovalInterrupt`` data part, metadata
   ``interrupt_type``), or an unusable decision: the text part is ``str(DecisionError)`` (or "Already
@@ -9,7 +9,8 @@ Every request ends in exactly one of these task states, with the shapes of the R
 - ``TASK_STATE_REJECTED`` — a new message that cannot start a turn (a decision sent without the paused
   task's id, or a message while another task of the same context waits for a decision).
 
-Decisions from inside the runtime (the timeout sweeper, later Kubernetes and REST) arrive through the same
+Decisions from inside the runtime (the timeout sweeper, and the REST and Kubernetes channels through
+:class:`~agent_runtime.server.decide_one.DecideOne`) arrive through the same
 path as an :class:`InternalDecision` in the server call context, which only in-process code can set; see
 :mod:`agent_runtime.server.resume`.
 
@@ -38,8 +39,8 @@ from a2a.utils.errors import UnsupportedOperationError
 from agent_runtime import wire
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Resolution
-from agent_runtime.server import hitl_flow
-from agent_runtime.server.metrics import Metrics
+from agent_runtime.metrics import Metrics
+from agent_runtime.questions import flow as hitl_flow
 from agent_runtime.server.turns import TurnOutcome, TurnRunner
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,7 @@ class GatehouseExecutor(AgentExecutor):
         """``single_process``: no other replica can work on a task (sqlite), so a stalled resume is finished at once.
         ``approval_name``: the ToolApproval name of a request, where approvals are mirrored to Kubernetes."""
         self._single_process = single_process
-        self._hitl = hitl  # hitl_request questions: routed by the task's pending kind (server/hitl_flow.py)
+        self._hitl = hitl  # hitl_request questions: routed by the task's pending kind (questions/flow.py)
         self._config = config
         self._turns = turns
         self._approvals = approvals

@@ -19,8 +19,6 @@ parts never reach ADK as function responses.
 from __future__ import annotations
 
 import uuid
-from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import Any
 
 from google.adk.tools.base_tool import BaseTool
@@ -29,37 +27,10 @@ from google.adk.tools.tool_context import ToolContext
 from agent_runtime import policy
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import ApprovalService, args_hash
-from agent_runtime.server.metrics import Metrics
+from agent_runtime.metrics import Metrics
+from agent_runtime.run_scope import CURRENT_RUN, HumanTool, PendingCall
 
 PLACEHOLDER = {"error": "waiting for a human decision"}
-
-
-@dataclass(frozen=True)
-class PendingCall:
-    request_id: str
-    call_id: str
-    tool: str
-    server: str | None
-    args: dict[str, Any]
-    hint: str
-
-
-@dataclass
-class RunScope:
-    """What one agent run (one A2A request) learns from the gate: the calls it paused."""
-
-    task_id: str
-    context_id: str
-    pending: list[PendingCall] = field(default_factory=list)
-    hitl: list[Any] = field(default_factory=list)  # the hitl_request question this run paused on (hitl_tool.py)
-    claimed: set[str] = field(default_factory=set)  # approved calls this run claimed: marked done when they return
-
-
-class HumanTool(BaseTool):
-    """A built-in tool that is itself the human step (``hitl_request``): never gated, pauses on its own."""
-
-
-CURRENT_RUN: ContextVar[RunScope | None] = ContextVar("gatehouse_run", default=None)
 
 
 def grant_key(server: str | None, tool: str) -> str:
@@ -162,4 +133,4 @@ class Gate:
         return None
 
 
-__all__ = ["CURRENT_RUN", "Gate", "HumanTool", "PendingCall", "RunScope", "confirmation_payload", "grant_key"]
+__all__ = ["Gate", "confirmation_payload", "grant_key"]

@@ -1,7 +1,7 @@
 """``resume(task_id, resolutions, source)``: the one way a decision continues a paused task.
 
 A2A decisions arrive as user messages and reach :class:`~agent_runtime.server.executor.GatehouseExecutor`
-through the request handler. Decisions made inside the runtime (the timeout sweeper; later Kubernetes
+through the request handler. Decisions made inside the runtime (the timeout sweeper; Kubernetes
 ``ToolApproval`` objects and REST) go through the very same handler: :class:`Resumer` sends an internal
 message on the task whose server call context carries the trusted verdicts. So every decision is
 serialised with the task's other requests, written to the TaskStore by a2a-sdk's own task manager,
@@ -29,8 +29,8 @@ from a2a.types import Message, Role, SendMessageRequest, Task
 from a2a.utils.errors import UnsupportedOperationError
 
 from agent_runtime.approvals import AlreadyDecided, ApprovalService, Resolution
-from agent_runtime.approvals.hitl_store import HitlStore
-from agent_runtime.server import hitl_flow
+from agent_runtime.questions import flow as hitl_flow
+from agent_runtime.questions.store import HitlStore
 from agent_runtime.server.executor import DECIDED_ELSEWHERE, INTERNAL_DECISION, OUTCOME_LABEL, InternalDecision
 
 

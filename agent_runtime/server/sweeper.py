@@ -13,7 +13,7 @@ import contextlib
 import logging
 
 from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Resolution
-from agent_runtime.server.periodic import PeriodicSweep
+from agent_runtime.periodic import PeriodicSweep
 from agent_runtime.server.resume import Resumer
 
 log = logging.getLogger(__name__)

@@ -19,9 +19,10 @@ from google.adk.telemetry.context import ContentCapturingMode, TelemetryConfig
 from google.genai import types
 
 from agent_runtime.approvals import ApprovalRecord, ApprovalService, args_hash
-from agent_runtime.approvals.hitl_store import HitlRecord
-from agent_runtime.server.gate import CURRENT_RUN, RunScope, confirmation_payload
-from agent_runtime.server.metrics import Metrics
+from agent_runtime.metrics import Metrics
+from agent_runtime.questions.store import HitlRecord
+from agent_runtime.run_scope import CURRENT_RUN, RunScope
+from agent_runtime.server.gate import confirmation_payload
 from agent_runtime.server.sessions import DurableSessionService
 
 CONFIRMATION_CALL = "adk_request_confirmation"
@@ -62,7 +63,7 @@ class TurnRunner:
         self._metrics = metrics
         self._timeout = timeout_seconds
         self._clock = clock
-        self._questions = questions  # records a hitl_request pause (server/hitl_tool.py QuestionRecorder.record)
+        self._questions = questions  # records a hitl_request pause (questions/tool.py QuestionRecorder.record)
 
     async def new_turn(self, task_id: str, context_id: str, text: str) -> TurnOutcome:
         content = types.Content(role="user", parts=[types.Part(text=text)])
@@ -85,7 +86,7 @@ class TurnRunner:
         return await self._run(task_id, context_id, types.Content(role="user", parts=parts))
 
     async def resume_question(self, task_id: str, context_id: str, confirmation_id: str, result: dict[str, Any]) -> TurnOutcome:
-        """Resume a hitl_request pause with the runtime's recorded result (see server/hitl_flow.py)."""
+        """Resume a hitl_request pause with the runtime's recorded result (see questions/flow.py)."""
         response = {"confirmed": True, "payload": {"hitl_result": result}}
         part = types.Part(function_response=types.FunctionResponse(name=CONFIRMATION_CALL, id=confirmation_id, response=response))
         return await self._run(task_id, context_id, types.Content(role="user", parts=[part]))

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_runtime import hitl
 from agent_runtime.approvals import ApprovalRecord
-from agent_runtime.approvals.hitl_store import HitlRecord
 from agent_runtime.kube import detect, objects
+from agent_runtime.questions import wire as question_wire
+from agent_runtime.questions.store import HitlRecord
 from tests.support import crd_validation
 
 DNS = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -101,7 +101,7 @@ def question(**kw: object) -> HitlRecord:
     base: dict[str, object] = dict(
         id="hitl-0123456789abcdef", task_id="t-1", context_id="ctx-1", confirmation_id="c", call_id="adk-2",
         tool="hitl_request", created_at=1_700_000_000.0, expires_at=1_700_000_900.0,
-        args=hitl.HitlArgs(question="Deploy where?", options=["staging", "prod"], defaultOption="staging",
+        args=question_wire.HitlArgs(question="Deploy where?", options=["staging", "prod"], defaultOption="staging",
                            metadata={"ticket": "T-1"}, confirmationMessage="recorded"),
     )
     base.update(kw)
@@ -124,7 +124,7 @@ def test_a_hitl_question_is_a_tool_approval_of_its_own_kind() -> None:
 
 
 def _done(status: str, source: str, message: str, selected: str | None, record_source: str | None = None) -> HitlRecord:
-    result = hitl.HitlResult(ok=status == "confirmed", status=status, confirmed=status == "confirmed",  # type: ignore[arg-type]
+    result = question_wire.HitlResult(ok=status == "confirmed", status=status, confirmed=status == "confirmed",  # type: ignore[arg-type]
                              selected_option=selected, source=source, request_id="hitl-0123456789abcdef",  # type: ignore[arg-type]
                              message=message)
     return question(stage="done", selected=selected, result=result, updated_at=1_700_000_100.0,

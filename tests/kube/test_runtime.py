@@ -16,12 +16,12 @@ import httpx
 import pytest
 
 from agent_runtime import wire
+from agent_runtime.app.factory import Runtime, build_app
+from agent_runtime.app.settings import RuntimeSettings
 from agent_runtime.approvals import Resolution
 from agent_runtime.kube import KubeSettings
 from agent_runtime.kube.objects import approval_name
 from agent_runtime.manifests import select_agent_config
-from agent_runtime.server.app import Runtime, build_app
-from agent_runtime.server.settings import RuntimeSettings
 from tests.support.inprocess import InProcessApp
 from tests.support.kube_fixtures import Kubectl
 from tests.support.kube_server import RunningEmulator

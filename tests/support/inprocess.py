@@ -1,5 +1,5 @@
 """A runtime app served in-process (httpx ASGI transport) with raw JSON-RPC helpers, for tests that also
-reach into the :class:`~agent_runtime.server.app.Runtime` (internal decisions, restarts, the mirror)."""
+reach into the :class:`~agent_runtime.app.factory.Runtime` (internal decisions, restarts, the mirror)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from agent_runtime.server.app import Runtime
+from agent_runtime.app.factory import Runtime
 from tests.support.runtime import Tools
 
 

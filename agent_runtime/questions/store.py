@@ -10,7 +10,7 @@ approval sweeper, session grants) can ever touch it, and no answer can ever appr
 Every change is a compare-and-swap on ``version`` (``UPDATE … WHERE id = ? AND version = ?``), committed
 before anyone is told, so two answers racing for one question (two clients, a client and the sweeper, two
 replicas) cannot both win, and a replay after ``done`` changes nothing. ``result_json`` holds the
-:class:`~agent_runtime.hitl.HitlResult` the model receives, so a restart between "answered" and "model
+:class:`~agent_runtime.questions.wire.HitlResult` the model receives, so a restart between "answered" and "model
 resumed" resumes with exactly the recorded result.
 
 For a Kubernetes mirror: :meth:`HitlStore.subscribe` hears ``requested`` / ``answered`` / ``resolved`` after each
@@ -30,10 +30,10 @@ from typing import Any
 from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, bindparam, func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
-from agent_runtime import hitl
 from agent_runtime.approvals.records import iso_utc
 from agent_runtime.database import Database
 from agent_runtime.fresh_ids import FreshIds
+from agent_runtime.questions import wire as question_wire
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +68,12 @@ class HitlRecord:
     confirmation_id: str
     call_id: str
     tool: str
-    args: hitl.HitlArgs
+    args: question_wire.HitlArgs
     created_at: float
     expires_at: float
-    stage: hitl.Stage = "answer"
+    stage: question_wire.Stage = "answer"
     selected: str | None = None
-    result: hitl.HitlResult | None = None
+    result: question_wire.HitlResult | None = None
     source: str = ""
     updated_at: float = 0.0
     version: int = 0
@@ -86,10 +86,10 @@ class HitlRecord:
     def expires_iso(self) -> str:
         return iso_utc(self.expires_at)
 
-    def state(self) -> hitl.HitlState:
-        return hitl.HitlState(request_id=self.id, args=self.args, stage=self.stage, selected=self.selected)
+    def state(self) -> question_wire.HitlState:
+        return question_wire.HitlState(request_id=self.id, args=self.args, stage=self.stage, selected=self.selected)
 
-    def prompt(self) -> hitl.HitlPrompt:
+    def prompt(self) -> question_wire.HitlPrompt:
         return self.state().prompt(self.expires_iso)
 
     def describe(self) -> str:
@@ -123,9 +123,9 @@ def _row_to_record(row: Any) -> HitlRecord:
     m = row._mapping
     return HitlRecord(
         id=m["id"], task_id=m["task_id"], context_id=m["context_id"], confirmation_id=m["confirmation_id"],
-        call_id=m["call_id"], tool=m["tool"], args=hitl.HitlArgs.model_validate_json(m["args_json"]),
+        call_id=m["call_id"], tool=m["tool"], args=question_wire.HitlArgs.model_validate_json(m["args_json"]),
         created_at=m["created_at"], expires_at=m["expires_at"], stage=m["stage"], selected=m["selected"],
-        result=hitl.HitlResult.model_validate_json(m["result_json"]) if m["result_json"] else None,
+        result=question_wire.HitlResult.model_validate_json(m["result_json"]) if m["result_json"] else None,
         source=m["source"], updated_at=m["updated_at"], version=m["version"],
     )
 
@@ -196,7 +196,7 @@ class HitlStore:
         return await self._select(_OPEN_IN_CONTEXT, {"context_id": context_id})
 
     async def advance(
-        self, record: HitlRecord, state: hitl.HitlState, result: hitl.HitlResult | None, source: str
+        self, record: HitlRecord, state: question_wire.HitlState, result: question_wire.HitlResult | None, source: str
     ) -> HitlRecord:
         """Move ``record`` to ``state`` (and ``result``) if nobody changed it since it was read; else AlreadyAnswered."""
         now = self.clock()
@@ -232,7 +232,7 @@ class HitlStore:
         return int(await self._db.run(lambda conn: conn.execute(stmt).scalar() or 0, write=False))
 
 
-def result_json(result: hitl.HitlResult) -> dict[str, Any]:
+def result_json(result: question_wire.HitlResult) -> dict[str, Any]:
     return json.loads(result.model_dump_json())
 
 

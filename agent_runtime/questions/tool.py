@@ -4,15 +4,15 @@ It pauses through the same ADK mechanism as the approval gate (``tool_context.re
 it is its own tool with its own table, so the two never mix:
 
     model calls hitl_request(args)
-      ├─ invalid args (hitl.validate_args) ─► HitlResult status "error", nothing pauses
+      ├─ invalid args (question_wire.validate_args) ─► HitlResult status "error", nothing pauses
       ├─ gated calls in the same model turn, or a second question ─► status "error", nothing pauses
       └─ valid ─► request_confirmation; the run ends; :class:`QuestionRecorder` stores the question
                   (``gatehouse_hitl``) before the client is told; the executor reports the pause
-    … human answers (server/hitl_flow.py) …
+    … human answers (questions/flow.py) …
     resume: ADK re-runs this call with ``tool_confirmation.payload = {"hitl_result": …}``, built by the runtime
     from the stored result, never from client input ─► the model receives that HitlResult.
 
-The gate never gates this tool (it subclasses :class:`~agent_runtime.server.gate.HumanTool`).
+The gate never gates this tool (it subclasses :class:`~agent_runtime.run_scope.HumanTool`).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 from prometheus_client import Counter
 
-from agent_runtime import hitl
-from agent_runtime.approvals.hitl_store import HitlRecord, HitlStore
-from agent_runtime.server.gate import CURRENT_RUN, HumanTool, RunScope
-from agent_runtime.server.metrics import Metrics
+from agent_runtime.metrics import Metrics
+from agent_runtime.questions import wire as question_wire
+from agent_runtime.questions.store import HitlRecord, HitlStore
+from agent_runtime.run_scope import CURRENT_RUN, HumanTool, RunScope
 
 DESCRIPTION = (
     "Ask the human a question and wait for the answer. The human picks exactly one of `options`. With "
@@ -41,7 +41,7 @@ PLACEHOLDER = {"status": "waiting for the human's answer"}
 
 
 def declaration(name: str) -> types.FunctionDeclaration:
-    """What the model sees: the camelCase arguments of :class:`agent_runtime.hitl.HitlArgs`."""
+    """What the model sees: the camelCase arguments of :class:`agent_runtime.questions.wire.HitlArgs`."""
     string = types.Type.STRING
     return types.FunctionDeclaration(
         name=name,
@@ -72,7 +72,7 @@ def declaration(name: str) -> types.FunctionDeclaration:
 
 
 def error_result(message: str, request_id: str = "") -> dict[str, Any]:
-    result = hitl.HitlResult(
+    result = question_wire.HitlResult(
         ok=False, status="error", confirmed=False, selected_option=None, source="system", request_id=request_id,
         message=message,
     )
@@ -84,12 +84,12 @@ class PendingQuestion:
     request_id: str
     call_id: str
     tool: str
-    args: hitl.HitlArgs
+    args: question_wire.HitlArgs
 
 
 class HitlTool(HumanTool):
     def __init__(self, name: str, metrics: HitlMetrics | None = None) -> None:
-        assert name in hitl.ALIASES
+        assert name in question_wire.ALIASES
         super().__init__(name=name, description=DESCRIPTION)
         self._metrics = metrics
         self._declaration = declaration(name)  # built once: ADK asks for it on every model call
@@ -105,7 +105,7 @@ class HitlTool(HumanTool):
             if isinstance(result, dict):
                 return result
             return error_result("the runtime resumed this question without a result", str(payload.get("request_id", "")))
-        parsed = hitl.validate_args(dict(args))
+        parsed = question_wire.validate_args(dict(args))
         if isinstance(parsed, str):
             return error_result(f"{parsed}. Nothing was asked; fix the arguments and call {self.name} again.")
         scope = CURRENT_RUN.get()
@@ -114,7 +114,8 @@ class HitlTool(HumanTool):
             return error_result(problem)
         assert scope is not None
         request_id = f"hitl-{uuid.uuid4().hex[:16]}"
-        tool_context.request_confirmation(hint=parsed.question, payload={"request_id": request_id, "kind": hitl.TOOL_NAME})
+        payload = {"request_id": request_id, "kind": question_wire.TOOL_NAME}
+        tool_context.request_confirmation(hint=parsed.question, payload=payload)
         tool_context.actions.skip_summarization = True
         scope.hitl.append(PendingQuestion(request_id, tool_context.function_call_id or "", self.name, parsed))
         if self._metrics is not None:
@@ -152,7 +153,7 @@ class HitlMetrics:
 
 def build_tools(enabled: bool, metrics: HitlMetrics | None = None) -> list[HitlTool]:
     """The tools to offer the model: ``hitl_request`` and its alias, when ``humanTools.hitlRequest`` is on."""
-    return [HitlTool(name, metrics) for name in hitl.ALIASES] if enabled else []
+    return [HitlTool(name, metrics) for name in question_wire.ALIASES] if enabled else []
 
 
 class QuestionRecorder:

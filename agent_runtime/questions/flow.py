@@ -4,12 +4,12 @@ The executor routes a message on an ``input-required`` task here when the task's
 (:meth:`HitlFlow.routes`), and the approval path otherwise, so an approval decision never reaches a
 question and an answer never reaches an approval (the pure parsers refuse the other kind as well):
 
-    pause          text part (hitl.describe_prompt) + HitlInterrupt data part, metadata interrupt_type hitl_request
-    answer         hitl.apply_message ─► store.advance (compare-and-swap) ─► confirm-stage pause, or resume
+    pause          text part (question_wire.describe_prompt) + HitlInterrupt data part, metadata interrupt_type hitl_request
+    answer         question_wire.apply_message ─► store.advance (compare-and-swap) ─► confirm-stage pause, or resume
     bad message    nothing changes; the text says what was wrong, the data part repeats the prompt
     replay         an answer naming a finished question of the task ─► "Already answered: …"
     timeout        :class:`HitlSweeper` ─► internal message (:class:`InternalHitl`) through the request handler
-                   ─► hitl.on_timeout ─► resume (so the audit trail holds the runtime's own timeout message)
+                   ─► question_wire.on_timeout ─► resume (so the audit trail holds the runtime's own timeout message)
     resume         TurnRunner.resume_question with the recorded HitlResult ─► completed, or the next pause
 
 :class:`HitlRuntime` bundles the store, the tools, the recorder, the flow and the sweeper, so the app only
@@ -24,7 +24,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from a2a.helpers import get_data_parts, get_text_parts, new_data_part, new_text_part
 from a2a.server.context import ServerCallContext
@@ -32,24 +32,44 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Role, SendMessageRequest, Task, TaskState
 
-from agent_runtime import hitl, wire
+from agent_runtime import wire
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import ApprovalRecord
-from agent_runtime.approvals.hitl_store import AlreadyAnswered, HitlRecord, HitlStore, result_json
 from agent_runtime.database import Database
 from agent_runtime.fresh_ids import FreshIds
-from agent_runtime.server.hitl_tool import HitlMetrics, HitlTool, QuestionRecorder, build_tools
-from agent_runtime.server.metrics import Metrics
-from agent_runtime.server.periodic import PeriodicSweep
-from agent_runtime.server.turns import TurnOutcome, TurnRunner
+from agent_runtime.metrics import Metrics
+from agent_runtime.periodic import PeriodicSweep
+from agent_runtime.questions import wire as question_wire
+from agent_runtime.questions.store import AlreadyAnswered, HitlRecord, HitlStore, result_json
+from agent_runtime.questions.tool import HitlMetrics, HitlTool, QuestionRecorder, build_tools
 
 log = logging.getLogger(__name__)
 
 INTERNAL_HITL = "gatehouse.internal_hitl"
 INTERRUPT_METADATA = {"interrupt_type": wire.INTERRUPT_HITL}
 
-Report = Callable[[TaskUpdater, TurnOutcome], Awaitable[None]]
-"""The executor's own reporting of a turn's outcome (used when a resumed turn pauses again)."""
+class ResumedTurn(Protocol):
+    """What the flow reads of a resumed turn (the server's ``TurnOutcome``)."""
+
+    @property
+    def text(self) -> str: ...
+    @property
+    def errors(self) -> list[str]: ...
+    @property
+    def paused(self) -> bool: ...
+
+
+class QuestionTurns(Protocol):
+    """The turn runner, as far as questions need it (:meth:`agent_runtime.server.turns.TurnRunner.resume_question`):
+    the server runs turns and routes messages here; this package never imports it."""
+
+    async def resume_question(
+        self, task_id: str, context_id: str, confirmation_id: str, result: dict[str, Any]
+    ) -> ResumedTurn: ...
+
+
+Report = Callable[[TaskUpdater, Any], Awaitable[None]]
+"""The executor's own reporting of a turn's outcome (used when a resumed turn pauses again with that outcome)."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +81,7 @@ class InternalHitl:
 
 
 class HitlFlow:
-    def __init__(self, store: HitlStore, turns: TurnRunner, metrics: HitlMetrics | None = None) -> None:
+    def __init__(self, store: HitlStore, turns: QuestionTurns, metrics: HitlMetrics | None = None) -> None:
         self._store = store
         self._turns = turns
         self._metrics = metrics
@@ -89,7 +109,7 @@ class HitlFlow:
         if isinstance(internal, InternalHitl):
             if current is None or current.id != internal.request_id:
                 return  # answered meanwhile: the task is the answer's, leave it exactly as it is
-            result = hitl.on_timeout(current.state())
+            result = question_wire.on_timeout(current.state())
             try:
                 done = await self._store.advance(current, replace(current.state(), stage="done"), result, internal.source)
             except AlreadyAnswered:
@@ -103,8 +123,8 @@ class HitlFlow:
         if replayed:
             return await self.still_waiting(updater, current, str(AlreadyAnswered(replayed)))
         try:
-            state, result = hitl.apply_message(current.state(), data_parts, "\n".join(get_text_parts(message.parts)))
-        except hitl.HitlError as exc:
+            state, result = question_wire.apply_message(current.state(), data_parts, "\n".join(get_text_parts(message.parts)))
+        except question_wire.HitlError as exc:
             return await self.still_waiting(updater, current, str(exc))
         try:
             updated = await self._store.advance(current, state, result, "user")
@@ -121,7 +141,7 @@ class HitlFlow:
         """The task was canceled: its open question ends canceled (the model is not resumed)."""
         for record in await self._store.for_task(task_id):
             if record.open:
-                result = hitl.HitlResult(
+                result = question_wire.HitlResult(
                     ok=False, status="canceled", confirmed=False, selected_option=None, source="user",
                     request_id=record.id, message="the task was canceled",
                 )
@@ -132,13 +152,13 @@ class HitlFlow:
 
     async def report_pause(self, updater: TaskUpdater, record: HitlRecord) -> None:
         prompt = record.prompt()
-        await self._input_required(updater, record, hitl.describe_prompt(prompt))
+        await self._input_required(updater, record, question_wire.describe_prompt(prompt))
 
     async def still_waiting(self, updater: TaskUpdater, record: HitlRecord, error: str) -> None:
         await self._input_required(updater, record, error)
 
     async def _input_required(self, updater: TaskUpdater, record: HitlRecord, text: str) -> None:
-        interrupt = hitl.HitlInterrupt(requests=[record.prompt()])
+        interrupt = question_wire.HitlInterrupt(requests=[record.prompt()])
         parts = [new_text_part(text), new_data_part(interrupt.model_dump(mode="json"))]
         message = updater.new_agent_message(parts, metadata=dict(INTERRUPT_METADATA))
         await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, message=message, metadata=dict(INTERRUPT_METADATA))
@@ -200,7 +220,7 @@ class HitlSweeper(PeriodicSweep):
         return len(expired)
 
     async def _resolve(self, record: HitlRecord) -> None:
-        result = hitl.on_timeout(record.state())
+        result = question_wire.on_timeout(record.state())
         seconds = f"{record.expires_at - record.created_at:g}"
         note = f"Timeout: no answer to {record.id} within {seconds}s; {result.message}."
         message = Message(
@@ -231,7 +251,7 @@ class HitlRuntime:
         self.flow: HitlFlow | None = None
         self.sweeper: HitlSweeper | None = None
 
-    def flow_for(self, turns: TurnRunner) -> HitlFlow:
+    def flow_for(self, turns: QuestionTurns) -> HitlFlow:
         self.flow = HitlFlow(self.store, turns, self.metrics)
         return self.flow
 

@@ -13,7 +13,7 @@ log = logging.getLogger(__name__)
 
 class PeriodicSweep:
     """A background loop that calls :meth:`sweep` every ``interval`` seconds; a failed sweep is logged and
-    the loop goes on. Subclasses: ``sweeper.TimeoutSweeper``, ``hitl_flow.HitlSweeper`` for questions."""
+    the loop goes on. Subclasses: ``server.sweeper.TimeoutSweeper``, ``questions.flow.HitlSweeper`` for questions."""
 
     name = "gatehouse-sweeper"
 

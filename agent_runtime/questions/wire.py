@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from agent_runtime import wire
 
-TOOL_NAME = "hitl_request"
-ALIASES = ("hitl_request", "human_intervention_request")
+TOOL_NAME = wire.HITL_TOOL_NAME
+ALIASES = wire.HITL_TOOL_ALIASES
 
 CONFIRM_WORDS = frozenset({"confirm", "confirmed", "yes"})
 CANCEL_WORDS = frozenset({"cancel", "canceled", "cancelled", "no"})

@@ -1,4 +1,8 @@
-"""The one place that assembles the runtime: stores, agent, gate, executor, request handler, routes.
+"""The one place that assembles the runtime: stores, agent, gate, executor, request handler, channels, routes.
+
+It sits above every other package of the runtime: the core (:mod:`agent_runtime.server`, approvals, questions)
+knows nothing of REST or Kubernetes; :mod:`agent_runtime.rest` and :mod:`agent_runtime.kube` get the few core
+parts they use from here.
 
 ``build_runtime(settings)`` wires the parts (cheap, no I/O); the Starlette lifespan then opens the stores
 (creates every table once), lists the MCP tools once (readiness), and starts the timeout sweeper.
@@ -14,9 +18,31 @@ import asyncio
 import contextlib
 import logging
 import re
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+
+def _import_a2a_server_without_grpc() -> None:
+    """a2a-sdk's request handlers and routes import its optional gRPC handler and transports eagerly, and with
+    them grpcio (~15 MB resident); this server speaks JSON-RPC only. Import them once with ``grpc`` hidden: a2a-sdk
+    then keeps the placeholders it uses when grpcio is not installed. ``grpc`` stays importable for anything else
+    afterwards. Done here, before the imports below, because every path that builds the app (CLI, tests, bench)
+    imports this module first."""
+    if "a2a.server.routes" in sys.modules or "grpc" in sys.modules:
+        return
+    sys.modules["grpc"] = None  # type: ignore[assignment]  # meanwhile `import grpc` raises ImportError
+    try:
+        import a2a.server.request_handlers
+        import a2a.server.routes  # noqa: F401
+    finally:
+        if "grpc" in sys.modules and sys.modules["grpc"] is None:
+            del sys.modules["grpc"]
+
+
+_import_a2a_server_without_grpc()
+
+# ruff: noqa: E402  (the imports below come after the workaround on purpose)
 from a2a.server.agent_execution import SimpleRequestContextBuilder
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
@@ -29,20 +55,21 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agent_runtime.agent_config import AgentConfig
+from agent_runtime.app.settings import RuntimeSettings
 from agent_runtime.approvals import ApprovalService
 from agent_runtime.database import Database
 from agent_runtime.fresh_ids import FreshIds
 from agent_runtime.kube.bridge import KubeBridge
 from agent_runtime.kube.objects import approval_name
+from agent_runtime.metrics import Metrics
 from agent_runtime.models.factory import build_model
-from agent_runtime.rest import RestApi
+from agent_runtime.questions.flow import HitlRuntime
+from agent_runtime.rest.api import RestApi
+from agent_runtime.server.decide_one import DecideOne
 from agent_runtime.server.executor import GatehouseExecutor
 from agent_runtime.server.gate import Gate
-from agent_runtime.server.hitl_flow import HitlRuntime
-from agent_runtime.server.metrics import Metrics
 from agent_runtime.server.resume import GatehouseRequestHandler, Resumer
 from agent_runtime.server.sessions import DurableSessionService
-from agent_runtime.server.settings import RuntimeSettings
 from agent_runtime.server.sweeper import TimeoutSweeper
 from agent_runtime.server.task_store import CachedTaskStore
 from agent_runtime.server.toolsets import build_toolset, list_tool_servers
@@ -85,6 +112,7 @@ class Runtime:
     handler: GatehouseRequestHandler
     resumer: Resumer
     sweeper: TimeoutSweeper
+    decide_one: DecideOne
     kube: KubeBridge | None = None
     ready: bool = False
     problems: list[str] = field(default_factory=list)
@@ -176,14 +204,19 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     sweeper = TimeoutSweeper(approvals, resumer, config.approval.on_timeout, settings.sweep_interval)
     hitl.watch(handler, settings.sweep_interval)
     kube = KubeBridge(settings.kube, config.name, approvals, resumer, hitl=hitl.store) if settings.kube else None
+    decide = DecideOne(approvals, metrics, resumer, task_store)
     return Runtime(
-        settings, db, metrics, approvals, sessions, task_store, toolsets, gate, handler, resumer, sweeper, kube=kube, hitl=hitl
+        settings, db, metrics, approvals, sessions, task_store, toolsets, gate, handler, resumer, sweeper, decide,
+        kube=kube, hitl=hitl,
     )
 
 
 def build_app(settings: RuntimeSettings) -> Starlette:
     runtime = build_runtime(settings)
-    rest = RestApi(runtime, settings.rest)
+    rest = RestApi(
+        settings.rest, agent=settings.config.name, db=runtime.db, approvals=runtime.approvals, metrics=runtime.metrics,
+        decide_one=runtime.decide_one, ready=lambda: runtime.ready,
+    )
 
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})

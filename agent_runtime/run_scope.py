@@ -1,0 +1,45 @@
+"""The scope of one agent run (one A2A request): what the gate and the human tools learn while ADK runs.
+
+Set by the turn runner (:mod:`agent_runtime.server.turns`) around each ADK run and read by the approval gate
+(:mod:`agent_runtime.server.gate`) and the ``hitl_request`` tool (:mod:`agent_runtime.questions.tool`), which
+never import each other: both only need the scope of the run they are called in.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.adk.tools.base_tool import BaseTool
+
+
+@dataclass(frozen=True)
+class PendingCall:
+    request_id: str
+    call_id: str
+    tool: str
+    server: str | None
+    args: dict[str, Any]
+    hint: str
+
+
+@dataclass
+class RunScope:
+    """What one agent run (one A2A request) learns from the gate: the calls it paused."""
+
+    task_id: str
+    context_id: str
+    pending: list[PendingCall] = field(default_factory=list)
+    hitl: list[Any] = field(default_factory=list)  # the hitl_request question this run paused on (questions/tool.py)
+    claimed: set[str] = field(default_factory=set)  # approved calls this run claimed: marked done when they return
+
+
+class HumanTool(BaseTool):
+    """A built-in tool that is itself the human step (``hitl_request``): never gated, pauses on its own."""
+
+
+CURRENT_RUN: ContextVar[RunScope | None] = ContextVar("gatehouse_run", default=None)
+
+
+__all__ = ["CURRENT_RUN", "HumanTool", "PendingCall", "RunScope"]
