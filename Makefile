@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 BENCH_STAMP := $(VENV)/.bench-stamp
 
-.PHONY: demo test lint render e2e-kind bench bench-quick soak postgres-bin clean
+.PHONY: demo test check lint render e2e-kind bench bench-quick soak postgres-bin clean
 
 # `make soak` counts (each overridable: `make soak GATEHOUSE_SOAK_CYCLES=20`)
 GATEHOUSE_SOAK_CYCLES ?= 100
@@ -27,10 +27,16 @@ render: $(STAMP)
 	$(VENV)/bin/gatehouse render -f examples/file-manager/agent.yaml \
 		-f examples/file-manager/modelconfig.yaml -f examples/file-manager/mcp-server.yaml
 
-## test: lint, then every test (unit, golden, end-to-end on 127.0.0.1)
-test: $(STAMP) postgres-bin
-	$(VENV)/bin/ruff check .
+## test: ruff, the package layers (lint-imports), mypy, the docs site (mkdocs --strict), then every test
+test: $(STAMP) postgres-bin check
 	$(PY) -m pytest -q
+
+## check: the fast checks alone (ruff, import-linter contracts, mypy, docs build with broken links failing)
+check: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $(VENV)/site
 
 ## postgres-bin: Debian's PostgreSQL server binaries for the replica tests (tests/support/postgres.py), only when missing
 postgres-bin:

@@ -175,11 +175,11 @@ class _Collector:
             self.status_message = update.status.message if update.status.HasField("message") else None
             self.out.metadata.update(MessageToDict(update.metadata))
         elif event.HasField("artifact_update"):
-            update = event.artifact_update
-            self._ids(update.task_id, update.context_id)
-            chunk = "".join(get_text_parts(update.artifact.parts))
-            key = update.artifact.artifact_id
-            self.out.artifacts[key] = (self.out.artifacts.get(key, "") if update.append else "") + chunk
+            artifact = event.artifact_update
+            self._ids(artifact.task_id, artifact.context_id)
+            chunk = "".join(get_text_parts(artifact.artifact.parts))
+            key = artifact.artifact.artifact_id
+            self.out.artifacts[key] = (self.out.artifacts.get(key, "") if artifact.append else "") + chunk
             if chunk and self.on_text:
                 self.on_text(chunk)
         elif event.HasField("message"):

@@ -20,6 +20,7 @@ like end of input, it decides nothing.
 from __future__ import annotations
 
 import asyncio
+import enum
 import sys
 import threading
 from collections.abc import Callable
@@ -226,7 +227,7 @@ class ChatSession:
         self._show(result, previous=pending)
         return True
 
-    def _refuse(self, line: str, how: str) -> object:
+    def _refuse(self, line: str, how: str) -> _Refused:
         assert self.pending is not None
         self.console.print(
             f"[red]Not sent:[/] {escape(line[:60])!r} — task {escape(self.pending.task_id)} is waiting for a decision, "
@@ -234,7 +235,7 @@ class ChatSession:
         )
         return _REFUSED
 
-    async def _ask_line(self) -> dict[str, Any] | object | None:
+    async def _ask_line(self) -> dict[str, Any] | _Refused | None:
         prompt = "[bold yellow]decision (approve | deny <reason>)>[/] "
         line = await self.reader.line(prompt)
         if line is None:
@@ -246,7 +247,7 @@ class ChatSession:
             return wire.deny_all(rest.strip())
         return self._refuse(line, "send a line 'approve' or 'deny <reason>'")
 
-    async def _ask_menu(self, interrupt: wire.ApprovalInterrupt) -> dict[str, Any] | object | None:
+    async def _ask_menu(self, interrupt: wire.ApprovalInterrupt) -> dict[str, Any] | _Refused | None:
         choice = await self.reader.line("[bold yellow]1) approve all  2) deny all  3) decide each >[/] ")
         if choice is None:
             return None
@@ -278,7 +279,7 @@ class ChatSession:
             return wire.batch(decisions, reasons)
         return self._refuse(choice, "choose 1, 2 or 3")
 
-    async def _ask_hitl(self, interrupt: question_wire.HitlInterrupt) -> dict[str, Any] | object | None:
+    async def _ask_hitl(self, interrupt: question_wire.HitlInterrupt) -> dict[str, Any] | _Refused | None:
         q = interrupt.requests[0]  # the runtime asks one question at a time
         if q.stage == "confirm":
             line = await self.reader.line("[bold yellow]confirm | cancel >[/] ")
@@ -311,7 +312,13 @@ class ChatSession:
         return EXIT_PENDING
 
 
-_REFUSED = object()
+class _Refused(enum.Enum):
+    """The user's input was refused and explained; ask again."""
+
+    REFUSED = enum.auto()
+
+
+_REFUSED = _Refused.REFUSED
 
 
 def _ids(interrupt: wire.ApprovalInterrupt | None) -> list[str]:

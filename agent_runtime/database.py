@@ -67,8 +67,8 @@ class Database:
     async def run(self, fn: Callable[[Connection], T], *, write: bool = True) -> T:
         """Run ``fn(conn)`` in one transaction (committed when it returns, rolled back when it raises)."""
         if self._sync is None:
-            async with (self.async_engine if write else self._async_read).begin() as conn:
-                return await conn.run_sync(fn)
+            async with (self.async_engine if write else self._async_read).begin() as async_conn:
+                return await async_conn.run_sync(fn)
         # Inline and synchronous: transactions never interleave, so one long-lived connection serves them all.
         conn = self._conn
         if conn is None or conn.closed or conn.invalidated:

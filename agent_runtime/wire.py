@@ -12,15 +12,15 @@ it never yields a partial approval.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-INTERRUPT_TOOL_APPROVAL = "tool_approval"
-HITL_TOOL_NAME = "hitl_request"
+INTERRUPT_TOOL_APPROVAL: Final = "tool_approval"
+HITL_TOOL_NAME: Final = "hitl_request"
 """The built-in tool with which the model asks the human a question; also its pause's ``interrupt_type``."""
 HITL_TOOL_ALIASES = (HITL_TOOL_NAME, "human_intervention_request")
-INTERRUPT_HITL = HITL_TOOL_NAME
+INTERRUPT_HITL: Final = HITL_TOOL_NAME
 
 APPROVE_WORDS = frozenset({"approve", "approved", "yes", "proceed"})
 DENY_WORDS = frozenset({"deny", "denied", "reject", "no", "cancel"})
@@ -174,9 +174,8 @@ def parse_decision(
         return {i: Verdict(False, payload.reason) for i in pending_ids}
     if isinstance(payload, Batch):
         return _batch(payload, pending_ids, allow_session)
-    raise DecisionError(
-        f"A {payload.decision_type!r} decision answers a hitl_request question; this task waits for a tool approval."  # type: ignore[attr-defined]
-    )
+    kind = getattr(payload, "decision_type", payload)  # an answer, confirm or cancel (the question's payloads)
+    raise DecisionError(f"A {kind!r} decision answers a hitl_request question; this task waits for a tool approval.")
 
 
 def _check_scope(scope: Scope, allow_session: bool) -> None:

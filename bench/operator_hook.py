@@ -82,7 +82,7 @@ def _environment(kubeconfig: Path, resync: str) -> Iterator[None]:
     saved_default = kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION
     os.environ["KUBECONFIG"] = str(kubeconfig)
     os.environ["GATEHOUSE_RESYNC_SECONDS"] = resync
-    os.environ["GATEHOUSE_RUNTIME_IMAGE"] = "ghcr.io/gatehouse/gatehouse:bench"
+    os.environ["GATEHOUSE_RUNTIME_IMAGE"] = "ghcr.io/gatehouse-dev/gatehouse:bench"
     kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(kubeconfig)
     try:
         yield

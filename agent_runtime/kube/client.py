@@ -58,7 +58,9 @@ class KubeClient:
             where = "the in-cluster service account" if in_cluster else f"kubeconfig {kubeconfig or '(default)'}"
             raise KubeConfigError(f"cannot use {where}: {type(exc).__name__}: {exc}") from None
         verify: Any = (configuration.ssl_ca_cert or True) if configuration.verify_ssl else False
-        cert = (configuration.cert_file, configuration.key_file) if configuration.cert_file else None
+        cert: str | tuple[str, str] | None = None
+        if configuration.cert_file:
+            cert = (configuration.cert_file, configuration.key_file) if configuration.key_file else configuration.cert_file
         http = httpx.AsyncClient(
             base_url=configuration.host, verify=verify, cert=cert,
             timeout=httpx.Timeout(10.0), headers={"Accept": "application/json"},

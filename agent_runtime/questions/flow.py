@@ -109,9 +109,9 @@ class HitlFlow:
         if isinstance(internal, InternalHitl):
             if current is None or current.id != internal.request_id:
                 return  # answered meanwhile: the task is the answer's, leave it exactly as it is
-            result = question_wire.on_timeout(current.state())
+            timed_out = question_wire.on_timeout(current.state())
             try:
-                done = await self._store.advance(current, replace(current.state(), stage="done"), result, internal.source)
+                done = await self._store.advance(current, replace(current.state(), stage="done"), timed_out, internal.source)
             except AlreadyAnswered:
                 return
             return await self._resume(task, done, updater, report)

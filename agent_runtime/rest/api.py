@@ -54,8 +54,10 @@ def _json(model: BaseModel, status_code: int = 200, headers: dict[str, str] | No
     return Response(model.model_dump_json(), status_code=status_code, headers=headers, media_type="application/json")
 
 
-def _problem(status_code: int, error: str, approval: ApprovalView | None = None, **headers: str) -> Response:
-    return _json(ProblemDetails(error=error, approval=approval), status_code, headers or None)
+def _problem(
+    status_code: int, error: str, approval: ApprovalView | None = None, headers: dict[str, str] | None = None
+) -> Response:
+    return _json(ProblemDetails(error=error, approval=approval), status_code, headers)
 
 
 class RestApi:
@@ -121,7 +123,7 @@ class RestApi:
             principal = principal_for(self.settings.tokens, request.headers.get("authorization"))
             if principal is None:
                 error = "a valid 'Authorization: Bearer <token>' header is required"
-                return _problem(401, error, **{"WWW-Authenticate": "Bearer"})
+                return _problem(401, error, headers={"WWW-Authenticate": "Bearer"})
             return await handler(request, principal)
 
         return endpoint

@@ -102,8 +102,8 @@ class EventStream:
                 yield ServerSentEvent(data=data, event="reset", id=self._id(position))
             for item in missed:
                 yield await self._render(item)
-            while (item := await queue.get()) is not _CLOSE:
-                yield await self._render(item)
+            while (queued := await queue.get()) is not _CLOSE:
+                yield await self._render(queued)
         finally:
             self._clients.discard(queue)
 

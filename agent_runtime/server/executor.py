@@ -40,7 +40,7 @@ from agent_runtime import wire
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Resolution
 from agent_runtime.metrics import Metrics
-from agent_runtime.questions import flow as hitl_flow
+from agent_runtime.questions import flow as question_flow
 from agent_runtime.server.turns import TurnOutcome, TurnRunner
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class InternalDecision:
 class GatehouseExecutor(AgentExecutor):
     def __init__(
         self, config: AgentConfig, turns: TurnRunner, approvals: ApprovalService, metrics: Metrics, *, single_process: bool,
-        approval_name: Callable[[str], str | None] | None = None, hitl: hitl_flow.HitlFlow | None = None,
+        approval_name: Callable[[str], str | None] | None = None, hitl: question_flow.HitlFlow | None = None,
     ) -> None:
         """``single_process``: no other replica can work on a task (sqlite), so a stalled resume is finished at once.
         ``approval_name``: the ToolApproval name of a request, where approvals are mirrored to Kubernetes."""
@@ -90,7 +90,7 @@ class GatehouseExecutor(AgentExecutor):
         task = context.current_task
         internal = context.call_context.state.get(INTERNAL_DECISION) if context.call_context else None
         if internal is None and context.call_context:
-            internal = context.call_context.state.get(hitl_flow.INTERNAL_HITL)
+            internal = context.call_context.state.get(question_flow.INTERNAL_HITL)
         try:
             await self._execute(context, task, message, updater, internal, event_queue)
         except DecidedElsewhere:
@@ -322,7 +322,7 @@ def _already_decided_ids(message: Message, records: list[ApprovalRecord]) -> lis
         if isinstance(decisions, dict):
             named.update(decisions)
         elif isinstance(decisions, list):
-            named.update(d.get("id") for d in decisions if isinstance(d, dict))
+            named.update(d["id"] for d in decisions if isinstance(d, dict) and isinstance(d.get("id"), str))
     return [r for r in records if r.id in named and r.status != "pending"]
 
 

@@ -29,7 +29,7 @@ from a2a.types import Message, Role, SendMessageRequest, Task
 from a2a.utils.errors import UnsupportedOperationError
 
 from agent_runtime.approvals import AlreadyDecided, ApprovalService, Resolution
-from agent_runtime.questions import flow as hitl_flow
+from agent_runtime.questions import flow as question_flow
 from agent_runtime.questions.store import HitlStore
 from agent_runtime.server.executor import DECIDED_ELSEWHERE, INTERNAL_DECISION, OUTCOME_LABEL, InternalDecision
 
@@ -98,7 +98,7 @@ class GatehouseRequestHandler(DefaultRequestHandler):
         records = await self._approvals.for_task(task_id)
         questions = await self._hitl.for_task(task_id) if self._hitl is not None else []
         if questions and (not records or questions[-1].created_at > records[-1].created_at):
-            text = hitl_flow.finished_text(questions)
+            text = question_flow.finished_text(questions)
         elif records:
             text = str(AlreadyDecided([r for r in records if r.status != "pending"]))
         else:

@@ -19,7 +19,7 @@ cache.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
+from typing import Any, cast
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import DatabaseTaskStore
@@ -55,7 +55,7 @@ class CachedTaskStore(DatabaseTaskStore):
         self._packed: OrderedDict[tuple[str, str], bytes] = OrderedDict()
         self._packed_size = 0
         self._packed_budget = packed_bytes
-        self._table: Table = self.task_model.__table__  # type: ignore[attr-defined]
+        self._table = cast(Table, self.task_model.__table__)  # type: ignore[attr-defined]
         self._columns = [(a.key, a.columns[0].name) for a in sa_inspect(self.task_model).column_attrs]
         table = self._table
         # Built once: constructing an upsert per save cost more than the transaction itself.

@@ -3,14 +3,14 @@
 Run it with ``kopf run -m gatehouse_operator --all-namespaces`` (or the ``gatehouse-operator`` script).
 Importing this package registers every handler with kopf. The modules, one concept each::
 
-    settings      start-up: kopf settings (own ``gatehouse.dev`` prefix) and the shared Runtime
+    settings      start-up: kopf settings (own ``gatehouse.dev`` prefix) and the shared OperatorState
     handlers      thin kopf handlers: which trigger reconciles which Agent
     reconcile     one reconcile: read, translate, create-or-patch children, write status
     dependencies  kopf indexes: which Agents use a ModelConfig/RemoteMCPServer/Secret; caches
     builders      pure functions rendering the children (Secret, SA, Role, RoleBinding, Deployment, Service)
     apply         create-or-patch one child, comparing only the fields we own
     status        Accepted/Ready conditions, observedGeneration, configHash
-    kube          dict-in/dict-out facade over the ``kubernetes`` client
+    kube          ChildrenApi: dict-in/dict-out facade over the ``kubernetes`` client
 
 The folder ``operator/`` is deliberately not a package: ``operator`` would shadow the standard library.
 """

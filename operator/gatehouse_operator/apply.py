@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gatehouse_operator.kube import ApiException, KubeClient
+from gatehouse_operator.kube import ApiException, ChildrenApi
 
 __all__ = ["Applied", "ensure", "owned_equal"]
 
@@ -55,7 +55,7 @@ def owned_equal(desired: Any, actual: Any) -> bool:
     return bool(desired == actual)
 
 
-def ensure(kube: KubeClient, desired: dict[str, Any], *, create_first: bool = False) -> Applied:
+def ensure(kube: ChildrenApi, desired: dict[str, Any], *, create_first: bool = False) -> Applied:
     """Create ``desired`` when missing, merge-patch it when an owned field differs, else do nothing.
 
     With ``create_first`` the create is tried before any read (see the module docstring).

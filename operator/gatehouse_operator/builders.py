@@ -231,5 +231,6 @@ def desired_children(
         children.append(build_service_account(agent))
     children += [build_role(agent), build_role_binding(agent), build_deployment(agent, config, inputs), build_service(agent)]
     for child in children:
+        # kopf annotates ``Body`` but reads only Mapping keys (apiVersion, kind, metadata): the raw body works.
         kopf.adopt(child, owner=owner)  # type: ignore[arg-type]
     return children

@@ -11,7 +11,8 @@ event. Four of them are lookups and two are read-only caches the translator read
     mcp_server_cache      (namespace, name) -> the RemoteMCPServer's apiVersion/kind/metadata/spec
 
 The index functions are small and pure, so they are ``async``: kopf runs them inline in its event loop
-instead of handing each watch event to a worker thread and back.
+instead of handing each watch event to a worker thread and back. kopf passes ``namespace=None`` only for
+cluster-scoped objects; every kind indexed here is namespaced, so such an object would contribute nothing.
 
 A Secret change follows Secret -> ModelConfig/RemoteMCPServer -> Agents. :class:`Dependencies` wraps the
 indexes a handler receives as keyword arguments and answers the two questions the operator asks: "which
@@ -49,7 +50,11 @@ def _plain(body: kopf.Body) -> dict[str, Any]:
 
 
 @kopf.index(GROUP, VERSION, "agents")
-async def agent_dependencies(namespace: str, name: str, spec: kopf.Spec, **_: Any) -> dict[tuple[str, str, str], str]:
+async def agent_dependencies(
+    namespace: str | None, name: str, spec: kopf.Spec, **_: Any
+) -> dict[tuple[str, str, str], str]:
+    if namespace is None:
+        return {}
     keys = {("ModelConfig", namespace, spec.get("modelConfig") or "")}
     for tool in spec.get("tools") or []:
         keys.add(("RemoteMCPServer", namespace, (tool.get("mcpServer") or {}).get("name") or ""))
@@ -57,29 +62,43 @@ async def agent_dependencies(namespace: str, name: str, spec: kopf.Spec, **_: An
 
 
 @kopf.index(GROUP, VERSION, "modelconfigs")
-async def model_config_cache(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[tuple[str, str], dict[str, Any]]:
+async def model_config_cache(
+    namespace: str | None, name: str, body: kopf.Body, **_: Any
+) -> dict[tuple[str, str], dict[str, Any]]:
+    if namespace is None:
+        return {}
     return {(namespace, name): _plain(body)}
 
 
 @kopf.index(GROUP, VERSION, "remotemcpservers")
-async def mcp_server_cache(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[tuple[str, str], dict[str, Any]]:
+async def mcp_server_cache(
+    namespace: str | None, name: str, body: kopf.Body, **_: Any
+) -> dict[tuple[str, str], dict[str, Any]]:
+    if namespace is None:
+        return {}
     return {(namespace, name): _plain(body)}
 
 
 @kopf.index(GROUP, VERSION, "modelconfigs")
-async def model_config_secrets(namespace: str, name: str, spec: kopf.Spec, **_: Any) -> dict[tuple[str, str], str]:
+async def model_config_secrets(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[tuple[str, str], str]:
     secret = spec.get("apiKeySecret")
-    return {(namespace, secret): name} if secret else {}
+    return {(namespace, secret): name} if secret and namespace is not None else {}
 
 
 @kopf.index(GROUP, VERSION, "remotemcpservers")
-async def mcp_server_secrets(namespace: str, name: str, spec: kopf.Spec, **_: Any) -> dict[tuple[str, str], str]:
+async def mcp_server_secrets(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[tuple[str, str], str]:
+    if namespace is None:
+        return {}
     refs = [(h.get("secretKeyRef") or {}).get("name") for h in spec.get("headersFrom") or []]
     return {(namespace, ref): name for ref in refs if ref}
 
 
 @kopf.index("v1", "secrets")
-async def secret_digests(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[tuple[str, str], dict[str, str]]:
+async def secret_digests(
+    namespace: str | None, name: str, body: kopf.Body, **_: Any
+) -> dict[tuple[str, str], dict[str, str]]:
+    if namespace is None:
+        return {}
     data = body.get("data") or {}
     return {(namespace, name): {key: hashlib.sha256(str(value).encode()).hexdigest() for key, value in data.items()}}
 

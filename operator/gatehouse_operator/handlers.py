@@ -22,12 +22,15 @@ the operator from caching every such object in the cluster: the periodic resync 
 handlers are synchronous (kopf runs them in worker threads). The event handlers are ``async`` and decide in
 the event loop whether there is anything to do -- most events are echoes of our own writes, or concern
 Secrets no Agent uses -- and only a reconcile goes to a worker thread.
+
+kopf passes ``namespace=None`` only for cluster-scoped objects. Every kind watched here is namespaced: should
+an Agent come without one, its reconciling handlers fail for good (:class:`kopf.PermanentError`, never retried);
+any other object without one has no dependents.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 import kopf
@@ -36,7 +39,7 @@ from agent_runtime.resources import GROUP, VERSION
 from gatehouse_operator import builders
 from gatehouse_operator.dependencies import Dependencies
 from gatehouse_operator.reconcile import reconcile
-from gatehouse_operator.settings import Runtime
+from gatehouse_operator.settings import OperatorState
 
 __all__ = [
     "agent_create",
@@ -53,55 +56,64 @@ __all__ = [
 AGENTS = (GROUP, VERSION, "agents")
 
 
-def _run(memo: kopf.Memo, namespace: str, name: str, logger: logging.Logger, kwargs: dict[str, Any]) -> None:
-    runtime: Runtime = memo.runtime
-    reconcile(runtime, Dependencies.from_kwargs(kwargs), namespace, name, logger)
+def _agent_namespace(namespace: str | None, name: str) -> str:
+    """The namespace of an Agent (a namespaced kind); refused for good if kopf has none to give."""
+    if namespace is None:
+        raise kopf.PermanentError(f"agent {name} has no namespace: the Agent CRD must be namespaced")
+    return namespace
+
+
+def _run(memo: kopf.Memo, namespace: str, name: str, logger: kopf.Logger, kwargs: dict[str, Any]) -> None:
+    state: OperatorState = memo.state
+    reconcile(state, Dependencies.from_kwargs(kwargs), namespace, name, logger)
 
 
 @kopf.on.create(*AGENTS)
-def agent_create(memo: kopf.Memo, namespace: str, name: str, logger: logging.Logger, **kwargs: Any) -> None:
-    _run(memo, namespace, name, logger, kwargs)
+def agent_create(memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **kwargs: Any) -> None:
+    _run(memo, _agent_namespace(namespace, name), name, logger, kwargs)
 
 
 @kopf.on.update(*AGENTS)
-def agent_update(memo: kopf.Memo, namespace: str, name: str, logger: logging.Logger, **kwargs: Any) -> None:
-    _run(memo, namespace, name, logger, kwargs)
+def agent_update(memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **kwargs: Any) -> None:
+    _run(memo, _agent_namespace(namespace, name), name, logger, kwargs)
 
 
 @kopf.on.resume(*AGENTS)
-def agent_resume(memo: kopf.Memo, namespace: str, name: str, logger: logging.Logger, **kwargs: Any) -> None:
-    _run(memo, namespace, name, logger, kwargs)
+def agent_resume(memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **kwargs: Any) -> None:
+    _run(memo, _agent_namespace(namespace, name), name, logger, kwargs)
 
 
 @kopf.on.delete(*AGENTS)
-def agent_delete(memo: kopf.Memo, namespace: str, name: str, logger: logging.Logger, **_: Any) -> None:
-    runtime: Runtime = memo.runtime
-    runtime.forget(namespace, name)
+def agent_delete(memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **_: Any) -> None:
+    if namespace is not None:  # without one, no lock was ever taken: nothing to release
+        state: OperatorState = memo.state
+        state.forget(namespace, name)
     logger.info("agent %s/%s deleted; its children are garbage-collected through ownerReferences", namespace, name)
 
 
 @kopf.daemon(*AGENTS, cancellation_timeout=5)
 async def agent_resync(
-    stopped: kopf.DaemonStopped, memo: kopf.Memo, namespace: str, name: str, logger: logging.Logger, **kwargs: Any
+    stopped: kopf.DaemonStopped, memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **kwargs: Any
 ) -> None:
-    runtime: Runtime = memo.runtime
-    while not await stopped.wait(runtime.config.resync_seconds):
+    state: OperatorState = memo.state
+    agent_namespace = _agent_namespace(namespace, name)
+    while not await stopped.wait(state.config.resync_seconds):
         try:
-            await asyncio.to_thread(_run, memo, namespace, name, logger, kwargs)
+            await asyncio.to_thread(_run, memo, agent_namespace, name, logger, kwargs)
         except Exception:  # a failed resync is retried at the next one; the trigger handlers report it
             logger.exception("resync of agent %s/%s failed", namespace, name)
 
 
 def _reconcile_dependents(kind: str, event_type: str, namespace: str, name: str, agents: list[str], memo: kopf.Memo,
-                          logger: logging.Logger, kwargs: dict[str, Any]) -> None:
+                          logger: kopf.Logger, kwargs: dict[str, Any]) -> None:
     for agent in agents:
         logger.info("%s %s/%s changed (%s): reconciling agent %s", kind, namespace, name, event_type, agent)
         _run(memo, namespace, agent, logger, kwargs)
 
 
-async def _dependents(kind: str, event_type: str | None, namespace: str, name: str, memo: kopf.Memo,
-                      logger: logging.Logger, kwargs: dict[str, Any]) -> None:
-    if event_type is None:
+async def _dependents(kind: str, event_type: str | None, namespace: str | None, name: str, memo: kopf.Memo,
+                      logger: kopf.Logger, kwargs: dict[str, Any]) -> None:
+    if event_type is None or namespace is None:  # the initial listing; a cluster-scoped object has no dependents
         return
     agents = sorted(Dependencies.from_kwargs(kwargs).agents_using(kind, namespace, name))
     if agents:
@@ -109,28 +121,28 @@ async def _dependents(kind: str, event_type: str | None, namespace: str, name: s
 
 
 @kopf.on.event(GROUP, VERSION, "modelconfigs")
-async def modelconfig_event(type: str | None, memo: kopf.Memo, namespace: str, name: str, logger: logging.Logger,
-                            **kwargs: Any) -> None:
+async def modelconfig_event(type: str | None, memo: kopf.Memo, namespace: str | None, name: str,
+                            logger: kopf.Logger, **kwargs: Any) -> None:
     await _dependents("ModelConfig", type, namespace, name, memo, logger, kwargs)
 
 
 @kopf.on.event(GROUP, VERSION, "remotemcpservers")
-async def mcpserver_event(type: str | None, memo: kopf.Memo, namespace: str, name: str, logger: logging.Logger,
-                          **kwargs: Any) -> None:
+async def mcpserver_event(type: str | None, memo: kopf.Memo, namespace: str | None, name: str,
+                          logger: kopf.Logger, **kwargs: Any) -> None:
     await _dependents("RemoteMCPServer", type, namespace, name, memo, logger, kwargs)
 
 
 def _repair_unless_echo(kind: str, type: str, namespace: str, name: str, version: str | None, agent: str,
-                        memo: kopf.Memo, logger: logging.Logger, kwargs: dict[str, Any]) -> None:
-    runtime: Runtime = memo.runtime
+                        memo: kopf.Memo, logger: kopf.Logger, kwargs: dict[str, Any]) -> None:
+    state: OperatorState = memo.state
     if type != "DELETED":
-        with runtime.lock_for(namespace, agent):  # a reconcile in flight records its children before it lets go
-            if runtime.is_known(kind, namespace, name, version):
+        with state.lock_for(namespace, agent):  # a reconcile in flight records its children before it lets go
+            if state.is_known(kind, namespace, name, version):
                 return
     _run(memo, namespace, agent, logger, kwargs)
 
 
-async def _owner_changed(kind: str, type: str | None, body: kopf.Body, memo: kopf.Memo, logger: logging.Logger,
+async def _owner_changed(kind: str, type: str | None, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger,
                          kwargs: dict[str, Any]) -> None:
     """A child we manage changed or vanished: its Agent repairs it (a no-op when nothing drifted).
 
@@ -139,21 +151,21 @@ async def _owner_changed(kind: str, type: str | None, body: kopf.Body, memo: kop
     is already known, the check is repeated under the Agent's lock (a reconcile records its children's versions
     before it lets go), in a worker thread.
     """
-    runtime: Runtime = memo.runtime
+    state: OperatorState = memo.state
     meta = body.metadata
     agent = meta.labels.get(builders.AGENT_LABEL)
     if type is None or not agent or not meta.namespace:
         return
     version = meta.get("resourceVersion")
-    if type != "DELETED" and runtime.is_known(kind, meta.namespace, meta.name, version):
+    if type != "DELETED" and state.is_known(kind, meta.namespace, meta.name, version):
         return
     await asyncio.to_thread(_repair_unless_echo, kind, type, meta.namespace, meta.name, version, agent, memo, logger,
                             kwargs)
 
 
 @kopf.on.event("v1", "secrets")
-async def secret_event(type: str | None, body: kopf.Body, memo: kopf.Memo, namespace: str, name: str,
-                       labels: kopf.Labels, logger: logging.Logger, **kwargs: Any) -> None:
+async def secret_event(type: str | None, body: kopf.Body, memo: kopf.Memo, namespace: str | None, name: str,
+                       labels: kopf.Labels, logger: kopf.Logger, **kwargs: Any) -> None:
     if labels.get("app.kubernetes.io/managed-by") == builders.MANAGED_BY:
         await _owner_changed("Secret", type, body, memo, logger, kwargs)
     else:
@@ -161,6 +173,6 @@ async def secret_event(type: str | None, body: kopf.Body, memo: kopf.Memo, names
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": builders.MANAGED_BY})
-async def deployment_event(type: str | None, body: kopf.Body, memo: kopf.Memo, logger: logging.Logger,
+async def deployment_event(type: str | None, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger,
                            **kwargs: Any) -> None:
     await _owner_changed("Deployment", type, body, memo, logger, kwargs)

@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from agent_runtime.resources import GROUP, VERSION
 
-__all__ = ["ApiException", "KubeClient", "connect"]
+__all__ = ["ApiException", "ChildrenApi", "connect"]
 
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -41,8 +41,8 @@ def connect() -> kubernetes.client.ApiClient:
     return kubernetes.client.ApiClient(configuration)
 
 
-class KubeClient:
-    """get/create/patch by kind for the operator's children, plus the Agent and its status."""
+class ChildrenApi:
+    """get/create/patch by kind for the operator's children, plus reading the Agent and patching its status."""
 
     def __init__(self, api_client: kubernetes.client.ApiClient) -> None:
         core = kubernetes.client.CoreV1Api(api_client)

@@ -19,7 +19,6 @@ With unchanged inputs a run costs one GET of the Agent plus one GET per child, a
 from __future__ import annotations
 
 import datetime
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +32,7 @@ from agent_runtime.translator import translate
 from gatehouse_operator import apply, builders, status
 from gatehouse_operator.dependencies import Dependencies, is_missing
 from gatehouse_operator.kube import ApiException
-from gatehouse_operator.settings import Runtime
+from gatehouse_operator.settings import OperatorState
 
 __all__ = ["Outcome", "reconcile"]
 
@@ -55,26 +54,26 @@ class Outcome:
 
 
 def reconcile(
-    runtime: Runtime,
+    state: OperatorState,
     deps: Dependencies,
     namespace: str,
     name: str,
-    logger: logging.Logger,
+    logger: kopf.Logger,
     clock: Callable[[], str] = utc_now,
 ) -> Outcome | None:
     """Reconcile the Agent ``namespace/name``; ``None`` if it is gone or being deleted."""
-    with runtime.lock_for(namespace, name):
-        body = runtime.kube.get_agent(namespace, name)
+    with state.lock_for(namespace, name):
+        body = state.kube.get_agent(namespace, name)
         if body is None or body.get("metadata", {}).get("deletionTimestamp"):
             return None
-        return _reconcile(runtime, deps, body, logger, clock())
+        return _reconcile(state, deps, body, logger, clock())
 
 
-def _reconcile(runtime: Runtime, deps: Dependencies, body: dict[str, Any], logger: logging.Logger, now: str) -> Outcome:
+def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], logger: kopf.Logger, now: str) -> Outcome:
     try:
         agent = Agent.model_validate(body)
     except ValidationError as exc:
-        return _reject(runtime, body, "InvalidSpec", problems_from_validation(exc), logger, now)
+        return _reject(state, body, "InvalidSpec", problems_from_validation(exc), logger, now)
     models, servers, problems = deps.resolve(agent)
     try:
         config = translate(agent, models, servers)
@@ -83,57 +82,58 @@ def _reconcile(runtime: Runtime, deps: Dependencies, body: dict[str, Any], logge
     else:
         problems += deps.secret_problems(agent.namespace, config)
     if problems:
-        return _reject(runtime, body, "DependencyMissing" if is_missing(problems) else "InvalidSpec", problems, logger, now)
+        return _reject(state, body, "DependencyMissing" if is_missing(problems) else "InvalidSpec", problems, logger, now)
 
     inputs = builders.BuildInputs(
-        runtime_image=runtime.config.runtime_image, secrets_hash=deps.secrets_hash(agent.namespace, config),
-        api_token_secret=runtime.config.api_token_secret, api_token_key=runtime.config.api_token_key,
+        runtime_image=state.config.runtime_image, secrets_hash=deps.secrets_hash(agent.namespace, config),
+        api_token_secret=state.config.api_token_secret, api_token_key=state.config.api_token_key,
     )
     applied: list[apply.Applied] = []
     create_first = not (body.get("status") or {}).get("configHash")
     for child in builders.desired_children(agent, body, config, inputs):
         try:
-            done = apply.ensure(runtime.kube, child, create_first=create_first)
+            done = apply.ensure(state.kube, child, create_first=create_first)
         except ApiException as exc:
             message = f"{child['kind']}/{child['metadata']['name']}: {exc.status} {exc.reason}"
-            _reject(runtime, body, "ReconcileFailed", [Problem("", message)], logger, now)
+            _reject(state, body, "ReconcileFailed", [Problem("", message)], logger, now)
             raise kopf.TemporaryError(message, delay=10) from exc
         applied.append(done)
-        runtime.saw(done.kind, agent.namespace, done.name, done.obj["metadata"].get("resourceVersion", ""))
+        state.saw(done.kind, agent.namespace, done.name, done.obj["metadata"].get("resourceVersion", ""))
 
     digest = builders.config_hash(config)
     deployment = next(a.obj for a in applied if a.kind == "Deployment")
-    accepted = status.Condition("Accepted", True, "Reconciled", f"AgentConfig {digest[:12]} is applied")
-    written = _write_status(runtime, body, accepted, status.ready_condition(deployment), digest, now)
+    accepted = status.StatusCondition("Accepted", True, "Reconciled", f"AgentConfig {digest[:12]} is applied")
+    written = _write_status(state, body, accepted, status.ready_condition(deployment), digest, now)
     changes = tuple(str(a) for a in applied if a.action != "unchanged")
     if changes:
-        kopf.info(body, reason="Reconciled", message="; ".join(changes))
+        # kopf annotates ``Body`` but reads only Mapping keys (apiVersion, kind, metadata): a raw dict works.
+        kopf.info(body, reason="Reconciled", message="; ".join(changes))  # type: ignore[arg-type]
         logger.info("reconciled %s/%s: %s", agent.namespace, agent.name, "; ".join(changes))
     return Outcome(True, "Reconciled", changes, written)
 
 
 def _reject(
-    runtime: Runtime, body: dict[str, Any], reason: str, problems: list[Problem], logger: logging.Logger, now: str
+    state: OperatorState, body: dict[str, Any], reason: str, problems: list[Problem], logger: kopf.Logger, now: str
 ) -> Outcome:
     """Accepted=False with every problem in the message; the last good children keep running."""
     message = "; ".join(str(p) for p in problems)
     if len(message) > MAX_MESSAGE:
         message = message[: MAX_MESSAGE - 1] + "…"
     meta = body["metadata"]
-    deployment = runtime.kube.get("Deployment", meta["namespace"], meta["name"])
-    accepted = status.Condition("Accepted", False, reason, message)
-    written = _write_status(runtime, body, accepted, status.ready_condition(deployment), None, now)
+    deployment = state.kube.get("Deployment", meta["namespace"], meta["name"])
+    accepted = status.StatusCondition("Accepted", False, reason, message)
+    written = _write_status(state, body, accepted, status.ready_condition(deployment), None, now)
     if written:
-        kopf.warn(body, reason=reason, message=message)
+        kopf.warn(body, reason=reason, message=message)  # type: ignore[arg-type]  # as kopf.info above
         logger.warning("agent %s/%s not accepted (%s): %s", meta["namespace"], meta["name"], reason, message)
     return Outcome(False, reason, (), written)
 
 
 def _write_status(
-    runtime: Runtime,
+    state: OperatorState,
     body: dict[str, Any],
-    accepted: status.Condition,
-    ready: status.Condition,
+    accepted: status.StatusCondition,
+    ready: status.StatusCondition,
     config_hash: str | None,
     now: str,
 ) -> bool:
@@ -144,5 +144,5 @@ def _write_status(
     )
     if wanted == current:
         return False
-    runtime.kube.patch_agent_status(meta["namespace"], meta["name"], wanted)
+    state.kube.patch_agent_status(meta["namespace"], meta["name"], wanted)
     return True

@@ -1,6 +1,7 @@
 """Operator settings: read once at start-up (never at import time) and kept in kopf's ``memo``.
 
-One ``@kopf.on.startup`` handler tunes kopf and builds the :class:`Runtime` every handler uses:
+One ``@kopf.on.startup`` handler tunes kopf and builds the :class:`OperatorState` every handler uses
+(``memo.state``):
 
 - kopf keeps its bookkeeping under our own prefix, ``gatehouse.dev`` (finalizer
   ``gatehouse.dev/finalizer``, annotations ``gatehouse.dev/last-handled-configuration`` and progress), and
@@ -10,7 +11,7 @@ One ``@kopf.on.startup`` handler tunes kopf and builds the :class:`Runtime` ever
 
 Environment variables (all optional):
 
-``GATEHOUSE_RUNTIME_IMAGE``   image of the agent pods (default ``ghcr.io/gatehouse/gatehouse:0.1.0``),
+``GATEHOUSE_RUNTIME_IMAGE``   image of the agent pods (default ``ghcr.io/gatehouse-dev/gatehouse:0.1.0``),
                               overridden per Agent by ``spec.deployment.image``;
 ``GATEHOUSE_RESYNC_SECONDS``  how often every Agent is re-checked against the cluster (default 300);
 ``GATEHOUSE_RUNTIME_API_TOKEN_SECRET`` / ``..._KEY``  a Secret (in each Agent's namespace) and key holding the
@@ -19,7 +20,6 @@ Environment variables (all optional):
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from collections.abc import Mapping
@@ -28,11 +28,22 @@ from typing import Any
 
 import kopf
 
-from gatehouse_operator.kube import KubeClient, connect
+from gatehouse_operator.kube import ChildrenApi, connect
 
-__all__ = ["DEFAULT_RUNTIME_IMAGE", "OperatorConfig", "Runtime", "configure"]
+__all__ = [
+    "DEFAULT_IMAGE_REPOSITORY",
+    "DEFAULT_IMAGE_TAG",
+    "DEFAULT_RUNTIME_IMAGE",
+    "OperatorConfig",
+    "OperatorState",
+    "configure",
+]
 
-DEFAULT_RUNTIME_IMAGE = "ghcr.io/gatehouse/gatehouse:0.1.0"
+# The one image (operator and agent runtime, see the Dockerfile). The chart's values.yaml ``image.repository``
+# and ``Chart.yaml`` appVersion must say the same: tests/chart/test_default_image.py keeps them equal.
+DEFAULT_IMAGE_REPOSITORY = "ghcr.io/gatehouse-dev/gatehouse"
+DEFAULT_IMAGE_TAG = "0.1.0"  # the package version
+DEFAULT_RUNTIME_IMAGE = f"{DEFAULT_IMAGE_REPOSITORY}:{DEFAULT_IMAGE_TAG}"
 PREFIX = "gatehouse.dev"
 
 
@@ -54,13 +65,13 @@ class OperatorConfig:
 
 
 @dataclass
-class Runtime:
+class OperatorState:
     """What one operator run shares between handlers: settings, the API client, per-Agent locks, and the
     resourceVersion of each child as the last reconcile left it (so the watch event that echoes our own
     write does not trigger another reconcile)."""
 
     config: OperatorConfig
-    kube: KubeClient
+    kube: ChildrenApi
     _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
     _versions: dict[tuple[str, str, str], str] = field(default_factory=dict)
@@ -86,7 +97,7 @@ class Runtime:
 
 
 @kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
     settings.persistence.finalizer = f"{PREFIX}/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -101,5 +112,5 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.
     settings.persistence.consistency_timeout = 30
     settings.watching.server_timeout = 300  # re-list/re-watch regularly instead of trusting one stream forever
     config = OperatorConfig.from_env(os.environ)
-    memo.runtime = Runtime(config=config, kube=KubeClient(connect()))
+    memo.state = OperatorState(config=config, kube=ChildrenApi(connect()))
     logger.info("gatehouse operator: runtime image %s, resync every %ss", config.runtime_image, config.resync_seconds)

@@ -19,13 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["OURS", "Condition", "agent_status", "merge_conditions", "ready_condition"]
+__all__ = ["OURS", "StatusCondition", "agent_status", "merge_conditions", "ready_condition"]
 
 OURS = ("Accepted", "Ready")
 
 
 @dataclass(frozen=True)
-class Condition:
+class StatusCondition:
+    """One of the conditions the operator owns on an Agent (see the module docstring)."""
+
     type: str
     status: bool
     reason: str
@@ -44,19 +46,19 @@ class Condition:
         return out
 
 
-def ready_condition(deployment: dict[str, Any] | None) -> Condition:
+def ready_condition(deployment: dict[str, Any] | None) -> StatusCondition:
     if deployment is None:
-        return Condition("Ready", False, "NotDeployed", "no Deployment yet")
+        return StatusCondition("Ready", False, "NotDeployed", "no Deployment yet")
     wanted = int(deployment.get("spec", {}).get("replicas", 1))
     available = int((deployment.get("status") or {}).get("availableReplicas") or 0)
     message = f"{available}/{wanted} replicas available"
     if available >= wanted:
-        return Condition("Ready", True, "Available", message)
-    return Condition("Ready", False, "Unavailable", message)
+        return StatusCondition("Ready", True, "Available", message)
+    return StatusCondition("Ready", False, "Unavailable", message)
 
 
 def merge_conditions(
-    existing: list[dict[str, Any]], new: list[Condition], generation: int | None, now: str
+    existing: list[dict[str, Any]], new: list[StatusCondition], generation: int | None, now: str
 ) -> list[dict[str, Any]]:
     """Our conditions rendered over ``existing``, keeping lastTransitionTime unless the status flipped."""
     by_type = {c.get("type"): c for c in existing}
@@ -75,8 +77,8 @@ def agent_status(
     existing: dict[str, Any] | None,
     *,
     generation: int | None,
-    accepted: Condition,
-    ready: Condition,
+    accepted: StatusCondition,
+    ready: StatusCondition,
     config_hash: str | None,
     now: str,
 ) -> dict[str, Any]:

@@ -75,7 +75,7 @@ def operator(
     kube_api: RunningEmulator, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> Iterator[OperatorProcess]:
     monkeypatch.setenv("GATEHOUSE_RESYNC_SECONDS", os.environ.get("GATEHOUSE_TEST_RESYNC_SECONDS", "3600"))
-    monkeypatch.setenv("GATEHOUSE_RUNTIME_IMAGE", "ghcr.io/gatehouse/gatehouse:test")
+    monkeypatch.setenv("GATEHOUSE_RUNTIME_IMAGE", "ghcr.io/gatehouse-dev/gatehouse:test")
     process = OperatorProcess()
     process.start()
     try:

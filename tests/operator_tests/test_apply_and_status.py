@@ -9,7 +9,7 @@ import pytest
 
 from gatehouse_operator.apply import ensure, owned_equal
 from gatehouse_operator.kube import ApiException
-from gatehouse_operator.status import Condition, agent_status, ready_condition
+from gatehouse_operator.status import StatusCondition, agent_status, ready_condition
 
 
 def test_server_defaults_do_not_count_as_drift() -> None:
@@ -31,11 +31,11 @@ def test_owned_changes_are_drift() -> None:
 
 
 def test_last_transition_time_moves_only_when_status_flips() -> None:
-    accepted = Condition("Accepted", True, "Reconciled", "ok")
+    accepted = StatusCondition("Accepted", True, "Reconciled", "ok")
     first = agent_status(None, generation=1, accepted=accepted, ready=ready_condition(None), config_hash="h", now="T1")
     again = agent_status(first, generation=1, accepted=accepted, ready=ready_condition(None), config_hash="h", now="T2")
     assert again == first  # a resync renders the same status: nothing to write
-    failed = Condition("Accepted", False, "DependencyMissing", "ModelConfig 'm' not found")
+    failed = StatusCondition("Accepted", False, "DependencyMissing", "ModelConfig 'm' not found")
     flipped = agent_status(again, generation=2, accepted=failed, ready=ready_condition(None), config_hash=None, now="T3")
     by_type = {c["type"]: c for c in flipped["conditions"]}
     assert by_type["Accepted"]["lastTransitionTime"] == "T3"
@@ -46,7 +46,7 @@ def test_last_transition_time_moves_only_when_status_flips() -> None:
 def test_foreign_status_fields_and_conditions_are_kept() -> None:
     existing = {"pendingApprovals": 3, "conditions": [{"type": "RuntimeHealthy", "status": "True"}]}
     status = agent_status(
-        existing, generation=1, accepted=Condition("Accepted", True, "Reconciled", "ok"),
+        existing, generation=1, accepted=StatusCondition("Accepted", True, "Reconciled", "ok"),
         ready=ready_condition(None), config_hash="h", now="T",
     )
     assert status["pendingApprovals"] == 3
@@ -57,11 +57,11 @@ def test_ready_follows_available_replicas() -> None:
     deployment = {"spec": {"replicas": 2}, "status": {"availableReplicas": 1}}
     assert ready_condition(deployment).status is False
     deployment["status"]["availableReplicas"] = 2
-    assert ready_condition(deployment) == Condition("Ready", True, "Available", "2/2 replicas available")
+    assert ready_condition(deployment) == StatusCondition("Ready", True, "Available", "2/2 replicas available")
 
 
 class FakeKube:
-    """Just enough of :class:`gatehouse_operator.kube.KubeClient` for :func:`ensure`, with a call log."""
+    """Just enough of :class:`gatehouse_operator.kube.ChildrenApi` for :func:`ensure`, with a call log."""
 
     def __init__(self, *existing: dict[str, Any]) -> None:
         self.objects = {(o["kind"], o["metadata"]["name"]): copy.deepcopy(o) for o in existing}

@@ -127,7 +127,7 @@ def test_applying_the_example_creates_owned_children_and_accepts(
     assert deployment is not None
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert container["image"] == "ghcr.io/gatehouse/gatehouse:test"  # GATEHOUSE_RUNTIME_IMAGE
+    assert container["image"] == "ghcr.io/gatehouse-dev/gatehouse:test"  # GATEHOUSE_RUNTIME_IMAGE
     assert container["command"][:4] == ["gatehouse-runtime", "serve", "--config", "/config/config.json"]
     assert pod["service_account_name"] == "file-manager"
     assert deployment["spec"]["strategy"]["rolling_update"]["max_unavailable"] == 0

@@ -11,7 +11,7 @@ import kopf
 import pytest
 
 from gatehouse_operator import builders, handlers
-from gatehouse_operator.settings import OperatorConfig, Runtime
+from gatehouse_operator.settings import OperatorConfig, OperatorState
 
 
 def _secret_event(resource_version: str) -> kopf.Body:
@@ -31,20 +31,20 @@ def reconciled(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def _memo() -> kopf.Memo:
     memo = kopf.Memo()
-    memo.runtime = Runtime(config=OperatorConfig(), kube=None)  # type: ignore[arg-type]
+    memo.state = OperatorState(config=OperatorConfig(), kube=None)  # type: ignore[arg-type]
     return memo
 
 
 def test_the_echo_of_a_write_still_in_flight_is_skipped(reconciled: list[str]) -> None:
     """The watch event of a child can arrive before the reconcile that created it has recorded its version."""
     memo = _memo()
-    runtime: Runtime = memo.runtime
-    lock = runtime.lock_for("ns", "a")
+    state: OperatorState = memo.state
+    lock = state.lock_for("ns", "a")
     lock.acquire()  # a reconcile of Agent a is running: it has just created the Secret (version 7) ...
 
     def finish() -> None:
         time.sleep(0.3)
-        runtime.saw("Secret", "ns", "a-config", "7")  # ... and records the version before it lets go
+        state.saw("Secret", "ns", "a-config", "7")  # ... and records the version before it lets go
         lock.release()
 
     thread = threading.Thread(target=finish)
@@ -57,7 +57,7 @@ def test_the_echo_of_a_write_still_in_flight_is_skipped(reconciled: list[str]) -
 @pytest.mark.parametrize(("event", "version"), [("MODIFIED", "8"), ("DELETED", "7")])
 def test_a_change_by_someone_else_reconciles_the_agent(reconciled: list[str], event: str, version: str) -> None:
     memo = _memo()
-    memo.runtime.saw("Secret", "ns", "a-config", "7")
+    memo.state.saw("Secret", "ns", "a-config", "7")
     asyncio.run(handlers._owner_changed("Secret", event, _secret_event(version), memo, logging.getLogger("test"), {}))
     assert reconciled == ["ns/a"]
 

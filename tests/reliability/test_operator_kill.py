@@ -47,7 +47,9 @@ class OperatorProcess:
         self.args = [kopf, "run", "-m", "gatehouse_operator", "--all-namespaces", "--standalone"]
 
     def start(self) -> None:
-        env = {**os.environ, "GATEHOUSE_RESYNC_SECONDS": "3600", "GATEHOUSE_RUNTIME_IMAGE": "ghcr.io/gatehouse/gatehouse:test"}
+        env = {
+            **os.environ, "GATEHOUSE_RESYNC_SECONDS": "3600", "GATEHOUSE_RUNTIME_IMAGE": "ghcr.io/gatehouse-dev/gatehouse:test"
+        }
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, env=env)
 
