@@ -21,12 +21,12 @@ from typing import Any, Literal
 from agent_runtime.agent_config import AgentConfig, RuleConfig
 from agent_runtime.globs import glob_match, normalise_path
 
-Action = Literal["allow", "require", "deny"]
+PolicyAction = Literal["allow", "require", "deny"]
 
 
 @dataclass(frozen=True)
 class Decision:
-    verdict: Action
+    verdict: PolicyAction
     hint: str
 
 
@@ -78,4 +78,4 @@ def server_of(config: AgentConfig, tool: str) -> str | None:
     return None
 
 
-__all__ = ["Action", "Decision", "evaluate", "server_of"]
+__all__ = ["Decision", "PolicyAction", "evaluate", "server_of"]

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from agent_runtime import wire
 
-Status = Literal["pending", "approved", "denied", "expired"]
+ApprovalStatus = Literal["pending", "approved", "denied", "expired"]
 ExecState = Literal["none", "started", "done"]
 Source = str  # "a2a", "timeout", later "kubernetes", "rest"
 
@@ -41,7 +41,7 @@ def iso_utc(epoch: float) -> str:
 class Resolution:
     """How one request was decided. ``status`` approved | denied | expired (expired = timed out, not run)."""
 
-    status: Status
+    status: ApprovalStatus
     reason: str = ""
     scope: wire.Scope = "once"
 
@@ -67,7 +67,7 @@ class ApprovalRecord:
     created_at: float
     expires_at: float
     position: int = 0
-    status: Status = "pending"
+    status: ApprovalStatus = "pending"
     scope: str = "once"
     reason: str = ""
     source: str = ""
@@ -90,4 +90,4 @@ class ApprovalRecord:
         return f"{self.id} ({self.tool}) was {self.status}{by}{when}"
 
 
-__all__ = ["ApprovalRecord", "ExecState", "Resolution", "Status", "args_hash", "canonical_call", "iso_utc"]
+__all__ = ["ApprovalRecord", "ApprovalStatus", "ExecState", "Resolution", "args_hash", "canonical_call", "iso_utc"]

@@ -79,7 +79,7 @@ def validate_args(args: dict[str, Any]) -> HitlArgs | str:
 
 
 Stage = Literal["answer", "confirm", "done"]
-Status = Literal["confirmed", "canceled", "timeout", "error"]
+QuestionStatus = Literal["confirmed", "canceled", "timeout", "error"]
 Source = Literal["user", "timeout", "system"]
 
 
@@ -87,7 +87,7 @@ class HitlResult(BaseModel):
     """What the model receives as the tool's result."""
 
     ok: bool
-    status: Status
+    status: QuestionStatus
     confirmed: bool
     selected_option: str | None
     source: Source
@@ -136,7 +136,7 @@ class HitlState:
         )
 
 
-def _result(state: HitlState, status: Status, source: Source, message: str, selected: str | None) -> HitlResult:
+def _result(state: HitlState, status: QuestionStatus, source: Source, message: str, selected: str | None) -> HitlResult:
     ok = status == "confirmed" or (status == "timeout" and selected is not None)
     return HitlResult(
         ok=ok,
