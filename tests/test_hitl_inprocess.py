@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from a2a.helpers import new_text_part
 from a2a.server.context import ServerCallContext
 from a2a.types import Message, Role, SendMessageRequest
@@ -13,6 +14,8 @@ from agent_runtime.questions import wire as question_wire
 from agent_runtime.questions.flow import INTERNAL_HITL, HitlRuntime, InternalHitl
 from tests.support.runtime import state, status_text
 from tests.test_runtime_inprocess import App, app  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.e2e  # the app fixture serves the demo MCP tools from a subprocess on 127.0.0.1
 
 
 def _prompt(task: dict) -> question_wire.HitlPrompt:

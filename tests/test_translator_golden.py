@@ -18,6 +18,7 @@ from agent_runtime.errors import TranslationError
 from agent_runtime.manifests import load_manifests
 from agent_runtime.translator import translate
 from tests.support.crd_validation import validate
+from tests.support.golden import assert_golden
 
 CASES = Path(__file__).parent / "testdata" / "translator"
 
@@ -40,25 +41,16 @@ def _crd_verdicts(case: Path) -> dict[str, list[str]]:
     return {f"{d['kind']}/{d['metadata']['name']}": validate(d) for d in docs}
 
 
-def _check(path: Path, actual: Any, update: bool) -> None:
-    text = json.dumps(actual, indent=2, sort_keys=True) + "\n"
-    if update or not path.exists():
-        path.write_text(text)
-        if not update:
-            pytest.fail(f"{path} did not exist; written now - review it and run again")
-    assert json.loads(path.read_text()) == actual, f"{path} differs; rerun with --update-golden and review the diff"
-
-
 @pytest.mark.parametrize("name", _cases())
 def test_translation_matches_golden(name: str, update_golden: bool) -> None:
     case = CASES / name
-    _check(case / "expected.json", _translate(case), update_golden)
+    assert_golden(_translate(case), case / "expected.json", update_golden)
 
 
 @pytest.mark.parametrize("name", _cases())
 def test_crd_verdicts_match_golden(name: str, update_golden: bool) -> None:
     case = CASES / name
-    _check(case / "crd.json", _crd_verdicts(case), update_golden)
+    assert_golden(_crd_verdicts(case), case / "crd.json", update_golden)
 
 
 def test_there_are_cases() -> None:

@@ -29,7 +29,7 @@ import yaml
 
 from tests.support import helm as helm_support
 
-pytestmark = [pytest.mark.e2e_kind, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.e2e, pytest.mark.e2e_kind, pytest.mark.timeout(1800)]
 
 REPO = helm_support.REPO
 IMAGE = "gatehouse:e2e"

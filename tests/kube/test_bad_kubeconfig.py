@@ -9,6 +9,8 @@ import pytest
 
 from tests.support.runtime import RUNTIME_CMD, write_manifests
 
+pytestmark = pytest.mark.e2e  # starts `gatehouse-runtime serve` as a real process
+
 
 @pytest.mark.parametrize(
     ("content", "expected"),

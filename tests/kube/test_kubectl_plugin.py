@@ -20,6 +20,8 @@ from agent_runtime import kubectl_plugin
 from tests.support.kube_fixtures import Kubectl
 from tests.support.kube_server import RunningEmulator
 
+pytestmark = pytest.mark.e2e  # the emulated API server on 127.0.0.1, and the real kubectl
+
 TA = "gatehouse.dev/v1alpha1/toolapprovals"
 Cap = pytest.CaptureFixture[str]
 

@@ -20,6 +20,7 @@ from agent_runtime.manifests import load_manifests
 from agent_runtime.translator import secret_env, translate
 from gatehouse_operator import builders
 from gatehouse_operator.settings import DEFAULT_RUNTIME_IMAGE
+from tests.support.golden import assert_golden
 
 CASES = Path(__file__).resolve().parents[1] / "testdata" / "operator"
 OWNER_UID = "00000000-0000-4000-8000-000000000001"
@@ -44,14 +45,8 @@ def _render(case: Path) -> tuple[list[dict[str, Any]], AgentConfig]:
 
 @pytest.mark.parametrize("name", _cases())
 def test_children_match_golden(name: str, update_golden: bool) -> None:
-    path = CASES / name / "expected.json"
     actual, _ = _render(CASES / name)
-    text = json.dumps(actual, indent=2, sort_keys=True) + "\n"
-    if update_golden or not path.exists():
-        path.write_text(text)
-        if not update_golden:
-            pytest.fail(f"{path} did not exist; written now - review it and run again")
-    assert json.loads(path.read_text()) == actual, f"{path} differs; rerun with --update-golden and review the diff"
+    assert_golden(actual, CASES / name / "expected.json", update_golden)
 
 
 @pytest.mark.parametrize("name", _cases())
