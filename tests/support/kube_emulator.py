@@ -2,7 +2,7 @@
 
 kmock gives us an aiohttp server, API discovery, a request log (:meth:`KubeEmulator.requests_since`,
 :meth:`KubeEmulator.writes`) and versioned object storage (``emulator.objects``). As released it is not
-enough for kopf, ``kubectl`` or the ``kubernetes`` client (see ``/work/shared/FACTS.md``), so
+enough for kopf, ``kubectl`` or the ``kubernetes`` client (docs/development.md, "The emulated Kubernetes API"), so
 :class:`KubeEmulator` serves every request for a known resource itself and closes the six gaps:
 
 1. ``/api/v1/namespaces[/NAME]`` is parsed as the ``namespaces`` resource (kmock parses it as a namespace);
