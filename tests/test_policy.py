@@ -2,30 +2,12 @@ from __future__ import annotations
 
 import pytest
 
-from agent_runtime.agent_config import (
-    AgentConfig,
-    ApprovalPolicy,
-    CardConfig,
-    McpServerConfig,
-    RuleConfig,
-    ScriptedModel,
-)
+from agent_runtime.agent_config import RuleConfig
 from agent_runtime.globs import glob_match, normalise_path
 from agent_runtime.policy import evaluate, server_of
+from tests.support.configs import files_config
 
-
-def _config(**policy: object) -> AgentConfig:
-    return AgentConfig(
-        name="a",
-        model=ScriptedModel(model="s"),
-        card=CardConfig(name="a"),
-        mcp_servers=[
-            McpServerConfig(name="files", url="http://x/mcp", tool_names=["read_file", "write_file", "delete_file"],
-                            require_approval=["delete_file"]),
-            McpServerConfig(name="other", url="http://y/mcp", tool_names=["search"]),
-        ],
-        approval=ApprovalPolicy(**policy),
-    )
+_config = files_config
 
 
 ENV_RULE = RuleConfig(tool="read_file", action="require", arg="path", glob="**/.env*")

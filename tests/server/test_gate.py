@@ -19,13 +19,14 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.adk.tools.tool_context import ToolContext
 
-from agent_runtime.agent_config import AgentConfig, ApprovalPolicy, CardConfig, McpServerConfig, RuleConfig, ScriptedModel
+from agent_runtime.agent_config import RuleConfig
 from agent_runtime.approvals import ApprovalRecord, ApprovalService, Resolution, args_hash
 from agent_runtime.database import Database, default_database_url
 from agent_runtime.metrics import Metrics
 from agent_runtime.questions.tool import HitlTool
 from agent_runtime.run_scope import CURRENT_RUN, PendingCall, RunScope
 from agent_runtime.server.gate import PLACEHOLDER, Gate, confirmation_payload, grant_key
+from tests.support.configs import files_config
 
 DELETE = BaseTool(name="delete_file", description="delete a file")
 READ = BaseTool(name="read_file", description="read a file")
@@ -67,17 +68,7 @@ async def exec_state(approvals: ApprovalService, request_id: str = "apr-1") -> s
     return record.exec_state
 
 
-def _config(**approval: Any) -> AgentConfig:
-    return AgentConfig(
-        name="a",
-        model=ScriptedModel(model="s"),
-        card=CardConfig(name="a"),
-        mcp_servers=[
-            McpServerConfig(name="files", url="http://x/mcp", tool_names=["read_file", "write_file", "delete_file"],
-                            require_approval=["delete_file"]),
-        ],
-        approval=ApprovalPolicy(**approval),
-    )
+_config = files_config
 
 
 @pytest.fixture
