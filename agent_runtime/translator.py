@@ -17,8 +17,6 @@ from agent_runtime.errors import Problem, TranslationError
 from agent_runtime.globs import glob_to_regex
 from agent_runtime.resources import Agent, ModelConfig, RemoteMCPServer
 
-HITL_TOOL_NAMES = wire.HITL_TOOL_ALIASES
-
 
 def env_name(*parts: str) -> str:
     """A stable environment variable name for a secret reference, e.g. GATEHOUSE_MCP_FILES_AUTHORIZATION."""
@@ -88,7 +86,7 @@ def _servers(
             continue
         seen.add(ref.name)
         for j, name in enumerate(ref.tool_names):
-            if name in HITL_TOOL_NAMES and agent.spec.human_tools.hitl_request:
+            if name in wire.HITL_TOOL_ALIASES and agent.spec.human_tools.hitl_request:
                 problems.append(Problem(f"{path}.toolNames[{j}]", f"{name!r} is reserved for the built-in human tool"))
             elif name in offered_by:
                 problems.append(
@@ -139,7 +137,7 @@ def _policy(agent: Agent, problems: list[Problem]) -> ac.ApprovalPolicy:
     spec = agent.spec.approval
     known = {name for t in agent.spec.tools for name in t.mcp_server.tool_names}
     if agent.spec.human_tools.hitl_request:
-        known.update(HITL_TOOL_NAMES)
+        known.update(wire.HITL_TOOL_ALIASES)
     for i, name in enumerate(spec.exempt):
         if name not in known:
             problems.append(Problem(f"spec.approval.exempt[{i}]", f"unknown tool {name!r}; known tools: {sorted(known)}"))

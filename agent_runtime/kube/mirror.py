@@ -39,6 +39,7 @@ from agent_runtime.kube import objects
 from agent_runtime.kube.client import KubeClient, KubeError
 from agent_runtime.questions.store import HitlRecord, HitlStore
 from agent_runtime.resources import GROUP, VERSION
+from agent_runtime.resources.tool_approval import PLURAL
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class Mirror:
 
     @property
     def collection(self) -> str:
-        return f"/apis/{GROUP}/{VERSION}/namespaces/{self.namespace}/{objects.PLURAL}"
+        return f"/apis/{GROUP}/{VERSION}/namespaces/{self.namespace}/{PLURAL}"
 
     def path(self, name: str) -> str:
         return f"{self.collection}/{name}"

@@ -13,7 +13,7 @@ from typing import Any
 from agent_runtime.approvals import ApprovalRecord, iso_utc
 from agent_runtime.questions.store import HitlRecord
 from agent_runtime.resources import API_VERSION
-from agent_runtime.resources.tool_approval import KIND_APPROVAL, KIND_HITL, LABEL_AGENT, LABEL_CONTEXT, LABEL_KIND, PLURAL
+from agent_runtime.resources.tool_approval import KIND_APPROVAL, KIND_HITL, LABEL_AGENT, LABEL_CONTEXT, LABEL_KIND
 
 COMPONENT = "gatehouse.dev"
 FINAL_PHASES = frozenset({"Approved", "Denied", "Expired", "Canceled"})
@@ -228,7 +228,7 @@ def event(
 
 
 __all__ = [
-    "FINAL_PHASES", "KIND_APPROVAL", "KIND_HITL", "LABEL_AGENT", "LABEL_CONTEXT", "LABEL_KIND", "PLURAL", "approval_name",
+    "FINAL_PHASES", "approval_name",
     "dns_label", "event", "hitl_approval", "hitl_status", "is_hitl", "label_value", "owner_reference", "phase", "selector",
     "status", "tool_approval",
 ]
