@@ -14,6 +14,7 @@ Used by ``gatehouse chat``, the demo and the tests alike.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -80,11 +81,19 @@ class TurnResult:
         return self.text or self.status_text or self.message_text
 
 
+TOKEN_ENV = "GATEHOUSE_TOKEN"
+
+
 @asynccontextmanager
-async def connect(url: str, *, httpx_client: httpx.AsyncClient | None = None, timeout: float = 300.0) -> AsyncIterator[Client]:
-    """An a2a-sdk client for the agent at ``url`` (card resolved from ``/.well-known/agent-card.json``)."""
+async def connect(
+    url: str, *, httpx_client: httpx.AsyncClient | None = None, timeout: float = 300.0, token: str | None = None,
+) -> AsyncIterator[Client]:
+    """An a2a-sdk client for the agent at ``url`` (card resolved from ``/.well-known/agent-card.json``), sending
+    ``token`` (default: ``$GATEHOUSE_TOKEN``) as a bearer token on every request."""
     own = httpx_client is None
-    http = httpx_client or httpx.AsyncClient(timeout=timeout)
+    token = token if token is not None else os.environ.get(TOKEN_ENV)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    http = httpx_client or httpx.AsyncClient(timeout=timeout, headers=headers)
     try:
         client = await open_client(url, http)
         try:

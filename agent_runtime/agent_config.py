@@ -80,12 +80,24 @@ class McpServerConfig(ConfigModel):
     headers: list[HeaderRef] = Field(default_factory=list)
 
 
+class ApproversConfig(ConfigModel):
+    """Who may decide a gated call (:mod:`agent_runtime.authority`): ``required`` distinct approvals from the
+    listed users or members of the listed groups; one allowed deny denies. ``allow_requester`` False: the
+    principal who started the task may not decide its calls (separation of duties)."""
+
+    users: list[str] = Field(default_factory=list)
+    groups: list[str] = Field(default_factory=list)
+    required: int = Field(default=1, ge=1)
+    allow_requester: bool = True
+
+
 class RuleConfig(ConfigModel):
     tool: str
     action: Literal["require", "allow", "deny"]
     arg: str | None = None
     glob: str | None = None
     regex: str | None = None
+    approvers: ApproversConfig | None = None  # a require rule's own approvers (else the tool's, else the default)
 
 
 class ApprovalPolicy(ConfigModel):
@@ -97,6 +109,38 @@ class ApprovalPolicy(ConfigModel):
     timeout_seconds: float = 900.0
     on_timeout: Literal["deny", "approve"] = "deny"
     allow_session_grants: bool = False
+    approvers: ApproversConfig | None = None  # the default for every gated call; None: whoever reaches the task decides alone
+    tool_approvers: dict[str, ApproversConfig] = Field(default_factory=dict)  # per tool name
+    grant_ttl_seconds: float = 3600.0  # a session grant lasts at most this long (and never beyond its context)
+
+
+class IdentityConfig(ConfigModel):
+    """One person known under several names: every alias (a Kubernetes user name, a JWT principal, a token-file
+    user) is resolved to ``principal``, so N-of-M and separation of duties count them once."""
+
+    principal: str = Field(min_length=1)
+    aliases: list[str] = Field(default_factory=list)
+
+
+class JwtConfig(ConfigModel):
+    """JWTs accepted as bearer tokens: signature checked against the JWKS file, issuer, audience and expiry too."""
+
+    jwks_file: str
+    issuer: str
+    audience: str
+    principal_claim: str | None = None  # None: the principal is "<issuer>#<sub>"
+    groups_claim: str = "groups"
+
+
+class AccessConfig(ConfigModel):
+    """Who may call the agent at all (authentication), and who is who (identities). The approvers live under
+    ``approval``; secrets (tokens, keys) arrive as files, never here."""
+
+    token_file: str | None = None  # principal[:groups=a,b]:token per line
+    jwt: JwtConfig | None = None
+    kubernetes_tokens: bool = False  # ServiceAccount tokens checked with a TokenReview (in a cluster)
+    identities: list[IdentityConfig] = Field(default_factory=list)
+    unowned_tasks_owner: str | None = None  # who owns tasks written before tasks had owners
 
 
 class HumanTools(ConfigModel):
@@ -128,6 +172,7 @@ class AgentConfig(ConfigModel):
     mcp_servers: list[McpServerConfig] = Field(default_factory=list)
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
     human_tools: HumanTools = Field(default_factory=HumanTools)
+    access: AccessConfig = Field(default_factory=AccessConfig)
     card: CardConfig
 
     def to_json(self) -> str:

@@ -53,7 +53,11 @@ def serve(
     public_url: str | None = typer.Option(None, "--public-url", help="URL announced in the agent card."),
     log_level: str = typer.Option("warning", "--log-level"),
     api_token_file: Path | None = typer.Option(
-        None, "--api-token-file", help="REST bearer tokens, 'principal:token' a line (or env GATEHOUSE_API_TOKEN); none: no auth."
+        None, "--api-token-file",
+        help="Bearer tokens for every channel (A2A, REST), 'principal[:groups=a,b]:token' a line (also env GATEHOUSE_API_TOKEN).",
+    ),
+    insecure_allow_anonymous: bool = typer.Option(
+        False, "--insecure-allow-anonymous", help="Serve a non-loopback address with no authentication (anyone may decide)."
     ),
     webhooks: list[str] = typer.Option([], "--webhook", help="POST approval events here (repeatable; env GATEHOUSE_WEBHOOKS)."),
     webhook_format: str = typer.Option("json", "--webhook-format", envvar="GATEHOUSE_WEBHOOK_FORMAT", help="json or slack."),
@@ -63,6 +67,10 @@ def serve(
     kubeconfig: Path | None = typer.Option(None, "--kubeconfig", help="Mirror approvals as ToolApprovals in this cluster."),
     kube_namespace: str | None = typer.Option(None, "--kube-namespace", help="Their namespace (with $KUBECONFIG: turns it on)."),
     approval_retention: str = typer.Option("1h", "--approval-retention", help="Delete finished ToolApprovals after this."),
+    trust_kubectl: bool = typer.Option(
+        False, "--trust-kubectl-without-admission-policy",
+        help="Count kubectl votes even when the Agent does not report the admission policy as enforcing.",
+    ),
 ) -> None:
     """Serve one agent over A2A with the approval gate (JSON-RPC at /, card, /healthz, /readyz, /metrics, /approvals)."""
     import os
@@ -70,14 +78,16 @@ def serve(
     # a2a-sdk wraps every request-path call in an OpenTelemetry span (read once, at import); the runtime installs
     # no tracer, so they only cost time. Set OTEL_INSTRUMENTATION_A2A_SDK_ENABLED=true to keep them.
     os.environ.setdefault("OTEL_INSTRUMENTATION_A2A_SDK_ENABLED", "false")
+    from agent_runtime.access.settings import load_access_settings
     from agent_runtime.app.settings import RuntimeSettings, load_config
     from agent_runtime.rest.settings import load_rest_settings
 
     try:
         agent_config = load_config(config, files)
-        rest = load_rest_settings(
-            token_file=api_token_file, webhooks=webhooks, webhook_format=webhook_format, webhook_secret_file=webhook_secret_file
+        access = load_access_settings(
+            agent_config.access, token_file=api_token_file, insecure_allow_anonymous=insecure_allow_anonymous
         )
+        rest = load_rest_settings(webhooks=webhooks, webhook_format=webhook_format, webhook_secret_file=webhook_secret_file)
     except (TranslationError, FileNotFoundError, ValueError) as exc:
         _fail(exc)
     import uvicorn
@@ -95,17 +105,16 @@ def serve(
         retention = parse_duration(approval_retention)
     except ValueError as exc:
         _fail(exc)
-    kube = detect(kubeconfig, kube_namespace, retention, default_namespace=agent_config.namespace)
+    kube = detect(kubeconfig, kube_namespace, retention, default_namespace=agent_config.namespace, trust_kubectl=trust_kubectl)
     settings = RuntimeSettings(
         config=agent_config, host=host, port=port, state_dir=state_dir, database_url=database_url, public_url=public_url,
-        rest=rest,
-        kube=kube,
+        rest=rest, access=access, kube=kube,
     )
     from agent_runtime.kube.client import KubeConfigError
 
     try:
         app = build_app(settings)
-    except KubeConfigError as exc:
+    except (KubeConfigError, ValueError) as exc:
         _fail(exc)
     _settle_heap()
     # Idle keep-alive connections stay open longer than clients' and load balancers' own idle timeouts (uvicorn's
@@ -179,7 +188,8 @@ def chat(
     url: str = typer.Argument(..., help="The agent's A2A base URL (its card is at URL/.well-known/agent-card.json)."),
     context_id: str | None = typer.Option(None, "--context-id", help="Continue this conversation (A2A context id)."),
 ) -> None:
-    """Chat with an agent and approve or deny its gated tool calls. Piped stdin decides only with explicit
+    """Chat with an agent and approve or deny its gated tool calls ($GATEHOUSE_TOKEN, if set, is sent as the bearer
+    token). Piped stdin decides only with explicit
     'approve' / 'deny <reason>' lines; end of input with a request pending exits 3 and leaves it pending;
     Ctrl-C leaves at once (exit 130), deciding nothing."""
     import asyncio

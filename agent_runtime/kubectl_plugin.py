@@ -1,9 +1,10 @@
 """``kubectl gatehouse``: list, inspect and decide ToolApprovals from the command line.
 
-Installed as the console script ``kubectl-gatehouse``, so kubectl finds it as a plugin. A decision is a
-merge patch of ``spec.decision`` guarded by the object's resourceVersion: when two approvers race, the
-API server accepts one and the other is told the request was already decided. ``decidedBy`` is the
-caller's identity from a SelfSubjectReview, which the chart's admission policy checks again server-side.
+Installed as the console script ``kubectl-gatehouse``, so kubectl finds it as a plugin. A decision is the
+caller's vote, appended to ``spec.votes`` by a merge patch guarded by the object's resourceVersion (two
+voters at once: one is asked to retry). ``by`` and ``groups`` are the caller's identity from a
+SelfSubjectReview, which the chart's admission policy checks again server-side; the agent's runtime counts
+the vote against the request's approvers (``APPROVALS 1/2``).
 """
 
 from __future__ import annotations
@@ -100,6 +101,11 @@ def phase_of(obj: dict[str, Any]) -> str:
 
 def whoami(client: Any) -> str:
     """The caller's username as the API server sees it (SelfSubjectReview, Kubernetes 1.28+)."""
+    return identity(client)[0]
+
+
+def identity(client: Any) -> tuple[str, list[str]]:
+    """The caller's username and groups as the API server sees them (SelfSubjectReview, Kubernetes 1.28+)."""
     try:
         review = client.AuthenticationV1Api().create_self_subject_review(client.V1SelfSubjectReview())
     except Exception as exc:
@@ -109,7 +115,7 @@ def whoami(client: Any) -> str:
     username = getattr(user_info, "username", None)
     if not username:
         raise PluginError("could not determine who you are: the SelfSubjectReview returned no username")
-    return username
+    return username, list(getattr(user_info, "groups", None) or [])
 
 
 @app.command("approvals")
@@ -140,12 +146,13 @@ def list_approvals(
     if not items:
         out.print("No pending approvals." if not show_all else "No approvals.")
         return
-    header = (["NAMESPACE"] if all_namespaces else []) + ["NAME", "AGENT", "KIND", "TOOL", "ARGS", "PHASE", "AGE"]
+    header = (["NAMESPACE"] if all_namespaces else []) + ["NAME", "AGENT", "KIND", "TOOL", "ARGS", "PHASE", "APPROVALS", "AGE"]
     rows = []
     for item in sorted(items, key=lambda i: i["metadata"].get("creationTimestamp") or ""):
         args = json.dumps(item["spec"].get("arguments") or {}, sort_keys=True)
         row = [item["metadata"]["name"], item["spec"]["agentRef"], kind_of(item), item["spec"]["tool"],
-               args if len(args) <= 48 else args[:45] + "...", phase_of(item), _age(item["metadata"].get("creationTimestamp"))]
+               args if len(args) <= 48 else args[:45] + "...", phase_of(item), (item.get("status") or {}).get("approvals", ""),
+               _age(item["metadata"].get("creationTimestamp"))]
         rows.append(([item["metadata"]["namespace"]] if all_namespaces else []) + row)
     typer.echo(columns(header, rows))
 
@@ -195,15 +202,16 @@ def decide(client: Any, name: str, namespace: str, action: str, reason: str) -> 
     if kind_of(obj) == KIND_HITL:
         raise PluginError(f'toolapproval "{name}" is a hitl_request: this is a question from the model; answer it in '
                           "the chat (A2A). Nothing changed")
-    if obj["spec"].get("decision") or phase_of(obj) != "Pending":
+    if phase_of(obj) != "Pending":
         decided = obj["spec"].get("decision") or {}
         by = (obj.get("status") or {}).get("decidedBy") or decided.get("decidedBy") or "?"
-        raise PluginError(f'toolapproval "{name}" is already {phase_of(obj) if phase_of(obj) != "Pending" else "decided"}'
-                          f" (by {by}); nothing changed")
-    patch = {
-        "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
-        "spec": {"decision": {"action": action, "reason": reason, "decidedBy": whoami(client)}},
-    }
+        raise PluginError(f'toolapproval "{name}" is already {phase_of(obj)} (by {by}); nothing changed')
+    username, groups = identity(client)
+    votes = list(obj["spec"].get("votes") or [])
+    if any(v.get("by") == username for v in votes) or (obj["spec"].get("decision") or {}).get("decidedBy") == username:
+        raise PluginError(f'you ({username}) have already voted on toolapproval "{name}"; a person counts once')
+    votes.append({"by": username, "groups": groups, "action": action, "reason": reason})
+    patch = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": {"votes": votes}}
     try:
         return client.CustomObjectsApi().patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, patch)
     except Exception as exc:

@@ -8,6 +8,10 @@ Pure: a function of the AgentConfig and the call. Order of evaluation (first tha
 3. ``approval.requireForAllTools`` unless the tool is in ``exempt`` → require.
 4. Otherwise the call runs.
 
+A gated call also gets its approvers (:mod:`agent_runtime.authority`): the matching rule's own, else the
+tool's (``approval.tool_approvers``), else the default (``approval.approvers``), else None (whoever reaches
+the request decides alone).
+
 Anything unexpected in the arguments (a rule's argument that is not a string, say) makes a ``require``
 or ``deny`` rule apply rather than silently not match: doubt gates, it never allows.
 """
@@ -18,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent_runtime.agent_config import AgentConfig, RuleConfig
+from agent_runtime.agent_config import AgentConfig, ApproversConfig, RuleConfig
 from agent_runtime.globs import glob_match, normalise_path
 
 PolicyAction = Literal["allow", "require", "deny"]
@@ -28,6 +32,7 @@ PolicyAction = Literal["allow", "require", "deny"]
 class Decision:
     verdict: PolicyAction
     hint: str
+    approvers: ApproversConfig | None = None  # for a require verdict: who may decide
 
 
 
@@ -53,6 +58,10 @@ def _describe(rule: RuleConfig) -> str:
     return f"argument {rule.arg!r} matches {matcher}"
 
 
+def _approvers(config: AgentConfig, tool: str) -> ApproversConfig | None:
+    return config.approval.tool_approvers.get(tool) or config.approval.approvers
+
+
 def evaluate(config: AgentConfig, server: str | None, tool: str, args: dict[str, Any]) -> Decision:
     """Decide one call of ``tool`` (offered by MCP server ``server``, or None for built-in tools)."""
     for rule in config.approval.rules:
@@ -60,13 +69,13 @@ def evaluate(config: AgentConfig, server: str | None, tool: str, args: dict[str,
             if rule.action == "deny":
                 return Decision("deny", f"refused by policy: {_describe(rule)}")
             if rule.action == "require":
-                return Decision("require", f"approval required: {_describe(rule)}")
+                return Decision("require", f"approval required: {_describe(rule)}", rule.approvers or _approvers(config, tool))
             return Decision("allow", f"allowed by policy: {_describe(rule)}")
     for mcp in config.mcp_servers:
         if mcp.name == server and tool in mcp.require_approval:
-            return Decision("require", f"{tool} on {mcp.name} requires approval (requireApproval)")
+            return Decision("require", f"{tool} on {mcp.name} requires approval (requireApproval)", _approvers(config, tool))
     if config.approval.require_for_all_tools and tool not in config.approval.exempt:
-        return Decision("require", "every tool requires approval (requireForAllTools)")
+        return Decision("require", "every tool requires approval (requireForAllTools)", _approvers(config, tool))
     return Decision("allow", "not gated")
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 from google.adk.tools.base_tool import BaseTool
 
+from agent_runtime.agent_config import ApproversConfig
+
 
 @dataclass(frozen=True)
 class PendingCall:
@@ -22,6 +24,7 @@ class PendingCall:
     server: str | None
     args: dict[str, Any]
     hint: str
+    approvers: ApproversConfig | None = None  # who may decide it (policy.py), fixed when the call pauses
 
 
 @dataclass
@@ -30,6 +33,7 @@ class RunScope:
 
     task_id: str
     context_id: str
+    owner: str = ""  # the principal the run acts for: the task's owner, who asked for these calls
     pending: list[PendingCall] = field(default_factory=list)
     hitl: list[Any] = field(default_factory=list)  # the hitl_request question this run paused on (questions/tool.py)
     claimed: set[str] = field(default_factory=set)  # approved calls this run claimed: marked done when they return

@@ -3,12 +3,18 @@
 A pure function: no I/O, no clock, no environment. The operator calls it on every reconcile and the
 runtime calls it for ``serve -f manifest.yaml``. Every problem is collected with the field path of the
 resource it concerns, so one run reports all of them.
+
+Secrets the runtime reads as files (``spec.access``: bearer tokens, the JWT issuer's keys) are mounted by the
+operator under :data:`ACCESS_DIR`; the paths are defined here, once, and the AgentConfig carries only the paths.
+:func:`access_files` says which Secret key goes to which file.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from agent_runtime import agent_config as ac
 from agent_runtime import wire
@@ -16,6 +22,49 @@ from agent_runtime.durations import parse_duration
 from agent_runtime.errors import Problem, TranslationError
 from agent_runtime.globs import glob_to_regex
 from agent_runtime.resources import Agent, ModelConfig, RemoteMCPServer
+from agent_runtime.resources.agent import ApproversSpec
+
+# Where the operator mounts the access Secrets in the runtime's pod (read-only), and the file names there.
+ACCESS_DIR = "/var/run/gatehouse/access"
+TOKEN_FILE = posixpath.join(ACCESS_DIR, "tokens")
+JWKS_FILE = posixpath.join(ACCESS_DIR, "jwks.json")
+GENERATED_TOKEN_KEY = "tokens"  # the key of the token Secret the operator generates
+
+
+def generated_access_secret(agent_name: str) -> str:
+    """The Secret the operator generates for an Agent that names no ``spec.access.tokenSecretRef``."""
+    return f"{agent_name}-access"
+
+
+@dataclass(frozen=True)
+class SecretFile:
+    """One Secret key the runtime reads as the file ``path``; ``field`` names where the Agent asks for it."""
+
+    secret: str
+    key: str
+    path: str
+    field: str
+
+    @property
+    def file_name(self) -> str:
+        """``path`` relative to :data:`ACCESS_DIR` (the item's path in the mounted volume)."""
+        return posixpath.relpath(self.path, ACCESS_DIR)
+
+
+def access_files(agent: Agent) -> list[SecretFile]:
+    """The Secret keys mounted under :data:`ACCESS_DIR` for ``agent`` in a cluster, in a stable order: the token
+    Secret (``spec.access.tokenSecretRef``, else the generated ``<agent>-access``), then the JWKS when ``jwt`` is set."""
+    access = agent.spec.access
+    ref = access.token_secret_ref
+    if ref is not None:
+        files = [SecretFile(ref.name, ref.key, TOKEN_FILE, "spec.access.tokenSecretRef")]
+    else:
+        name = generated_access_secret(agent.name)
+        files = [SecretFile(name, GENERATED_TOKEN_KEY, TOKEN_FILE, f"generated Secret {name!r}")]
+    if access.jwt is not None:
+        jwks = access.jwt.jwks_secret_ref
+        files.append(SecretFile(jwks.name, jwks.key, JWKS_FILE, "spec.access.jwt.jwksSecretRef"))
+    return files
 
 
 def env_name(*parts: str) -> str:
@@ -141,6 +190,7 @@ def _policy(agent: Agent, problems: list[Problem]) -> ac.ApprovalPolicy:
     for i, name in enumerate(spec.exempt):
         if name not in known:
             problems.append(Problem(f"spec.approval.exempt[{i}]", f"unknown tool {name!r}; known tools: {sorted(known)}"))
+    default_approvers = _approvers(spec.approvers, "spec.approval.approvers", problems)
     rules = []
     for i, rule in enumerate(spec.rules):
         path = f"spec.approval.rules[{i}]"
@@ -151,6 +201,13 @@ def _policy(agent: Agent, problems: list[Problem]) -> ac.ApprovalPolicy:
             _check_regex(when.regex, f"{path}.when.regex", problems)
         if when is not None and when.glob is not None:
             glob_to_regex(when.glob)  # always compiles; kept here so a future syntax error surfaces at translation
+        if rule.approvers is not None and rule.action != "require":
+            problems.append(
+                Problem(
+                    f"{path}.approvers",
+                    f"approvers apply only to action require; this rule's action {rule.action!r} never waits for a decision",
+                )
+            )
         rules.append(
             ac.RuleConfig(
                 tool=rule.tool,
@@ -158,9 +215,30 @@ def _policy(agent: Agent, problems: list[Problem]) -> ac.ApprovalPolicy:
                 arg=when.arg if when else None,
                 glob=when.glob if when else None,
                 regex=when.regex if when else None,
+                approvers=_approvers(rule.approvers, f"{path}.approvers", problems),
             )
         )
+    tool_approvers: dict[str, ac.ApproversConfig] = {}
+    first: dict[str, int] = {}
+    for i, entry in enumerate(spec.tool_approvers):
+        path = f"spec.approval.toolApprovers[{i}]"
+        if entry.tool not in known:
+            problems.append(Problem(f"{path}.tool", f"unknown tool {entry.tool!r}; known tools: {sorted(known)}"))
+        approvers = _approvers(entry.approvers, f"{path}.approvers", problems)
+        if entry.tool in first:
+            problems.append(
+                Problem(
+                    f"{path}.tool",
+                    f"tool {entry.tool!r} is already named in spec.approval.toolApprovers[{first[entry.tool]}]; "
+                    "give each tool one approvers block",
+                )
+            )
+            continue
+        first[entry.tool] = i
+        if approvers is not None:
+            tool_approvers[entry.tool] = approvers
     timeout = _duration(spec.timeout, "spec.approval.timeout", problems)
+    grant_ttl = _duration(spec.grant_ttl, "spec.approval.grantTTL", problems)
     return ac.ApprovalPolicy(
         require_for_all_tools=spec.require_for_all_tools,
         exempt=list(spec.exempt),
@@ -168,6 +246,87 @@ def _policy(agent: Agent, problems: list[Problem]) -> ac.ApprovalPolicy:
         timeout_seconds=timeout,
         on_timeout=spec.on_timeout,
         allow_session_grants=spec.allow_session_grants,
+        approvers=default_approvers,
+        tool_approvers=tool_approvers,
+        grant_ttl_seconds=grant_ttl,
+    )
+
+
+def _approvers(spec: ApproversSpec | None, path: str, problems: list[Problem]) -> ac.ApproversConfig | None:
+    """One approvers block; refused when nobody could ever approve under it."""
+    if spec is None:
+        return None
+    users, groups = list(dict.fromkeys(spec.users)), list(dict.fromkeys(spec.groups))
+    if not users and not groups:
+        problems.append(
+            Problem(path, "lists neither users nor groups: nobody could approve; name at least one user or group")
+        )
+    elif not groups and spec.required > len(users):
+        problems.append(
+            Problem(
+                f"{path}.required",
+                f"{spec.required} approvals are required but only {len(users)} user(s) are listed and no groups: "
+                "no call could ever be approved; lower required, or add users or groups",
+            )
+        )
+    return ac.ApproversConfig(users=users, groups=groups, required=spec.required, allow_requester=spec.allow_requester)
+
+
+def _access(agent: Agent, in_cluster: bool, problems: list[Problem]) -> ac.AccessConfig:
+    access = agent.spec.access
+    principals: dict[str, int] = {}
+    for i, identity in enumerate(access.identities):
+        if identity.principal in principals:
+            problems.append(
+                Problem(
+                    f"spec.access.identities[{i}].principal",
+                    f"{identity.principal!r} is already listed at spec.access.identities[{principals[identity.principal]}]",
+                )
+            )
+        else:
+            principals[identity.principal] = i
+    alias_of: dict[str, tuple[str, str]] = {}  # alias -> (its principal, where it was given)
+    for i, identity in enumerate(access.identities):
+        for j, alias in enumerate(identity.aliases):
+            path = f"spec.access.identities[{i}].aliases[{j}]"
+            if alias == identity.principal:
+                continue
+            if alias in principals:
+                problems.append(
+                    Problem(
+                        path,
+                        f"{alias!r} is the principal of spec.access.identities[{principals[alias]}]: a name must resolve to "
+                        "one principal",
+                    )
+                )
+            elif alias in alias_of and alias_of[alias][0] != identity.principal:
+                other, where = alias_of[alias]
+                problems.append(
+                    Problem(
+                        path,
+                        f"alias {alias!r} is also given to principal {other!r} ({where}): a name must resolve to one principal",
+                    )
+                )
+            else:
+                alias_of.setdefault(alias, (identity.principal, path))
+    jwt = None
+    if access.jwt is not None:
+        spec = access.jwt
+        jwt = ac.JwtConfig(
+            jwks_file=JWKS_FILE,
+            issuer=spec.issuer,
+            audience=spec.audience,
+            principal_claim=spec.principal_claim,
+            groups_claim=spec.groups_claim,
+        )
+    return ac.AccessConfig(
+        token_file=TOKEN_FILE if access.token_secret_ref is not None or in_cluster else None,
+        jwt=jwt,
+        kubernetes_tokens=False,
+        identities=[
+            ac.IdentityConfig(principal=i.principal, aliases=list(dict.fromkeys(i.aliases))) for i in access.identities
+        ],
+        unowned_tasks_owner=access.unowned_tasks_owner,
     )
 
 
@@ -175,12 +334,20 @@ def translate(
     agent: Agent,
     model_configs: Mapping[str, ModelConfig],
     mcp_servers: Mapping[str, RemoteMCPServer],
+    *,
+    in_cluster: bool = False,
 ) -> ac.AgentConfig:
-    """Build the AgentConfig for ``agent``; raise :class:`TranslationError` listing every problem."""
+    """Build the AgentConfig for ``agent``; raise :class:`TranslationError` listing every problem.
+
+    ``in_cluster``: the config is for the pods the operator runs, which always have a token file at
+    :data:`TOKEN_FILE` (the Agent's ``tokenSecretRef``, else the Secret the operator generates). Without it
+    (``serve -f``, ``gatehouse render``) ``access.token_file`` is set only when the Agent names a token Secret.
+    """
     problems: list[Problem] = []
     model = _model(agent, model_configs, problems)
     servers = _servers(agent, mcp_servers, problems)
     policy = _policy(agent, problems)
+    access = _access(agent, in_cluster, problems)
     if problems or model is None:
         raise TranslationError(problems)
     spec = agent.spec
@@ -198,6 +365,7 @@ def translate(
         mcp_servers=servers,
         approval=policy,
         human_tools=ac.HumanTools(hitl_request=spec.human_tools.hitl_request),
+        access=access,
         card=card,
     )
 

@@ -32,6 +32,26 @@ class WireModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class VoteView(WireModel):
+    """One counted vote on a request."""
+
+    by: str
+    vote: Literal["approve", "deny"]
+    via: str = ""  # the channel: a2a, rest, kubectl
+
+
+class Approvers(WireModel):
+    """Who may decide a request and how far it got: enough for a client to show "1 of 2, waiting for sre"."""
+
+    required: int = 1
+    users: list[str] = Field(default_factory=list)
+    groups: list[str] = Field(default_factory=list)
+    allow_requester: bool = True
+    requested_by: str = ""
+    votes: list[VoteView] = Field(default_factory=list)
+    waiting_for: str = ""  # in words: who may still decide
+
+
 class ActionRequest(WireModel):
     """One gated call waiting for a decision, as the client sees it."""
 
@@ -42,6 +62,7 @@ class ActionRequest(WireModel):
     hint: str = ""
     expires_at: str
     approval: str | None = None
+    approvers: Approvers | None = None  # present when the Agent names approvers for this call
 
 
 class ApprovalInterrupt(WireModel):

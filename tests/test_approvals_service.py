@@ -47,7 +47,8 @@ async def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(tmp_path: Path) -> No
 async def test_pending_requests_are_listed_in_order(service: ApprovalService) -> None:
     await service.add_pending([record("apr-2", path="b"), record("apr-1", path="a", created=99.0), record("apr-9", task_id="t2")])
     assert [r.id for r in await service.for_task("t1")] == ["apr-1", "apr-2"]
-    assert [r.id for r in await service.pending_in_context("c1")] != []
+    assert [r.id for r in await service.pending_in_context("c1", "")] != []  # records here carry no requester
+    assert await service.pending_in_context("c1", "mallory") == []  # another principal's context id shows nothing
     assert await service.pending_count() == 3
     got = (await service.for_task("t1"))[0]
     assert got.args == {"path": "a"} and got.status == "pending" and got.exec_state == "none"

@@ -69,7 +69,7 @@ class Rest:
 
 @pytest.fixture
 def rpc(env: Env) -> Rpc:
-    return Rpc(env.proc.url)
+    return Rpc(env.proc.url, "tok-bob")  # bob starts the conversations; alice and others decide over REST
 
 
 @pytest.fixture
@@ -91,12 +91,14 @@ def _finished(rpc: Rpc, task: dict[str, Any]) -> dict[str, Any]:
 def test_auth_list_get_decide_idempotency_conflicts(env: Env, rpc: Rpc, alice: Rest) -> None:
     task = _pause(rpc, env.tools, "rest-flow.txt")
     (rid,) = request_ids(task)
-    # 401 without a token and with a wrong one; A2A and probes are not affected.
+    # 401 without a token and with a wrong one, on REST and A2A alike; the probes and the card stay public.
     for rest in (Rest(env.proc.url, None), Rest(env.proc.url, "tok-wrong")):
-        for reply in (rest.client.get("/approvals"), rest.client.get(f"/approvals/{rid}"), rest.decide(rid, "approve")):
-            assert reply.status_code == 401 and reply.headers["www-authenticate"] == "Bearer"
+        for reply in (rest.client.get("/approvals"), rest.client.get(f"/approvals/{rid}"), rest.decide(rid, "approve"),
+                      rest.client.post("/", json={"jsonrpc": "2.0", "id": "1", "method": "GetTask", "params": {"id": task["id"]}})):
+            assert reply.status_code == 401 and reply.headers["www-authenticate"].startswith("Bearer")
             assert "Bearer" in ProblemDetails.model_validate_json(reply.content).error
     assert httpx.get(f"{env.proc.url}/readyz").status_code == 200
+    assert httpx.get(f"{env.proc.url}/.well-known/agent-card.json").json()["securitySchemes"]["token"]["httpAuthSecurityScheme"]
     # List (default pending) and get: 202 + Retry-After while pending.
     listed = ApprovalList.model_validate_json(alice.client.get("/approvals").content).approvals
     mine = next(a for a in listed if a.id == rid)

@@ -21,6 +21,7 @@ from agent_runtime import wire
 from agent_runtime.app.factory import Runtime, build_app
 from agent_runtime.app.settings import RuntimeSettings
 from agent_runtime.approvals import AlreadyDecided, Resolution, deciders
+from agent_runtime.authority import Vote
 from agent_runtime.manifests import select_agent_config
 from agent_runtime.rest import RestSettings
 from agent_runtime.server.decide_one import UnknownRequest
@@ -84,7 +85,7 @@ async def test_auth_off_rest_decides_one_and_a2a_finishes_the_pause(make_app: Ca
         task = await app.pause("mix-a.txt", "mix-b.txt")
         first, second = request_ids(task)
         reply = await app.decide(first, "deny", "a stays")  # no token needed when none is configured
-        assert reply.status_code == 200 and reply.json()["approval"]["decided_by"] == "rest"
+        assert reply.status_code == 200 and reply.json()["approval"]["decided_by"] == "anonymous"
         # The A2A client decides what is left; the resumed turn answers both calls of the pause.
         stale = await app.send(data=wire.batch({first: True, second: True}), task=task)
         assert state(stale["task"]) == "TASK_STATE_INPUT_REQUIRED" and "Already decided" in status_text(stale["task"])
@@ -101,14 +102,14 @@ async def test_auth_off_rest_decides_one_and_a2a_finishes_the_pause(make_app: Ca
 async def test_decide_one_directly(make_app: Callable[..., Any]) -> None:
     async with make_app() as app:
         with pytest.raises(UnknownRequest):
-            await app.runtime.decide_one("apr-missing", Resolution("approved"), "kubernetes", "alice")
+            await app.runtime.decide_one("apr-missing", Vote("alice", frozenset(), "approve", "", "kubernetes"))
         task = await app.pause("direct.txt")
         (rid,) = request_ids(task)
-        decided = await app.runtime.decide_one(rid, Resolution("approved"), "kubernetes", "alice", wait=True)
+        decided = await app.runtime.decide_one(rid, Vote("alice", frozenset(), "approve", "", "kubernetes"), wait=True)
         assert decided.record.status == "approved" and decided.resume is not None and decided.resume.done()
         assert state(await app.get(task["id"])) == "TASK_STATE_COMPLETED"
         with pytest.raises(AlreadyDecided, match="approved by kubernetes"):
-            await app.runtime.decide_one(rid, Resolution("denied"), "rest", "bob")
+            await app.runtime.decide_one(rid, Vote("bob", frozenset(), "deny", "", "rest"))
         view = (await app.client.get(f"/approvals/{rid}")).json()
         assert (view["decided_by"], view["source"]) == ("alice", "kubernetes")
         assert len(app.tools.executions("delete_file", "direct.txt")) == 1

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_runtime.approvals import ApprovalRecord, Resolution
+from agent_runtime.approvals import ApprovalRecord
 from agent_runtime.approvals.events import ApprovalEvent
 from agent_runtime.database import Database
 from agent_runtime.metrics import Metrics
-from agent_runtime.rest.auth import parse_tokens, principal_for
 from agent_runtime.rest.idempotency import IdempotencyKeys
 from agent_runtime.rest.models import ApprovalEventData, ApprovalView, BodyError, DecisionBody
 from agent_runtime.rest.settings import RestSettings, load_rest_settings
@@ -66,38 +65,14 @@ async def test_a_full_webhook_queue_drops_and_counts_without_waiting() -> None:
     assert metrics.registry.get_sample_value("gatehouse_webhook_deliveries_total", {"result": "dropped"}) == 1
 
 
-# --- tokens -----------------------------------------------------------------------------------
-
-
-def test_token_file_lines() -> None:
-    tokens = parse_tokens("# comment\n\nalice:tok-a\n bob : tok-b \nbare\n", "rest")
-    assert tokens == {"tok-a": "alice", "tok-b": "bob", "bare": "rest"}
-    with pytest.raises(ValueError, match="line 1"):
-        parse_tokens(":no-principal", "rest")
-    with pytest.raises(ValueError, match="line 2"):
-        parse_tokens("ok\nalice:", "rest")
-    assert parse_tokens("", "rest") == {}
-
-
-def test_bearer_header_is_checked_against_every_token() -> None:
-    tokens = {"tok-a": "alice", "tok-b": "bob"}
-    assert principal_for(tokens, "Bearer tok-b") == "bob"
-    assert principal_for(tokens, "bearer  tok-a ") == "alice"
-    for header in (None, "", "Bearer", "Bearer ", "Basic tok-a", "Bearer tok-c", "Bearer tok-a2", "tok-a"):
-        assert principal_for(tokens, header) is None, header
-
-
 def test_rest_settings_from_options_and_environment(tmp_path: Path) -> None:
-    (tmp_path / "tokens").write_text("carol:tok-c\n")
     (tmp_path / "secret").write_text("from-file\n")
-    assert not load_rest_settings(env={}).auth
-    from_env = load_rest_settings(env={"GATEHOUSE_API_TOKEN": "tok-env", "GATEHOUSE_WEBHOOKS": "http://a http://b",
-                                       "GATEHOUSE_WEBHOOK_SECRET": "env-secret"})
-    assert from_env.tokens == {"tok-env": "rest"} and from_env.webhooks == ("http://a", "http://b")
+    from_env = load_rest_settings(env={"GATEHOUSE_WEBHOOKS": "http://a http://b", "GATEHOUSE_WEBHOOK_SECRET": "env-secret"})
+    assert from_env.webhooks == ("http://a", "http://b")
     assert from_env.webhook_secret == b"env-secret"
-    from_files = load_rest_settings(token_file=tmp_path / "tokens", webhooks=["http://c"], webhook_format="slack",
-                                    webhook_secret_file=tmp_path / "secret", env={"GATEHOUSE_API_TOKEN": "ignored"})
-    assert from_files.tokens == {"tok-c": "carol"} and from_files.webhooks == ("http://c",)
+    from_files = load_rest_settings(webhooks=["http://c"], webhook_format="slack", webhook_secret_file=tmp_path / "secret",
+                                    env={"GATEHOUSE_WEBHOOK_SECRET": "ignored"})
+    assert from_files.webhooks == ("http://c",)
     assert from_files.webhook_format == "slack" and from_files.webhook_secret == b"from-file"
     with pytest.raises(ValueError, match="json or slack"):
         load_rest_settings(webhook_format="xml", env={})
@@ -107,8 +82,8 @@ def test_rest_settings_from_options_and_environment(tmp_path: Path) -> None:
 
 
 def test_decision_body_parser() -> None:
-    assert DecisionBody.parse(b'{"decision": "approve"}').resolution() == Resolution("approved", "")
-    assert DecisionBody.parse(b'{"decision": "deny", "reason": "no"}').resolution() == Resolution("denied", "no")
+    assert DecisionBody.parse(b'{"decision": "approve"}') == DecisionBody(decision="approve")
+    assert DecisionBody.parse(b'{"decision": "deny", "reason": "no"}') == DecisionBody(decision="deny", reason="no")
     cases = {
         b"": "must be a JSON object", b"nope": "not JSON", b"[]": "must be a JSON object",
         b'{"decision": "yes"}': "decision: Input should be 'approve' or 'deny'",

@@ -108,7 +108,7 @@ async def test_a_paused_conversation_dropped_from_memory_resumes_with_its_histor
             break
         await asyncio.sleep(0.1)
     assert await registry.get(first["id"]) is None
-    assert (runtime.settings.config.name, "a2a", first["contextId"]) not in runtime.sessions._cache
+    assert (runtime.settings.config.name, "anonymous", first["contextId"]) not in runtime.sessions._cache
     assert all(key[1] != first["id"] for key in runtime.task_store._cache)
 
     done = (await app.send(data=wire.approve_all(), task=first))["task"]
@@ -128,7 +128,7 @@ async def test_a_paused_conversation_dropped_from_memory_resumes_with_its_histor
 
     async def shape(task: dict[str, Any], name: str) -> list[tuple[str, list[str], list[str], str]]:
         session = await runtime.sessions.get_session(
-            app_name=runtime.settings.config.name, user_id="a2a", session_id=task["contextId"]
+            app_name=runtime.settings.config.name, user_id="anonymous", session_id=task["contextId"]
         )
         assert session is not None
         parts = [(e, e.content.parts if e.content and e.content.parts else []) for e in session.events]
@@ -141,7 +141,7 @@ async def test_a_paused_conversation_dropped_from_memory_resumes_with_its_histor
     kept, reference = await shape(first, "kept.txt"), await shape(control, "control.txt")
     assert kept == reference and kept[0] == ("user", [], [], "delete F")
     app_name = runtime.settings.config.name
-    session = await runtime.sessions.get_session(app_name=app_name, user_id="a2a", session_id=first["contextId"])
+    session = await runtime.sessions.get_session(app_name=app_name, user_id="anonymous", session_id=first["contextId"])
     assert session is not None
     results = [r.response for e in session.events for r in e.get_function_responses() if r.name == "delete_file"]
     assert "deleted /kept.txt" in str(results[-1])

@@ -45,15 +45,30 @@ _import_a2a_server_without_grpc()
 # ruff: noqa: E402  (the imports below come after the workaround on purpose)
 from a2a.server.agent_execution import SimpleRequestContextBuilder
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    HTTPAuthSecurityScheme,
+    SecurityRequirement,
+    SecurityScheme,
+    StringList,
+)
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
 from google.adk.tools.mcp_tool import McpToolset
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from agent_runtime.access.authenticator import Authenticator
+from agent_runtime.access.jwt_tokens import JwtMethod
+from agent_runtime.access.methods import BearerMethod, TokenFileMethod
+from agent_runtime.access.middleware import PrincipalContextBuilder, RequirePrincipal
+from agent_runtime.access.settings import is_loopback
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.app.settings import RuntimeSettings
 from agent_runtime.approvals import ApprovalService
@@ -61,6 +76,7 @@ from agent_runtime.database import Database
 from agent_runtime.fresh_ids import FreshIds
 from agent_runtime.kube.bridge import KubeBridge
 from agent_runtime.kube.objects import approval_name
+from agent_runtime.kube.token_review import TokenReviewMethod
 from agent_runtime.metrics import Metrics
 from agent_runtime.models.factory import build_model
 from agent_runtime.questions.flow import HitlRuntime
@@ -73,13 +89,24 @@ from agent_runtime.server.sessions import DurableSessionService
 from agent_runtime.server.sweeper import TimeoutSweeper
 from agent_runtime.server.task_store import CachedTaskStore
 from agent_runtime.server.toolsets import build_toolset, list_tool_servers
-from agent_runtime.server.turns import TurnRunner
+from agent_runtime.server.turns import LEGACY_USER_ID, TurnRunner
 
 log = logging.getLogger(__name__)
 
 
-def agent_card(config: AgentConfig, url: str) -> AgentCard:
+def agent_card(config: AgentConfig, url: str, schemes: dict[str, dict[str, str]] | None = None) -> AgentCard:
+    """The public card; ``schemes`` (the authenticator's) become ``securitySchemes``, any one of which is enough."""
+    security = {
+        name: SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(
+            scheme=scheme.get("scheme", "Bearer"), bearer_format=scheme.get("bearerFormat", ""),
+            description=scheme.get("description", ""),
+        ))
+        for name, scheme in (schemes or {}).items()
+    }
+    requirements = [SecurityRequirement(schemes={name: StringList()}) for name in security]
     return AgentCard(
+        security_schemes=security,
+        security_requirements=requirements,
         name=config.card.name,
         description=config.card.description or config.description,
         version=config.card.version,
@@ -122,7 +149,8 @@ class Runtime:
     async def open(self) -> None:
         await self.sessions.create_tables()
         await self.task_store.initialize()
-        await self.approvals.create_tables()
+        found = await self.approvals.create_tables()
+        await self._adopt_unowned(found)
         if self.hitl is not None:
             await self.hitl.open()
         self.metrics.pending.set(await self.approvals.pending_count())
@@ -130,6 +158,17 @@ class Runtime:
         if self.kube is not None:
             self.kube.start()
         self._lister = asyncio.create_task(self._list_tools(), name="gatehouse-list-tools")
+
+    async def _adopt_unowned(self, version_found: int) -> None:
+        """Tasks, sessions and requests written before they had owners go to one principal, never to everyone."""
+        access = self.settings.access
+        owner = access.owner_of_unowned(authenticated=access.configured)
+        tasks = await self.task_store.adopt_unowned(owner)
+        sessions = await self.sessions.adopt(LEGACY_USER_ID, owner)
+        requests = await self.approvals.adopt_unowned(owner)
+        if tasks or sessions or requests:
+            log.warning("state from before task owners (version %d): %d task(s), %d conversation(s) and %d request(s) "
+                        "now belong to %r", version_found, tasks, sessions, requests, owner)
 
     async def _list_tools(self) -> None:
         """List the MCP tools once (retrying until the servers answer); then the runtime is ready."""
@@ -190,7 +229,8 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     turns = TurnRunner(runner, sessions, approvals, metrics, config.approval.timeout_seconds, questions=hitl.recorder.record)
     name_of = (lambda request_id: approval_name(config.name, request_id)) if settings.kube else None
     executor = GatehouseExecutor(
-        config, turns, approvals, metrics, single_process=db.sqlite, approval_name=name_of, hitl=hitl.flow_for(turns)
+        config, turns, approvals, metrics, single_process=db.sqlite, approval_name=name_of, hitl=hitl.flow_for(turns),
+        owner_of=task_store.owner_of,
     )
     handler = GatehouseRequestHandler(
         agent_executor=executor, task_store=task_store, agent_card=agent_card(config, settings.url), approvals=approvals,
@@ -200,19 +240,45 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
         # this long; the store keeps the task, and a decision or a subscription recreates it from there.
         interrupted_task_timeout=1.0,
     )
-    resumer = Resumer(handler)
+    resumer = Resumer(handler, task_store.owner_of)
     sweeper = TimeoutSweeper(approvals, resumer, config.approval.on_timeout, settings.sweep_interval)
     hitl.watch(handler, settings.sweep_interval)
-    kube = KubeBridge(settings.kube, config.name, approvals, resumer, hitl=hitl.store) if settings.kube else None
     decide = DecideOne(approvals, metrics, resumer, task_store)
+    kube = KubeBridge(
+        settings.kube, config.name, approvals, decide, hitl=hitl.store, identities=settings.access.identities,
+    ) if settings.kube else None
     return Runtime(
         settings, db, metrics, approvals, sessions, task_store, toolsets, gate, handler, resumer, sweeper, decide,
         kube=kube, hitl=hitl,
     )
 
 
+def build_authenticator(settings: RuntimeSettings, runtime: Runtime) -> Authenticator:
+    """The one authenticator of every channel; refuses an open, anonymous runtime on a non-loopback address."""
+    access = settings.access
+    methods: list[BearerMethod] = []
+    if access.tokens:
+        methods.append(TokenFileMethod(access.tokens))
+    if access.jwt is not None:
+        methods.append(JwtMethod(access.jwt))
+    if access.kubernetes_tokens and runtime.kube is not None:
+        methods.append(TokenReviewMethod(runtime.kube.client))
+    authenticator = Authenticator(methods, access.identities)
+    if not authenticator.required and not is_loopback(settings.host) and not access.allow_anonymous_remote:
+        raise ValueError(
+            f"refusing to serve {settings.host} without authentication: configure tokens (--api-token-file), a JWT issuer "
+            "or Kubernetes tokens in the Agent's access settings, serve 127.0.0.1, or pass --insecure-allow-anonymous"
+        )
+    if not authenticator.required and not is_loopback(settings.host):
+        log.warning("INSECURE: anyone who can reach %s:%d may use this agent and decide its calls "
+                    "(--insecure-allow-anonymous)", settings.host, settings.port)
+    return authenticator
+
+
 def build_app(settings: RuntimeSettings) -> Starlette:
     runtime = build_runtime(settings)
+    authenticator = build_authenticator(settings, runtime)
+    insecure = not authenticator.required and not is_loopback(settings.host)
     rest = RestApi(
         settings.rest, agent=settings.config.name, db=runtime.db, approvals=runtime.approvals, metrics=runtime.metrics,
         decide_one=runtime.decide_one, ready=lambda: runtime.ready,
@@ -222,9 +288,10 @@ def build_app(settings: RuntimeSettings) -> Starlette:
         return JSONResponse({"status": "ok"})
 
     async def readyz(_: Request) -> Response:
+        warning = {"warning": "anonymous access allowed (--insecure-allow-anonymous)"} if insecure else {}
         if runtime.ready:
-            return JSONResponse({"status": "ready"})
-        return JSONResponse({"status": "starting", "problems": runtime.problems}, status_code=503)
+            return JSONResponse({"status": "ready", **warning})
+        return JSONResponse({"status": "starting", "problems": runtime.problems, **warning}, status_code=503)
 
     async def metrics(_: Request) -> Response:
         body, content_type = runtime.metrics.render()
@@ -250,12 +317,12 @@ def build_app(settings: RuntimeSettings) -> Starlette:
         Route("/readyz", readyz),
         Route("/metrics", metrics),
         *rest.routes,
-        *create_agent_card_routes(agent_card(settings.config, settings.url)),
-        *create_jsonrpc_routes(runtime.handler, rpc_url="/"),
+        *create_agent_card_routes(agent_card(settings.config, settings.url, authenticator.security_schemes())),
+        *create_jsonrpc_routes(runtime.handler, rpc_url="/", context_builder=PrincipalContextBuilder()),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(RequirePrincipal, authenticator=authenticator)])
     app.state.runtime = runtime
     return app
 
 
-__all__ = ["Runtime", "agent_card", "build_app", "build_runtime"]
+__all__ = ["Runtime", "agent_card", "build_app", "build_authenticator", "build_runtime"]

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent_runtime.access.settings import AccessSettings
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.database import default_database_url
 from agent_runtime.kube.settings import KubeSettings
@@ -21,7 +22,8 @@ class RuntimeSettings:
     database_url: str | None = None
     public_url: str | None = None
     sweep_interval: float = 0.25
-    rest: RestSettings = field(default_factory=RestSettings)  # REST auth, webhooks
+    rest: RestSettings = field(default_factory=RestSettings)  # webhooks
+    access: AccessSettings = field(default_factory=AccessSettings)  # who may call (every channel), who is who
     kube: KubeSettings | None = None  # Kubernetes-visible approvals (agent_runtime.kube), off when None
 
     @property

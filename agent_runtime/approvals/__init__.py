@@ -2,6 +2,8 @@
 
 from agent_runtime.approvals import deciders  # its table joins the approvals' metadata (created at start-up)
 from agent_runtime.approvals.records import ApprovalRecord, Resolution, args_hash, iso_utc
-from agent_runtime.approvals.service import AlreadyDecided, ApprovalService, Claim
+from agent_runtime.approvals.service import AlreadyDecided, ApprovalService, Claim, Voted
 
-__all__ = ["AlreadyDecided", "ApprovalRecord", "ApprovalService", "Claim", "Resolution", "args_hash", "deciders", "iso_utc"]
+__all__ = [
+    "AlreadyDecided", "ApprovalRecord", "ApprovalService", "Claim", "Resolution", "Voted", "args_hash", "deciders", "iso_utc",
+]

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from sqlalchemy import Connection, select
 
-from agent_runtime.approvals.service import deciders  # on the approvals' own metadata: created with them at start-up
+from agent_runtime.approvals.tables import deciders  # on the approvals' own metadata: created with them at start-up
 from agent_runtime.database import Database
 
 

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from agent_runtime import wire
+from agent_runtime.agent_config import ApproversConfig
+from agent_runtime.authority import Vote, tally, who_may_decide
 
 ApprovalStatus = Literal["pending", "approved", "denied", "expired"]
 ExecState = Literal["none", "started", "done"]
@@ -73,11 +76,26 @@ class ApprovalRecord:
     source: str = ""
     decided_at: float | None = None
     exec_state: ExecState = "none"
+    requested_by: str = ""  # the principal whose task asked for the call ("" before requests recorded it)
+    approvers: ApproversConfig | None = None  # who may decide (agent_runtime.authority); None: whoever reaches it
 
-    def action_request(self) -> wire.ActionRequest:
+    def action_request(self, votes: Sequence[Vote] = ()) -> wire.ActionRequest:
+        """As the client sees it; ``votes``: the counted votes so far (shown when the call has approvers)."""
         return wire.ActionRequest(
             id=self.id, name=self.tool, args=self.args, call_id=self.call_id, hint=self.hint,
-            expires_at=iso_utc(self.expires_at), approval=None,
+            expires_at=iso_utc(self.expires_at), approval=None, approvers=self.approvers_view(votes),
+        )
+
+    def approvers_view(self, votes: Sequence[Vote] = ()) -> wire.Approvers | None:
+        a = self.approvers
+        if a is None:
+            return None
+        counted = tally(a, self.requested_by, votes)
+        waiting = "" if counted.outcome != "pending" else f"{counted.progress()}; {who_may_decide(a, self.requested_by)}"
+        return wire.Approvers(
+            required=a.required, users=list(a.users), groups=list(a.groups), allow_requester=a.allow_requester,
+            requested_by=self.requested_by, votes=[wire.VoteView(by=v.principal, vote=v.ballot, via=v.channel) for v in votes],
+            waiting_for=waiting,
         )
 
     def describe_decision(self) -> str:

@@ -21,49 +21,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, Text, bindparam, func, select, update
+from sqlalchemy import Connection, bindparam, func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
+from agent_runtime.agent_config import ApproversConfig
+from agent_runtime.approvals import schema
+from agent_runtime.approvals import votes as vote_rows
 from agent_runtime.approvals.events import ApprovalEvents
-from agent_runtime.approvals.records import ApprovalRecord, Resolution
+from agent_runtime.approvals.records import ApprovalRecord, ApprovalStatus, Resolution
+from agent_runtime.approvals.tables import approvals, deciders, metadata, mirrored_objects
+from agent_runtime.authority import Judgement, Vote, judge
 from agent_runtime.database import Database
 from agent_runtime.fresh_ids import FreshIds
-
-metadata = MetaData()
-
-approvals = Table(
-    "gatehouse_approvals",
-    metadata,
-    Column("id", String(64), primary_key=True),
-    Column("task_id", String(128), nullable=False, index=True),
-    Column("context_id", String(128), nullable=False, index=True),
-    Column("confirmation_id", String(128), nullable=False),
-    Column("call_id", String(128), nullable=False, unique=True),
-    Column("tool", String(256), nullable=False),
-    Column("server", String(256)),
-    Column("args_json", Text, nullable=False),
-    Column("args_hash", String(64), nullable=False),
-    Column("hint", Text, nullable=False, default=""),
-    Column("created_at", Float, nullable=False),
-    Column("expires_at", Float, nullable=False, index=True),
-    Column("position", Integer, nullable=False, default=0),
-    Column("status", String(16), nullable=False, index=True),
-    Column("scope", String(16), nullable=False, default="once"),
-    Column("reason", Text, nullable=False, default=""),
-    Column("source", String(64), nullable=False, default=""),
-    Column("decided_at", Float),
-    Column("exec_state", String(16), nullable=False, default="none"),
-)
-
-# Who decided a request, where a channel knew the person (written and read by approvals/deciders.py).
-deciders = Table(
-    "gatehouse_approval_deciders",
-    metadata,
-    Column("request_id", String(64), primary_key=True),
-    Column("decided_by", String(256), nullable=False),
-    Column("decided_at", Float, nullable=False),
-)
-
 
 # The statements of the request path, built once (bind parameters): building a statement per call cost more
 # than running it on sqlite. (An UPDATE's parameters must not be named like a column.)
@@ -71,7 +40,11 @@ _ORDER = (approvals.c.created_at, approvals.c.position)
 _FOR_TASK = select(approvals).where(approvals.c.task_id == bindparam("task_id")).order_by(*_ORDER)
 _PENDING_FOR_TASK = _FOR_TASK.where(approvals.c.status == "pending")
 _BY_ID = select(approvals).where(approvals.c.id == bindparam("request_id"))
-_PENDING_IN_CONTEXT = select(approvals).where(approvals.c.context_id == bindparam("context_id"), approvals.c.status == "pending")
+_PENDING_IN_CONTEXT = select(approvals).where(
+    approvals.c.context_id == bindparam("context_id"), approvals.c.status == "pending",
+    approvals.c.requested_by == bindparam("owner"),
+)
+_LOCK = select(approvals).where(approvals.c.id == bindparam("request_id")).with_for_update()
 _DECIDE = (
     update(approvals)
     .where(approvals.c.id == bindparam("w_id"), approvals.c.task_id == bindparam("w_task_id"))
@@ -104,6 +77,19 @@ class AlreadyDecided(Exception):
 
 
 @dataclass(frozen=True)
+class Voted:
+    """One vote's effect: the request after it, and what the authority function said."""
+
+    record: ApprovalRecord
+    judgement: Judgement
+
+    @property
+    def decided(self) -> bool:
+        """This vote made the outcome final."""
+        return self.judgement.counted and self.judgement.tally.outcome != "pending"
+
+
+@dataclass(frozen=True)
 class Claim:
     """The answer to "may this approved call run now?"; ``problem`` says why not."""
 
@@ -122,7 +108,8 @@ def _row_to_record(row: Any) -> ApprovalRecord:
         call_id=m["call_id"], tool=m["tool"], server=m["server"], args=json.loads(m["args_json"]),
         args_hash=m["args_hash"], hint=m["hint"], created_at=m["created_at"], expires_at=m["expires_at"],
         position=m["position"], status=m["status"], scope=m["scope"], reason=m["reason"], source=m["source"],
-        decided_at=m["decided_at"], exec_state=m["exec_state"],
+        decided_at=m["decided_at"], exec_state=m["exec_state"], requested_by=m["requested_by"] or "",
+        approvers=ApproversConfig.model_validate_json(m["approvers_json"]) if m["approvers_json"] else None,
     )
 
 
@@ -132,7 +119,8 @@ def _record_to_row(r: ApprovalRecord) -> dict[str, Any]:
         "call_id": r.call_id, "tool": r.tool, "server": r.server, "args_json": json.dumps(r.args),
         "args_hash": r.args_hash, "hint": r.hint, "created_at": r.created_at, "expires_at": r.expires_at,
         "position": r.position, "status": r.status, "scope": r.scope, "reason": r.reason, "source": r.source,
-        "decided_at": r.decided_at, "exec_state": r.exec_state,
+        "decided_at": r.decided_at, "exec_state": r.exec_state, "requested_by": r.requested_by,
+        "approvers_json": r.approvers.model_dump_json() if r.approvers is not None else None,
     }
 
 
@@ -163,12 +151,17 @@ class ApprovalService:
         self.events = events or ApprovalEvents()
         self._fresh = fresh  # contexts with nothing stored yet (agent_runtime/fresh_ids.py)
 
-    async def create_tables(self) -> None:
+    async def create_tables(self) -> int:
+        """Create what is missing and upgrade an older state (approvals/schema.py); returns the version found."""
         try:
             await self._db.run(metadata.create_all)
         except (IntegrityError, OperationalError, ProgrammingError):
             # Another replica created them at the same moment; they exist now.
             await self._db.run(metadata.create_all)
+        try:
+            return await self._db.run(schema.upgrade)
+        except (OperationalError, ProgrammingError):
+            return await self._db.run(schema.upgrade)  # another replica added the same column at the same moment
 
     async def add_pending(self, records: Sequence[ApprovalRecord]) -> None:
         if records:
@@ -196,10 +189,11 @@ class ApprovalService:
             stmt = stmt.where(approvals.c.status == status)
         return await self._select(stmt.order_by(approvals.c.created_at.desc(), approvals.c.position).limit(limit))
 
-    async def pending_in_context(self, context_id: str) -> list[ApprovalRecord]:
+    async def pending_in_context(self, context_id: str, owner: str) -> list[ApprovalRecord]:
+        """``owner``'s pending requests in ``context_id`` (another principal's context id shows nothing)."""
         if self._fresh is not None and context_id in self._fresh:
             return []
-        return await self._select(_PENDING_IN_CONTEXT, {"context_id": context_id})
+        return await self._select(_PENDING_IN_CONTEXT, {"context_id": context_id, "owner": owner})
 
     async def decide(
         self, task_id: str, resolutions: dict[str, Resolution], source: str, known: Sequence[ApprovalRecord] = (),
@@ -243,6 +237,88 @@ class ApprovalService:
             decided = [records[i] for i in resolutions]
         await self.events.publish("decided", decided, source)
         return decided
+
+    async def vote(
+        self, task_id: str, votes: dict[str, Vote], *, scope: str = "once",
+        also: Callable[[Connection, float, list[Voted]], None] | None = None,
+    ) -> list[Voted]:
+        """Cast one vote on each named pending request of ``task_id`` (``{request_id: vote}``), judged by
+        :func:`agent_runtime.authority.judge`, in ONE transaction: every vote is recorded (counted or refused,
+        approvals/votes.py), and a request whose tally is final is decided (with who decided) like
+        :meth:`decide`. A request that is no longer pending raises :class:`AlreadyDecided` and nothing is
+        written. ``scope`` (once or session) applies to an approval this makes final.
+        ``also(conn, decided_at, results)`` runs in the same transaction (an idempotency key storing the answer),
+        whatever the judgement.
+        """
+        now = self._clock()
+
+        def transaction(conn: Connection) -> list[Voted]:
+            results: list[Voted] = []
+            lost: list[str] = []
+            for request_id, cast in votes.items():
+                row = conn.execute(_LOCK, {"request_id": request_id}).first()  # serialises votes on one request
+                if row is None or row._mapping["task_id"] != task_id or row._mapping["status"] != "pending":
+                    lost.append(request_id)
+                    continue
+                record = _row_to_record(row)
+                earlier = vote_rows.for_request(conn, request_id)
+                judgement = judge(record.approvers, record.requested_by, vote_rows.counted(earlier), cast)
+                vote_rows.write(conn, request_id, vote_rows.CastVote(cast, now, judgement.counted, judgement.refused))
+                tally = judgement.tally
+                if judgement.counted and tally.outcome != "pending":
+                    status: ApprovalStatus = "approved" if tally.outcome == "approved" else "denied"
+                    reason = tally.denied_by.reason if tally.denied_by is not None else cast.reason
+                    conn.execute(_DECIDE, {
+                        "w_id": request_id, "w_task_id": task_id, "new_status": status, "new_reason": reason,
+                        "new_scope": scope if status == "approved" else "once", "new_source": cast.channel,
+                        "new_decided_at": now,
+                    })
+                    decided_by = tally.denied_by.principal if tally.denied_by is not None else ", ".join(tally.approvals)
+                    conn.execute(deciders.insert().values(request_id=request_id, decided_by=decided_by, decided_at=now))
+                    record = replace(record, status=status, reason=reason, source=cast.channel, decided_at=now,
+                                     scope=scope if status == "approved" else "once")
+                results.append(Voted(record, judgement))
+            if lost:
+                raise _Lost(lost)
+            if also is not None:
+                also(conn, now, results)
+            return results
+
+        try:
+            results = await self._db.run(transaction)
+        except _Lost as exc:
+            records = {r.id: r for r in await self.for_task(task_id)}
+            raise AlreadyDecided([records[i] for i in exc.ids if i in records]) from None
+        decided = [v.record for v in results if v.decided]
+        if decided:
+            await self.events.publish("decided", decided, decided[0].source)
+        return results
+
+    async def counted_votes(self, request_ids: Sequence[str]) -> dict[str, list[Vote]]:
+        """The counted votes so far, per request (for the pause payload's ``approvers``)."""
+        found = await vote_rows.lookup(self._db, request_ids)
+        return {request_id: vote_rows.counted(cast) for request_id, cast in found.items()}
+
+    async def cast_votes(self, request_ids: Sequence[str]) -> dict[str, list[vote_rows.CastVote]]:
+        """Every vote recorded, counted or not, per request (the ToolApproval's status shows them)."""
+        return await vote_rows.lookup(self._db, request_ids)
+
+    async def remember_object(self, request_id: str, uid: str) -> None:
+        """The runtime created the Kubernetes object with ``uid`` for ``request_id`` (kept across restarts)."""
+        def write(conn: Connection) -> None:
+            conn.execute(mirrored_objects.delete().where(mirrored_objects.c.request_id == request_id))
+            conn.execute(mirrored_objects.insert().values(request_id=request_id, uid=uid))
+
+        await self._db.run(write)
+
+    async def object_uid(self, request_id: str) -> str | None:
+        stmt = select(mirrored_objects.c.uid).where(mirrored_objects.c.request_id == request_id)
+        return await self._db.run(lambda conn: conn.execute(stmt).scalar(), write=False)
+
+    async def adopt_unowned(self, owner: str) -> int:
+        """Requests recorded before they carried who asked: give them to ``owner`` (the tasks' new owner)."""
+        stmt = update(approvals).where(approvals.c.requested_by == "").values(requested_by=owner)
+        return int(await self._db.run(lambda conn: conn.execute(stmt).rowcount))
 
     async def claim_execution(self, call_id: str, tool: str, args_hash: str) -> Claim:
         def transaction(conn: Connection) -> Claim:
@@ -293,4 +369,4 @@ class ApprovalService:
         return int(await self._db.run(lambda conn: conn.execute(stmt).scalar() or 0, write=False))
 
 
-__all__ = ["AlreadyDecided", "ApprovalService", "Claim", "approvals", "deciders", "metadata"]
+__all__ = ["AlreadyDecided", "ApprovalService", "Claim", "Voted", "approvals", "deciders", "metadata"]

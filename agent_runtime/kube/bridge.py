@@ -16,22 +16,26 @@ from agent_runtime.kube.client import KubeClient
 from agent_runtime.kube.mirror import Mirror
 from agent_runtime.kube.settings import KubeSettings
 from agent_runtime.kube.watcher import DecisionWatcher
+from agent_runtime.principals import Identities
 from agent_runtime.questions.store import HitlStore
-from agent_runtime.server.resume import Resumer
+from agent_runtime.server.decide_one import DecideOne
 
 log = logging.getLogger(__name__)
 
 
 class KubeBridge:
     def __init__(
-        self, settings: KubeSettings, agent: str, approvals: ApprovalService, resumer: Resumer,
-        client: KubeClient | None = None, hitl: HitlStore | None = None,
+        self, settings: KubeSettings, agent: str, approvals: ApprovalService, decide_one: DecideOne,
+        client: KubeClient | None = None, hitl: HitlStore | None = None, identities: Identities | None = None,
     ) -> None:
         self.settings = settings
         self.agent = agent
         self.client = client or KubeClient.connect(settings.kubeconfig, settings.in_cluster)
         self.mirror = Mirror(self.client, approvals, agent, settings.namespace, settings.retention_seconds, hitl=hitl)
-        self.watcher = DecisionWatcher(self.client, self.mirror, approvals, resumer, settings.watch_seconds)
+        self.watcher = DecisionWatcher(
+            self.client, self.mirror, approvals, decide_one, settings.watch_seconds, identities=identities,
+            trust_kubectl=settings.trust_kubectl,
+        )
         self._approvals = approvals
         self._unsubscribe = approvals.events.subscribe(self.mirror.on_event)
         self._unsubscribe_hitl = hitl.subscribe(self.mirror.hitl_listener) if hitl is not None else None

@@ -200,21 +200,38 @@ class Mirror:
         return self._owner
 
     async def _create(self, body: dict[str, Any]) -> bool:
-        """Create the ToolApproval; False when it exists already."""
+        """Create the ToolApproval; False when it exists already. The uid of a ToolApproval of a tool call is kept
+        in the database: only votes on objects this runtime created count (kube/watcher.py)."""
         try:
-            await self._client.create(self.collection, body)
-            return True
+            created = await self._client.create(self.collection, body)
         except KubeError as exc:
             if exc.status == 409:
                 return False
             raise
+        request_id = (body.get("spec") or {}).get("requestId", "")
+        uid = (created.get("metadata") or {}).get("uid")
+        if uid and not objects.is_hitl(body):
+            await self._approvals.remember_object(request_id, uid)
+        return True
+
+    def sync_votes(self, record: ApprovalRecord) -> None:
+        """Queue: show the votes so far on a still-pending ToolApproval (``APPROVALS 1/2``)."""
+        name = objects.approval_name(self.agent, record.id)
+        self._put(f"votes {name}", lambda: self._sync_votes(record), attempts=5)
+
+    async def _sync_votes(self, record: ApprovalRecord) -> None:
+        cast = (await self._approvals.cast_votes([record.id])).get(record.id, [])
+        body = {"status": {"phase": "Pending", **objects.votes_status(record, cast)}}
+        await self._client.merge_patch(f"{self.path(objects.approval_name(self.agent, record.id))}/status", body)
 
     async def _sync(self, record: ApprovalRecord, decided_by: str = "") -> None:
         async def body() -> dict[str, Any]:
             return objects.tool_approval(record, self.agent, self.namespace, await self._agent())
 
         finished = None if record.status == "pending" else record.decided_at or self._clock()
-        await self._write(objects.approval_name(self.agent, record.id), body, objects.status(record, decided_by), finished)
+        cast = (await self._approvals.cast_votes([record.id])).get(record.id, []) if finished is not None else []
+        status = objects.status(record, decided_by or objects.voters(record, cast), cast)
+        await self._write(objects.approval_name(self.agent, record.id), body, status, finished)
 
     async def _sync_hitl(self, record: HitlRecord) -> None:
         async def body() -> dict[str, Any]:

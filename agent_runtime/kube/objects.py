@@ -8,16 +8,20 @@ A2A pause before the object exists.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from agent_runtime.approvals import ApprovalRecord, iso_utc
+from agent_runtime.approvals.votes import CastVote
+from agent_runtime.authority import tally
 from agent_runtime.questions.store import HitlRecord
 from agent_runtime.resources import API_VERSION
 from agent_runtime.resources.tool_approval import KIND_APPROVAL, KIND_HITL, LABEL_AGENT, LABEL_CONTEXT, LABEL_KIND
 
 COMPONENT = "gatehouse.dev"
 FINAL_PHASES = frozenset({"Approved", "Denied", "Expired", "Canceled"})
-SOURCES = frozenset({"a2a", "kubectl", "rest", "timeout"})
+SOURCES = frozenset({"a2a", "kubectl", "rest", "timeout", "grant", "cancel"})
 
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
 _NOT_LABEL = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -81,6 +85,37 @@ def tool_approval(record: ApprovalRecord, agent: str, namespace: str, owner: dic
             "expiresAt": iso_utc(record.expires_at),
         },
     }
+
+
+@dataclass(frozen=True)
+class Ballot:
+    """One vote written on a ToolApproval: an entry of ``spec.votes``, or the legacy ``spec.decision``."""
+
+    by: str
+    groups: tuple[str, ...]
+    ballot: Literal["approve", "deny"]
+    reason: str
+
+
+def ballots(spec: dict[str, Any]) -> list[Ballot]:
+    """The votes on a ToolApproval in the order they were cast (a legacy ``decision`` first: it came before votes)."""
+    found = []
+    decision = spec.get("decision")
+    if isinstance(decision, dict) and decision.get("decidedBy") and decision.get("action") in ("Approve", "Deny"):
+        found.append(Ballot(str(decision["decidedBy"]), (), "approve" if decision["action"] == "Approve" else "deny",
+                            str(decision.get("reason") or "")))
+    for vote in spec.get("votes") or []:
+        if isinstance(vote, dict) and vote.get("by") and vote.get("action") in ("Approve", "Deny"):
+            groups = tuple(str(g) for g in vote.get("groups") or [] if isinstance(g, str))
+            found.append(Ballot(str(vote["by"]), groups, "approve" if vote["action"] == "Approve" else "deny",
+                                str(vote.get("reason") or "")))
+    return found
+
+
+def same_request(spec: dict[str, Any], record: ApprovalRecord) -> bool:
+    """The ToolApproval still shows exactly the request the runtime wrote (nobody changed what is being approved)."""
+    return (spec.get("requestId"), spec.get("taskId"), spec.get("tool"), spec.get("arguments") or {}) == (
+        record.id, record.task_id, record.tool, record.args)
 
 
 def is_hitl(obj: dict[str, Any]) -> bool:
@@ -166,11 +201,34 @@ def phase(record: ApprovalRecord) -> str:
     return {"approved": "Approved", "denied": "Denied", "expired": "Expired"}[record.status]
 
 
-def status(record: ApprovalRecord, decided_by: str = "") -> dict[str, Any]:
+def votes_status(record: ApprovalRecord, cast: Sequence[CastVote] = ()) -> dict[str, Any]:
+    """``approvals: "1/2"``, ``required`` and every vote with whether it counted (and why not)."""
+    required = record.approvers.required if record.approvers is not None else 1
+    counted = tally(record.approvers, record.requested_by, [c.vote for c in cast if c.counted])
+    return {
+        "approvals": f"{len(counted.approvals)}/{required}",
+        "required": required,
+        "votes": [
+            {"by": c.vote.principal, "action": "Approve" if c.vote.ballot == "approve" else "Deny", "counted": c.counted,
+             "note": c.note}
+            for c in cast
+        ],
+    }
+
+
+def voters(record: ApprovalRecord, cast: Sequence[CastVote]) -> str:
+    """Who decided by their votes: the approvers whose approvals counted, or the one who denied ("" if nobody voted)."""
+    counted = tally(record.approvers, record.requested_by, [c.vote for c in cast if c.counted])
+    if counted.denied_by is not None:
+        return counted.denied_by.principal
+    return ", ".join(counted.approvals) if record.status == "approved" else ""
+
+
+def status(record: ApprovalRecord, decided_by: str = "", cast: Sequence[CastVote] = ()) -> dict[str, Any]:
     """The ToolApproval's status for a record: Pending, or the outcome with who, when, why and through what."""
     if record.status == "pending":
-        return {"phase": "Pending"}
-    out: dict[str, Any] = {"phase": phase(record)}
+        return {"phase": "Pending", **votes_status(record, cast)}
+    out: dict[str, Any] = {"phase": phase(record), **votes_status(record, cast)}
     source = "a2a" if record.source == "cancel" else record.source
     if source in SOURCES:
         out["source"] = source
@@ -228,7 +286,20 @@ def event(
 
 
 __all__ = [
-    "FINAL_PHASES", "approval_name",
-    "dns_label", "event", "hitl_approval", "hitl_status", "is_hitl", "label_value", "owner_reference", "phase", "selector",
-    "status", "tool_approval",
+    "FINAL_PHASES",
+    "Ballot",
+    "approval_name",
+    "ballots",
+    "dns_label",
+    "event",
+    "hitl_approval",
+    "hitl_status",
+    "is_hitl",
+    "label_value",
+    "owner_reference",
+    "phase",
+    "same_request",
+    "selector",
+    "status",
+    "tool_approval",
 ]

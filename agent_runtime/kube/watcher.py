@@ -1,16 +1,23 @@
-"""The decision watcher: a ``spec.decision`` written on a Pending ToolApproval decides that request.
+"""The vote watcher: the votes people append to a Pending ToolApproval (``spec.votes``, or the one legacy
+``spec.decision``) are counted by the one authority function, and decide the request once they suffice.
 
 It lists the agent's ToolApprovals (label ``gatehouse.dev/agent``) and watches from the list's
 resourceVersion; when the watch ends, breaks, or the API answers 410 Gone (history compacted, or the API
 server restarted) it lists again and carries on, so no decision is lost.
 
-A decision is applied through :meth:`Resumer.resume <agent_runtime.server.resume.Resumer.resume>` for that
-one request, with ``source="kubectl"``: the executor records it exactly once (a request decided elsewhere
-first is left alone) and resumes the task as soon as none of its requests is pending, with every
-resolution of the batch. Whatever happened, the mirror then writes the request's real outcome into the
-ToolApproval's status, so a late kubectl decision shows who really decided.
+Each new vote goes through :class:`~agent_runtime.server.decide_one.DecideOne` (channel ``kubectl``), like a
+REST decision: recorded, judged against the request's approvers (N-of-M, separation of duties), and the task
+resumed once none of its requests is pending. A vote counts only when
 
-A ``spec.decision`` on a ToolApproval that mirrors a ``hitl_request`` question (label ``gatehouse.dev/kind:
+- the ToolApproval is the very object this runtime created (its uid is in the runtime's database) and its
+  request, tool and arguments are unchanged — a ToolApproval anyone else created decides nothing;
+- the vote's ``by`` is the user who wrote it: the chart's admission policy enforces that, so votes are only
+  honoured while the operator reports the policy as enforcing on our Agent (condition ``AdmissionPolicy``),
+  unless the runtime is told to trust kubectl anyway (``--trust-kubectl-without-admission-policy``).
+
+The mirror then writes the votes and the outcome into the ToolApproval's status.
+
+Votes on a ToolApproval that mirrors a ``hitl_request`` question (label ``gatehouse.dev/kind:
 hitl_request``) is never applied: a question is answered in the chat (A2A), not approved or denied; the
 watcher logs a warning (once per object) and the question stays open.
 """
@@ -21,13 +28,17 @@ import asyncio
 import logging
 from typing import Any
 
-from agent_runtime.approvals import ApprovalRecord, ApprovalService, Resolution
+from agent_runtime.approvals import AlreadyDecided, ApprovalService
+from agent_runtime.authority import Vote
 from agent_runtime.kube import objects
 from agent_runtime.kube.client import KubeClient, KubeError
 from agent_runtime.kube.mirror import Mirror
-from agent_runtime.server.resume import Resumer
+from agent_runtime.principals import Identities
+from agent_runtime.server.decide_one import DecideOne
 
 log = logging.getLogger(__name__)
+
+SOURCE = "kubectl"
 
 
 class DecisionWatcher:
@@ -36,14 +47,21 @@ class DecisionWatcher:
         client: KubeClient,
         mirror: Mirror,
         approvals: ApprovalService,
-        resumer: Resumer,
+        decide_one: DecideOne,
         watch_seconds: float = 300.0,
         max_backoff: float = 30.0,
+        *,
+        identities: Identities | None = None,
+        trust_kubectl: bool = False,
     ) -> None:
         self._client = client
         self._mirror = mirror
         self._approvals = approvals
-        self._resumer = resumer
+        self._decide_one = decide_one
+        self._identities = identities or Identities()
+        self._trust_kubectl = trust_kubectl
+        self._policy_checked: tuple[float, bool] | None = None
+        self._latest: dict[str, dict[str, Any]] = {}  # the newest object seen per request, not applied yet
         self._watch_seconds = watch_seconds
         self._max_backoff = max_backoff
         self._inflight: dict[str, asyncio.Task[None]] = {}
@@ -103,57 +121,97 @@ class DecisionWatcher:
         return version
 
     def observe(self, obj: dict[str, Any]) -> None:
-        """Look at one ToolApproval: start applying its decision if it is Pending and has one."""
+        """Look at one ToolApproval: start counting its votes if it is Pending and has any."""
         self._mirror.observe(obj)
         spec, status = obj.get("spec") or {}, obj.get("status") or {}
-        decision = spec.get("decision")
         request_id = spec.get("requestId")
-        if not decision or not request_id or status.get("phase", "Pending") != "Pending":
+        if not objects.ballots(spec) or not request_id or status.get("phase", "Pending") != "Pending":
             return
         if objects.is_hitl(obj) or str(request_id).startswith("hitl-"):
-            name = (obj.get("metadata") or {}).get("name", "")
-            if name not in self._warned:
-                self._warned.add(name)
-                log.warning("kube: decision on %s ignored: it is a hitl_request question from the model, answered in "
-                            "the chat (A2A), not approved or denied", name)
+            self._warn_once(obj, "kube: votes on %s ignored: it is a hitl_request question from the model, answered in "
+                                 "the chat (A2A), not approved or denied")
             return
+        self._latest[request_id] = obj
         if request_id in self._inflight:
-            return
-        task = asyncio.create_task(self._apply(spec, decision), name=f"gatehouse-kube-decide-{request_id}")
+            return  # the running apply picks the latest object up when it is done
+        task = asyncio.create_task(self._apply_latest(request_id), name=f"gatehouse-kube-decide-{request_id}")
         self._inflight[request_id] = task
         task.add_done_callback(lambda _: self._inflight.pop(request_id, None))
 
-    async def _apply(self, spec: dict[str, Any], decision: dict[str, Any]) -> None:
+    async def _apply_latest(self, request_id: str) -> None:
+        while (obj := self._latest.pop(request_id, None)) is not None:
+            await self._apply(obj)
+
+    def _warn_once(self, obj: dict[str, Any], message: str) -> None:
+        name = (obj.get("metadata") or {}).get("name", "")
+        if name not in self._warned:
+            self._warned.add(name)
+            log.warning(message, name)
+
+    async def _trusted(self) -> bool:
+        """Whether kubectl votes may count: the operator reports the admission policy as enforcing on our Agent
+        (condition ``AdmissionPolicy``), or the runtime was told to trust them. Looked up at most every 10 s."""
+        if self._trust_kubectl:
+            return True
+        now = asyncio.get_running_loop().time()
+        if self._policy_checked is None or now - self._policy_checked[0] > 10.0:
+            enforced = False
+            try:
+                agent = await self._client.get(self._mirror.agent_status_path)
+                conditions = (agent.get("status") or {}).get("conditions") or []
+                enforced = any(c.get("type") == "AdmissionPolicy" and c.get("status") == "True" for c in conditions)
+            except KubeError as exc:
+                log.warning("kube: cannot read the Agent's AdmissionPolicy condition: %s", exc)
+            self._policy_checked = (now, enforced)
+        return self._policy_checked[1]
+
+    async def _apply(self, obj: dict[str, Any]) -> None:
+        spec = obj["spec"]
         request_id, task_id = spec["requestId"], spec.get("taskId", "")
         try:
-            record = _find(await self._approvals.for_task(task_id), request_id)
-            if record is None:
-                log.warning("kube: decision on unknown request %s (task %s) ignored", request_id, task_id)
+            record = await self._approvals.get(request_id)
+            if record is None or record.task_id != task_id:
+                log.warning("kube: votes on unknown request %s (task %s) ignored", request_id, task_id)
                 return
-            if record.status == "pending":
-                who = decision.get("decidedBy") or "kubectl"
-                approve = decision.get("action") == "Approve"
-                resolution = Resolution("approved" if approve else "denied", decision.get("reason") or "")
-                self._mirror.note_decider(request_id, who)
-                verb = "Approved" if approve else "Denied"
-                why = f": {resolution.reason}" if resolution.reason else ""
-                note = f"{verb} {request_id} ({record.tool}) by {who} via kubectl{why}."
-                await self._resumer.resume(task_id, record.context_id, {request_id: resolution}, "kubectl", note)
-                record = _find(await self._approvals.for_task(task_id), request_id) or record
-            if record.source != "kubectl":
-                self._mirror.sync(record)  # decided elsewhere first: show the real outcome
+            if record.status != "pending":
+                if record.source != "kubectl":
+                    self._mirror.sync(record)  # decided elsewhere first: show the real outcome
+                return
+            uid = await self._approvals.object_uid(request_id)
+            if uid is None or uid != (obj.get("metadata") or {}).get("uid") or not objects.same_request(spec, record):
+                self._warn_once(obj, "kube: votes on %s ignored: this runtime did not create that ToolApproval, or its "
+                                     "request was changed (only objects the runtime created, unchanged, count)")
+                return
+            if not await self._trusted():
+                self._warn_once(obj, "kube: votes on %s ignored: the admission policy that ties a vote to the user who "
+                                     "cast it is not reported as enforcing (Agent condition AdmissionPolicy); decide over "
+                                     "A2A or REST, or install the chart's policy with validationActions [Deny]")
+                return
+            cast = (await self._approvals.cast_votes([request_id])).get(request_id, [])
+            seen = {c.vote.seen_as or c.vote.principal for c in cast if c.vote.channel == SOURCE}
+            for ballot in objects.ballots(spec):
+                if ballot.by in seen:
+                    continue
+                seen.add(ballot.by)
+                principal = self._identities.resolve(ballot.by, ballot.groups, "kubernetes")
+                vote = Vote(principal.id, principal.groups, ballot.ballot, ballot.reason, SOURCE, ballot.by)
+                try:
+                    one = await self._decide_one(request_id, vote)
+                except AlreadyDecided:
+                    return
+                if one.voted.decided:
+                    return  # the decision's event updates the ToolApproval (mirror.on_event)
+                self._mirror.sync_votes(one.record)
+                if not one.judgement.counted:
+                    log.warning("kube: %s's vote on %s does not count: %s", ballot.by, request_id, one.judgement.refused)
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("kube: applying the decision on %s failed; it is retried when the watch lists again", request_id)
+            log.exception("kube: applying the votes on %s failed; they are retried when the watch lists again", request_id)
 
 
 class _Gone(Exception):
     pass
-
-
-def _find(records: list[ApprovalRecord], request_id: str) -> ApprovalRecord | None:
-    return next((r for r in records if r.id == request_id), None)
 
 
 __all__ = ["DecisionWatcher"]

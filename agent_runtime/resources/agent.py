@@ -1,9 +1,13 @@
-"""The ``Agent`` custom resource (``crds/agent.yaml``): what to run and which tools need a human.
+"""The ``Agent`` custom resource (``crds/agent.yaml``): what to run, which tools need a human, and who is who.
 
 Follow one field end to end: ``spec.tools[].mcpServer.requireApproval`` is declared in
 ``crds/agent.yaml``, modelled here as :class:`McpServerTool.require_approval`, turned into
 ``AgentConfig.mcp_servers[].require_approval`` by :mod:`agent_runtime.translator`, and enforced by
 :mod:`agent_runtime.policy` at call time.
+
+Every field's ``description`` is the same text as in the CRD (``kubectl explain agent.spec...``); a test keeps
+the two equal. Rules between fields (an approvers block names somebody, an alias belongs to one principal) are
+checked by the translator, with field paths, and by CEL rules in the CRD where the API server can check them.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from agent_runtime.resources.common import Resource, SpecModel
 
 class McpServerTool(SpecModel):
     name: str = Field(min_length=1, description="Name of a RemoteMCPServer in the Agent's namespace.")
-    kind: Literal["RemoteMCPServer"] = "RemoteMCPServer"
+    kind: Literal["RemoteMCPServer"] = Field(
+        default="RemoteMCPServer", description="Kind of the tool server; only RemoteMCPServer."
+    )
     tool_names: list[str] = Field(min_length=1, description="Tools of that server offered to the model.")
     require_approval: list[str] = Field(
         default_factory=list, description="Tools of that server that pause for a human's approval."
@@ -25,14 +31,14 @@ class McpServerTool(SpecModel):
 
 
 class ToolSpec(SpecModel):
-    type: Literal["McpServer"] = "McpServer"
-    mcp_server: McpServerTool
+    type: Literal["McpServer"] = Field(default="McpServer", description="Kind of tool source; only McpServer.")
+    mcp_server: McpServerTool = Field(description="An MCP server and which of its tools the model may call.")
 
 
 class RuleCondition(SpecModel):
     arg: str = Field(min_length=1, description="Name of the tool argument to test.")
-    glob: str | None = None
-    regex: str | None = None
+    glob: str | None = Field(default=None, description="Segment-aware glob the argument must match (** spans segments).")
+    regex: str | None = Field(default=None, description="Python regular expression searched in the argument.")
 
     @model_validator(mode="after")
     def _exactly_one_matcher(self) -> RuleCondition:
@@ -41,54 +47,155 @@ class RuleCondition(SpecModel):
         return self
 
 
+class ApproversSpec(SpecModel):
+    """Who may decide a gated call: ``required`` distinct approvals from the listed users or group members."""
+
+    users: list[str] = Field(
+        default_factory=list, description="Principals (user names) who may approve or deny."
+    )
+    groups: list[str] = Field(
+        default_factory=list, description="Groups whose members may approve or deny."
+    )
+    required: int = Field(
+        default=1, ge=1, description="How many distinct allowed principals must approve; one allowed deny denies."
+    )
+    allow_requester: bool = Field(
+        default=True, description="Whether the principal who started the task may decide its calls (false: separation of duties)."
+    )
+
+
 class ApprovalRule(SpecModel):
-    tool: str = Field(min_length=1)
-    when: RuleCondition | None = None
-    action: Literal["require", "allow", "deny"] = "require"
+    tool: str = Field(min_length=1, description="Tool the rule applies to.")
+    when: RuleCondition | None = Field(default=None, description="Argument test; without it the rule applies to every call.")
+    action: Literal["require", "allow", "deny"] = Field(
+        default="require", description="require: pause for a decision; allow: run; deny: refuse."
+    )
+    approvers: ApproversSpec | None = Field(
+        default=None, description="Who may decide calls this rule gates; only with action require."
+    )
+
+
+class ToolApprovers(SpecModel):
+    tool: str = Field(min_length=1, description="Tool whose gated calls these approvers decide.")
+    approvers: ApproversSpec = Field(description="Who may decide that tool's gated calls.")
 
 
 class ApprovalSpec(SpecModel):
-    require_for_all_tools: bool = False
-    exempt: list[str] = Field(default_factory=list)
-    rules: list[ApprovalRule] = Field(default_factory=list)
-    timeout: str = "15m"
-    on_timeout: Literal["deny", "approve"] = "deny"
-    allow_session_grants: bool = False
+    require_for_all_tools: bool = Field(default=False, description="Gate every tool call, except the exempt tools.")
+    exempt: list[str] = Field(default_factory=list, description="Tools requireForAllTools does not gate.")
+    rules: list[ApprovalRule] = Field(
+        default_factory=list,
+        description="Argument-conditional rules, tested in order before anything else; the first that applies wins.",
+    )
+    timeout: str = Field(default="15m", description="How long a request waits for a decision, e.g. 30s, 15m, 1h30m.")
+    on_timeout: Literal["deny", "approve"] = Field(default="deny", description="What a request that waited too long becomes.")
+    allow_session_grants: bool = Field(
+        default=False, description="Whether an approval may cover the same tool for the rest of the conversation."
+    )
+    approvers: ApproversSpec | None = Field(
+        default=None, description="Who may decide every gated call without approvers of its own; none: whoever owns the task."
+    )
+    tool_approvers: list[ToolApprovers] = Field(
+        default_factory=list,
+        description="Approvers per tool, over spec.approval.approvers; a rule's own approvers win over them.",
+    )
+    grant_ttl: str = Field(
+        default="1h", alias="grantTTL", description="How long a session grant lasts at most, e.g. 30m, 1h."
+    )
 
 
 class HumanToolsSpec(SpecModel):
-    hitl_request: bool = False
+    hitl_request: bool = Field(default=False, description="Offer the model the built-in hitl_request tool to ask the human.")
 
 
 class A2ASkill(SpecModel):
-    id: str = Field(min_length=1)
-    name: str = Field(min_length=1)
-    description: str = ""
-    tags: list[str] = Field(default_factory=list)
-    examples: list[str] = Field(default_factory=list)
+    id: str = Field(min_length=1, description="Skill id in the agent card.")
+    name: str = Field(min_length=1, description="Skill name in the agent card.")
+    description: str = Field(default="", description="What the skill does.")
+    tags: list[str] = Field(default_factory=list, description="Keywords for the skill.")
+    examples: list[str] = Field(default_factory=list, description="Example requests.")
 
 
 class A2AConfigSpec(SpecModel):
-    skills: list[A2ASkill] = Field(default_factory=list)
+    skills: list[A2ASkill] = Field(default_factory=list, description="Skills the A2A agent card announces.")
 
 
 class DeploymentSpec(SpecModel):
-    replicas: int = Field(default=1, ge=0)
-    image: str | None = None
-    resources: dict[str, Any] | None = None
-    env: list[dict[str, Any]] = Field(default_factory=list)
-    service_account_name: str | None = None
+    replicas: int = Field(default=1, ge=0, description="Runtime pods.")
+    image: str | None = Field(default=None, description="Runtime image; default: the operator's runtime image.")
+    resources: dict[str, Any] | None = Field(default=None, description="Container resources (requests, limits).")
+    env: list[dict[str, Any]] = Field(default_factory=list, description="Extra container environment variables.")
+    service_account_name: str | None = Field(
+        default=None,
+        description="Must be the Agent's own name if set: the runtime always runs as the ServiceAccount named like the "
+        "Agent, so that the admission policy can tell the runtime from users.",
+    )
+
+
+class AccessSecretRef(SpecModel):
+    """A key of a Secret in the Agent's namespace, mounted into the runtime pods as a file (never copied)."""
+
+    name: str = Field(min_length=1, description="Name of a Secret in the Agent's namespace.")
+    key: str = Field(min_length=1, description="Key of that Secret.")
+
+
+class TokenSecretRef(AccessSecretRef):
+    key: str = Field(default="tokens", min_length=1, description="Key of that Secret; one 'principal[:groups=a,b]:token' a line.")
+
+
+class JwksSecretRef(AccessSecretRef):
+    key: str = Field(default="jwks.json", min_length=1, description="Key of that Secret holding the JSON Web Key Set.")
+
+
+class JwtSpec(SpecModel):
+    issuer: str = Field(min_length=1, description="The iss every accepted JWT must carry.")
+    audience: str = Field(min_length=1, description="The aud every accepted JWT must carry.")
+    jwks_secret_ref: JwksSecretRef = Field(description="Secret key with the issuer's signing keys (JWKS).")
+    principal_claim: str | None = Field(
+        default=None, description="Claim naming the principal, e.g. email; default: '<issuer>#<sub>'."
+    )
+    groups_claim: str = Field(default="groups", min_length=1, description="Claim listing the principal's groups.")
+
+
+class IdentitySpec(SpecModel):
+    principal: str = Field(min_length=1, description="The one name a person is counted under.")
+    aliases: list[str] = Field(
+        default_factory=list, description="Other names of the same person (a Kubernetes user, a JWT principal, a token user)."
+    )
+
+
+class AccessSpec(SpecModel):
+    token_secret_ref: TokenSecretRef | None = Field(
+        default=None,
+        description="Secret with the bearer tokens callers may present; default: the Secret '<agent>-access' the operator "
+        "generates once with one token for '<agent>-admin'.",
+    )
+    jwt: JwtSpec | None = Field(default=None, description="Accept JWTs signed by this issuer as bearer tokens.")
+    kubernetes_tokens: bool = Field(
+        default=True, description="Accept Kubernetes ServiceAccount tokens, checked with a TokenReview."
+    )
+    identities: list[IdentitySpec] = Field(
+        default_factory=list, description="People known under several names, each counted once as its principal."
+    )
+    unowned_tasks_owner: str | None = Field(
+        default=None, description="Principal who owns tasks created before tasks had owners; default: nobody."
+    )
 
 
 class AgentSpec(SpecModel):
-    description: str = ""
-    system_message: str = ""
-    model_config_ref: str = Field(alias="modelConfig", min_length=1)
-    tools: list[ToolSpec] = Field(default_factory=list)
-    approval: ApprovalSpec = Field(default_factory=ApprovalSpec)
-    human_tools: HumanToolsSpec = Field(default_factory=HumanToolsSpec)
-    a2a_config: A2AConfigSpec = Field(default_factory=A2AConfigSpec, alias="a2aConfig")
-    deployment: DeploymentSpec = Field(default_factory=DeploymentSpec)
+    description: str = Field(default="", description="What the agent does (also its A2A card description).")
+    system_message: str = Field(default="", description="Instruction given to the model.")
+    model_config_ref: str = Field(
+        alias="modelConfig", min_length=1, description="Name of a ModelConfig in the Agent's namespace."
+    )
+    tools: list[ToolSpec] = Field(default_factory=list, description="Tool sources offered to the model.")
+    approval: ApprovalSpec = Field(
+        default_factory=ApprovalSpec, description="Which tool calls wait for a human, and who decides."
+    )
+    human_tools: HumanToolsSpec = Field(default_factory=HumanToolsSpec, description="Built-in tools for asking the human.")
+    a2a_config: A2AConfigSpec = Field(default_factory=A2AConfigSpec, alias="a2aConfig", description="The A2A agent card.")
+    deployment: DeploymentSpec = Field(default_factory=DeploymentSpec, description="How the operator runs the runtime.")
+    access: AccessSpec = Field(default_factory=AccessSpec, description="Who may call the agent at all, and who is who.")
 
 
 class Agent(Resource):

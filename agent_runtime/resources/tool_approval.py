@@ -24,6 +24,16 @@ class ApprovalDecision(SpecModel):
     decided_by: str = ""
 
 
+class ApprovalVote(SpecModel):
+    """One person's vote, appended by that person (the admission policy checks ``by`` and ``groups`` against who
+    sends the request); the runtime counts it with the one authority function (agent_runtime/authority.py)."""
+
+    by: str = Field(min_length=1)
+    groups: list[str] = Field(default_factory=list)
+    action: Literal["Approve", "Deny"]
+    reason: str = ""
+
+
 class ToolApprovalSpec(SpecModel):
     agent_ref: str = Field(min_length=1)
     context_id: str
@@ -35,10 +45,20 @@ class ToolApprovalSpec(SpecModel):
     hint: str = ""
     requested_at: str | None = None
     expires_at: str | None = None
-    decision: ApprovalDecision | None = None
+    decision: ApprovalDecision | None = None  # one legacy decision: counted as the vote of decidedBy
+    votes: list[ApprovalVote] = Field(default_factory=list)
 
 
-Phase = Literal["Pending", "Approved", "Denied", "Expired", "Canceled"]
+Phase = Literal["Pending", "Approved", "Denied", "Expired", "Canceled", "Granted"]
+
+
+class CountedVote(SpecModel):
+    """How the runtime judged one vote: ``counted``, or why not (``note``)."""
+
+    by: str
+    action: Literal["Approve", "Deny"]
+    counted: bool
+    note: str = ""
 
 
 class ToolApprovalStatus(SpecModel):
@@ -46,7 +66,10 @@ class ToolApprovalStatus(SpecModel):
     decided_by: str | None = None
     decided_at: str | None = None
     reason: str | None = None
-    source: Literal["a2a", "kubectl", "rest", "timeout"] | None = None
+    source: Literal["a2a", "kubectl", "rest", "timeout", "grant", "cancel"] | None = None
+    approvals: str | None = None  # "1/2": counted approvals of required
+    required: int | None = None
+    votes: list[CountedVote] = Field(default_factory=list)
 
 
 class ToolApproval(Resource):

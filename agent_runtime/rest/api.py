@@ -10,9 +10,11 @@ Routes (JSON bodies are the models of :mod:`agent_runtime.rest.models`; every 4x
   malformed) → 200 ``DecisionResult`` when this request decided it, 409 ``ProblemDetails`` naming who decided what
   when it was decided already, 404 unknown. The key replays the same answer; with another body → 422.
 
-Decisions go through :class:`agent_runtime.server.decide_one.DecideOne` (source ``rest``, ``decided_by`` the
-token's principal, else "rest"). With tokens configured every route here needs ``Authorization: Bearer``
-(401 otherwise); the A2A routes, probes and metrics are not affected.
+A decision is the caller's vote, through :class:`agent_runtime.server.decide_one.DecideOne` and the one authority
+function: 200 when it decided the request, 202 when it counted but more approvals are needed, 403 when it does
+not count (not among the approvers, the requester under separation of duties, a second vote; the vote is
+recorded all the same). Every route here needs the caller's principal, which the app's middleware authenticated
+(:mod:`agent_runtime.access.middleware`); a caller sees the requests it asked for or may decide.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 
 from pydantic import BaseModel
 from sqlalchemy import Connection
@@ -32,13 +33,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from agent_runtime.approvals import AlreadyDecided, ApprovalService
+from agent_runtime.access.middleware import principal_of
+from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Voted
+from agent_runtime.authority import Vote, may_see
 from agent_runtime.database import Database
 from agent_runtime.metrics import Metrics
-from agent_runtime.rest.auth import principal_for
+from agent_runtime.principals import Principal
 from agent_runtime.rest.idempotency import MAX_KEY_LENGTH, IdempotencyKeys, StoredAnswer
 from agent_runtime.rest.models import STATES, ApprovalList, ApprovalView, BodyError, DecisionBody, DecisionResult, ProblemDetails
-from agent_runtime.rest.settings import DEFAULT_PRINCIPAL, RestSettings
+from agent_runtime.rest.settings import RestSettings
 from agent_runtime.rest.stream import EventStream
 from agent_runtime.rest.views import views
 from agent_runtime.rest.webhooks import Webhooks
@@ -47,7 +50,7 @@ from agent_runtime.server.decide_one import DecideOne, UnknownRequest, wait_for_
 log = logging.getLogger(__name__)
 
 SOURCE = "rest"
-Handler = Callable[[Request, str], Awaitable[Response]]
+Handler = Callable[[Request, Principal], Awaitable[Response]]
 
 
 def _json(model: BaseModel, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -118,29 +121,28 @@ class RestApi:
 
     def _guard(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
-            if not self.settings.auth:
-                return await handler(request, DEFAULT_PRINCIPAL)
-            principal = principal_for(self.settings.tokens, request.headers.get("authorization"))
-            if principal is None:
-                error = "a valid 'Authorization: Bearer <token>' header is required"
-                return _problem(401, error, headers={"WWW-Authenticate": "Bearer"})
-            return await handler(request, principal)
+            return await handler(request, principal_of(request))  # authenticated by the app's middleware
 
         return endpoint
 
+    @staticmethod
+    def _visible(record: ApprovalRecord, principal: Principal) -> bool:
+        return may_see(record.approvers, record.requested_by, principal.id, principal.groups)
+
     # --- reading --------------------------------------------------------------------------------
 
-    async def list_approvals(self, request: Request, _: str) -> Response:
+    async def list_approvals(self, request: Request, principal: Principal) -> Response:
         state = request.query_params.get("state", "pending")
         if state not in STATES:
             return _problem(422, f"state must be one of {', '.join(STATES)}, not {state!r}")
         records = await self._approvals.by_status(None if state == "all" else state)
+        records = [r for r in records if self._visible(r, principal)]
         return _json(ApprovalList(approvals=await views(self._db, records)))
 
-    async def get_approval(self, request: Request, _: str) -> Response:
+    async def get_approval(self, request: Request, principal: Principal) -> Response:
         request_id = request.path_params["request_id"]
         record = await self._approvals.get(request_id)
-        if record is None:
+        if record is None or not self._visible(record, principal):
             return _problem(404, f"no approval request {request_id!r}")
         (view,) = await views(self._db, [record])
         if record.status == "pending":
@@ -148,12 +150,12 @@ class RestApi:
             return _json(view, 202, {"Retry-After": str(wait)})
         return _json(view)
 
-    async def events(self, request: Request, _: str) -> Response:
+    async def events(self, request: Request, _: Principal) -> Response:
         return self.stream.response(request.headers.get("last-event-id"))
 
     # --- deciding -------------------------------------------------------------------------------
 
-    async def decide(self, request: Request, principal: str) -> Response:
+    async def decide(self, request: Request, principal: Principal) -> Response:
         request_id = request.path_params["request_id"]
         key = request.headers.get("idempotency-key", "").strip()
         if not key or len(key) > MAX_KEY_LENGTH:
@@ -168,18 +170,18 @@ class RestApi:
         if stored is not None:
             return self._replay(stored, fingerprint, key)
         record = await self._approvals.get(request_id)
-        if record is None:
+        if record is None or not self._visible(record, principal):
             return _problem(404, f"no approval request {request_id!r}")
-        resolution = body.resolution()
-        answer: list[str] = []
+        vote = Vote(principal.id, principal.groups, body.decision, body.reason, SOURCE, principal.seen_as)
+        answer: list[tuple[int, str]] = []
 
-        def remember(conn: Connection, decided_at: float) -> None:
-            decided = replace(record, status=resolution.status, reason=resolution.reason, source=SOURCE, decided_at=decided_at)
-            answer.append(DecisionResult(approval=ApprovalView.of(decided, principal)).model_dump_json())
-            IdempotencyKeys.write(conn, key, request_id, fingerprint, 200, answer[-1])
+        def remember(conn: Connection, _: float, results: list[Voted]) -> None:
+            # Inside the vote's transaction, after the judgement: the key stores exactly the answer given.
+            answer.append(self._answer(results[0], principal))
+            IdempotencyKeys.write(conn, key, request_id, fingerprint, *answer[-1])
 
         try:
-            await self._decide_one(request_id, resolution, SOURCE, principal, also=remember)
+            await self._decide_one(request_id, vote, also=remember)
         except UnknownRequest:
             return _problem(404, f"no approval request {request_id!r}")
         except IntegrityError:  # the same key, used at the same moment by another request, won
@@ -191,7 +193,25 @@ class RestApi:
             (view,) = await views(self._db, [current or record])
             conflict = ProblemDetails(error=str(exc), approval=view).model_dump_json()
             return self._replay(await self.keys.put(key, request_id, fingerprint, 409, conflict), fingerprint, key)
-        return Response(answer[-1], status_code=200, media_type="application/json")
+        return Response(answer[-1][1], status_code=answer[-1][0], media_type="application/json")
+
+    @staticmethod
+    def _answer(voted: Voted, principal: Principal) -> tuple[int, str]:
+        """The status and body a vote is answered with: 200 decided, 202 counted and waiting, 403 not counted."""
+        judgement, record = voted.judgement, voted.record
+        decided_by = None
+        if voted.decided:
+            tally = judgement.tally
+            decided_by = tally.denied_by.principal if tally.denied_by is not None else ", ".join(tally.approvals)
+        so_far = [Vote(who, frozenset(), "approve") for who in judgement.tally.approvals]
+        view = ApprovalView.of(record, decided_by, so_far)
+        if not judgement.counted:
+            return 403, ProblemDetails(error=f"your vote does not count: {judgement.refused}", approval=view).model_dump_json()
+        if voted.decided:
+            message = f"{record.describe_decision()} (decided by {decided_by})"
+            return 200, DecisionResult(approval=view, message=message).model_dump_json()
+        message = f"recorded {principal.id}'s approval: {judgement.tally.progress()}; the request is still pending"
+        return 202, DecisionResult(applied=False, approval=view, message=message).model_dump_json()
 
     @staticmethod
     def _replay(stored: StoredAnswer, fingerprint: str, key: str) -> Response:

@@ -11,7 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agent_runtime.approvals import ApprovalRecord, Resolution, iso_utc
+from agent_runtime import wire
+from agent_runtime.approvals import ApprovalRecord, iso_utc
+from agent_runtime.authority import Vote
 
 State = Literal["pending", "approved", "denied", "expired", "all"]
 STATES: tuple[str, ...] = ("pending", "approved", "denied", "expired", "all")
@@ -38,16 +40,19 @@ class ApprovalView(BaseModel):
     decided_at: str | None = None
     reason: str = ""
     source: str = ""
+    requested_by: str = ""
+    approvers: wire.Approvers | None = None  # who may decide and the votes so far, when the Agent names approvers
 
     @classmethod
-    def of(cls, record: ApprovalRecord, decided_by: str | None = None) -> ApprovalView:
+    def of(cls, record: ApprovalRecord, decided_by: str | None = None, votes: list[Vote] | None = None) -> ApprovalView:
         decided = record.status != "pending"
         return cls(
             id=record.id, task_id=record.task_id, context_id=record.context_id, tool=record.tool, server=record.server,
             args=record.args, hint=record.hint, status=record.status, created_at=iso_utc(record.created_at),
             expires_at=iso_utc(record.expires_at), decided_by=(decided_by or record.source) if decided else None,
             decided_at=iso_utc(record.decided_at) if decided and record.decided_at else None,
-            reason=record.reason, source=record.source,
+            reason=record.reason, source=record.source, requested_by=record.requested_by,
+            approvers=record.approvers_view(votes or []),
         )
 
 
@@ -77,9 +82,6 @@ class DecisionBody(BaseModel):
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
             raise BodyError(f"{problems}; send {_EXAMPLE}") from None
 
-    def resolution(self) -> Resolution:
-        return Resolution("approved" if self.decision == "approve" else "denied", self.reason)
-
     def fingerprint(self, request_id: str) -> str:
         """What an idempotency key is bound to: this request id and this decision."""
         canonical = json.dumps({"id": request_id, **self.model_dump()}, sort_keys=True, separators=(",", ":"))
@@ -90,14 +92,18 @@ _EXAMPLE = '{"decision": "approve"|"deny", "reason": "…"}'
 
 
 class DecisionResult(BaseModel):
-    """200: this request decided it (durably; the task runs on once none of its requests is pending)."""
+    """200: this vote decided the request (durably; the task runs on once none of its requests is pending).
+    202: the vote was recorded and counts, but more approvals are needed (``approval.approvers`` shows how many)."""
 
-    applied: Literal[True] = True
+    applied: bool = True  # the request is decided now
+    counted: bool = True
+    message: str = ""
     approval: ApprovalView
 
 
 class ProblemDetails(BaseModel):
-    """Every 4xx answer. On 409 ``approval`` shows who decided what."""
+    """Every 4xx answer. On 409 ``approval`` shows who decided what; on 403 (a vote that does not count) ``error``
+    names who may decide."""
 
     error: str
     approval: ApprovalView | None = None

@@ -1,27 +1,23 @@
 """Settings of the REST API, the event stream and the webhooks, read once at start-up (by ``serve``).
 
-``load_rest_settings`` turns the command line and environment into a :class:`RestSettings`: bearer tokens
-(``--api-token-file`` or ``GATEHOUSE_API_TOKEN``; none means auth is off), webhook URLs, their format and
-the signing secret.
+``load_rest_settings`` turns the command line and environment into a :class:`RestSettings`: webhook URLs,
+their format and the signing secret. Who may call the API is the runtime's one authenticator
+(:mod:`agent_runtime.access`), the same for every channel.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from agent_runtime.rest.auth import Tokens, parse_tokens
-
 WebhookFormat = Literal["json", "slack"]
-DEFAULT_PRINCIPAL = "rest"
 
 
 @dataclass(frozen=True)
 class RestSettings:
-    tokens: Tokens = field(default_factory=dict)  # empty: no auth (local use)
     webhooks: tuple[str, ...] = ()
     webhook_format: WebhookFormat = "json"
     webhook_secret: bytes = b""
@@ -31,26 +27,16 @@ class RestSettings:
     webhook_queue: int = 1000
     retry_after: int = 5  # seconds, the Retry-After of a pending approval
 
-    @property
-    def auth(self) -> bool:
-        return bool(self.tokens)
-
 
 def load_rest_settings(
     *,
-    token_file: Path | None = None,
     webhooks: Sequence[str] = (),
     webhook_format: str = "json",
     webhook_secret_file: Path | None = None,
     env: Mapping[str, str] | None = None,
 ) -> RestSettings:
-    """From options, else the environment: ``GATEHOUSE_API_TOKEN``, ``GATEHOUSE_WEBHOOKS`` (space-separated),
-    ``GATEHOUSE_WEBHOOK_SECRET``."""
+    """From options, else the environment: ``GATEHOUSE_WEBHOOKS`` (space-separated), ``GATEHOUSE_WEBHOOK_SECRET``."""
     env = os.environ if env is None else env
-    if token_file is not None:
-        tokens = parse_tokens(token_file.read_text(), DEFAULT_PRINCIPAL)
-    else:
-        tokens = parse_tokens(env.get("GATEHOUSE_API_TOKEN", ""), DEFAULT_PRINCIPAL)
     urls = tuple(webhooks) or tuple(env.get("GATEHOUSE_WEBHOOKS", "").split())
     if webhook_format not in ("json", "slack"):
         raise ValueError(f"--webhook-format must be json or slack, not {webhook_format!r}")
@@ -58,7 +44,7 @@ def load_rest_settings(
         secret = webhook_secret_file.read_text().strip().encode()
     else:
         secret = env.get("GATEHOUSE_WEBHOOK_SECRET", "").strip().encode()
-    return RestSettings(tokens=tokens, webhooks=urls, webhook_format=webhook_format, webhook_secret=secret)  # type: ignore[arg-type]
+    return RestSettings(webhooks=urls, webhook_format=webhook_format, webhook_secret=secret)  # type: ignore[arg-type]
 
 
-__all__ = ["DEFAULT_PRINCIPAL", "RestSettings", "WebhookFormat", "load_rest_settings"]
+__all__ = ["RestSettings", "WebhookFormat", "load_rest_settings"]

@@ -1,10 +1,11 @@
-"""Approval records as the outside world sees them: with ``decided_by`` looked up (one query per batch)."""
+"""Approval records as the outside world sees them: with ``decided_by`` and the votes looked up (one query each per batch)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from agent_runtime.approvals import ApprovalRecord, deciders
+from agent_runtime.approvals import votes as vote_rows
 from agent_runtime.database import Database
 from agent_runtime.rest.models import ApprovalView
 
@@ -12,7 +13,8 @@ from agent_runtime.rest.models import ApprovalView
 async def views(db: Database, records: Sequence[ApprovalRecord]) -> list[ApprovalView]:
     decided = [r.id for r in records if r.status != "pending"]
     by = await deciders.lookup(db, decided)
-    return [ApprovalView.of(r, by.get(r.id)) for r in records]
+    cast = await vote_rows.lookup(db, [r.id for r in records if r.approvers is not None])
+    return [ApprovalView.of(r, by.get(r.id), vote_rows.counted(cast.get(r.id, []))) for r in records]
 
 
 __all__ = ["views"]

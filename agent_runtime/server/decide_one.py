@@ -1,13 +1,14 @@
-"""``decide_one``: decide ONE request from outside A2A (REST, kubectl), then resume its task once none is pending.
+"""``decide_one``: a vote on ONE request from outside A2A (REST, kubectl), then resume its task once none is pending.
 
 A2A decisions arrive per task (every pending request at once); REST and Kubernetes decide per request. So a
 task with several pending requests may be decided piece by piece by different people and channels:
 
-1. :class:`DecideOne` records the decision durably and exactly once: one
-   :meth:`~agent_runtime.approvals.ApprovalService.decide` transaction for that single request (the same
-   conditional update every channel uses, so the first channel wins and the others get
-   :class:`~agent_runtime.approvals.AlreadyDecided`), with who decided (:mod:`agent_runtime.approvals.deciders`)
-   and any caller's extra writes (an idempotency key) committed in the same transaction.
+1. :class:`DecideOne` records the person's vote durably: one :meth:`~agent_runtime.approvals.ApprovalService.vote`
+   transaction for that single request, judged by the one authority function (:mod:`agent_runtime.authority`:
+   who may decide, N-of-M, separation of duties). When the vote makes the outcome final, the same transaction
+   decides the request with the conditional update every channel uses (the first channel wins, the others get
+   :class:`~agent_runtime.approvals.AlreadyDecided`), with who decided and any caller's extra writes (an
+   idempotency key).
 2. While another request of the task is still pending, nothing else happens: the task stays input-required
    and an A2A client still decides the rest with ``approve``/``deny``/``batch`` over the remaining ids.
 3. When it was the last pending one, the task is resumed through the one decision path,
@@ -37,7 +38,8 @@ from a2a.server.tasks import TaskStore
 from a2a.types import TaskState
 from sqlalchemy import Connection
 
-from agent_runtime.approvals import ApprovalRecord, ApprovalService, Resolution, deciders
+from agent_runtime.approvals import ApprovalRecord, ApprovalService, Voted
+from agent_runtime.authority import Judgement, Vote
 from agent_runtime.metrics import Metrics
 from agent_runtime.server.executor import OUTCOME_LABEL
 from agent_runtime.server.resume import Resumer
@@ -53,16 +55,24 @@ class UnknownRequest(LookupError):
 
 @dataclass(frozen=True)
 class OneDecided:
-    """The decided record, who decided it, and the background resume (None while others are still pending)."""
+    """One vote's effect: the request after it, the authority's judgement, and the background resume (None
+    unless this vote decided the last pending request of the pause)."""
 
-    record: ApprovalRecord
-    decided_by: str
+    voted: Voted
     resume: asyncio.Task[None] | None
+
+    @property
+    def record(self) -> ApprovalRecord:
+        return self.voted.record
+
+    @property
+    def judgement(self) -> Judgement:
+        return self.voted.judgement
 
 
 @dataclass(frozen=True)
 class DecideOne:
-    """Decides one request at a time for the channels that do (REST, Kubernetes): ``await decide_one(request_id, …)``."""
+    """Votes on one request at a time for the channels that do (REST, Kubernetes): ``await decide_one(request_id, …)``."""
 
     approvals: ApprovalService
     metrics: Metrics
@@ -72,38 +82,34 @@ class DecideOne:
     async def __call__(
         self,
         request_id: str,
-        resolution: Resolution,
-        source: str,
-        decided_by: str,
+        vote: Vote,
         *,
-        also: Callable[[Connection, float], None] | None = None,
+        also: Callable[[Connection, float, list[Voted]], None] | None = None,
         wait: bool = False,
     ) -> OneDecided:
-        """Decide ``request_id``; raises :class:`UnknownRequest` or :class:`~agent_runtime.approvals.AlreadyDecided`.
-
-        ``also(conn, decided_at)`` adds writes to the deciding transaction (committed only if this decision wins).
-        """
+        """Cast ``vote`` on ``request_id`` (:meth:`ApprovalService.vote`); raises :class:`UnknownRequest` or
+        :class:`~agent_runtime.approvals.AlreadyDecided`. A vote that is refused or does not yet decide is recorded
+        and answered as such. ``also(conn, decided_at, results)`` adds writes to the same transaction."""
         record = await self.approvals.get(request_id)
         if record is None:
             raise UnknownRequest(request_id)
-
-        def write(conn: Connection, decided_at: float) -> None:
-            deciders.record(conn, request_id, decided_by, decided_at)
-            if also is not None:
-                also(conn, decided_at)
-
-        (decided,) = await self.approvals.decide(record.task_id, {request_id: resolution}, source, known=[record], also=write)
+        (voted,) = await self.approvals.vote(record.task_id, {request_id: vote}, also=also)
+        if not voted.decided:
+            return OneDecided(voted, None)
+        decided = voted.record
         self.metrics.pending.dec()
-        self.metrics.decisions.labels(outcome=OUTCOME_LABEL[decided.status], source=source).inc()
+        self.metrics.decisions.labels(outcome=OUTCOME_LABEL[decided.status], source=vote.channel).inc()
         if await self.approvals.for_task(record.task_id, pending_only=True):
-            return OneDecided(decided, decided_by, None)
-        note = f"{decided.describe_decision()} (decided by {decided_by}); every request of this pause is decided: resuming."
-        resume = asyncio.create_task(self._resume(decided, source, note), name=f"gatehouse-resume-{record.task_id}")
+            return OneDecided(voted, None)
+        by = voted.judgement.tally.denied_by.principal if decided.status == "denied" and voted.judgement.tally.denied_by \
+            else ", ".join(voted.judgement.tally.approvals)
+        note = f"{decided.describe_decision()} (decided by {by}); every request of this pause is decided: resuming."
+        resume = asyncio.create_task(self._resume(decided, vote.channel, note), name=f"gatehouse-resume-{record.task_id}")
         _resuming.add(resume)
         resume.add_done_callback(_resuming.discard)
         if wait:
             await asyncio.shield(resume)
-        return OneDecided(decided, decided_by, resume)
+        return OneDecided(voted, resume)
 
     async def _resume(self, record: ApprovalRecord, source: str, note: str) -> None:
         try:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,9 +38,12 @@ from a2a.utils.errors import UnsupportedOperationError
 
 from agent_runtime import wire
 from agent_runtime.agent_config import AgentConfig
-from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Resolution
+from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Resolution, Voted
+from agent_runtime.authority import Vote, who_may_decide
 from agent_runtime.metrics import Metrics
+from agent_runtime.principals import Principal
 from agent_runtime.questions import flow as question_flow
+from agent_runtime.server.owners import TASK_OWNER, caller, owner_name
 from agent_runtime.server.turns import TurnOutcome, TurnRunner
 
 log = logging.getLogger(__name__)
@@ -72,6 +75,7 @@ class GatehouseExecutor(AgentExecutor):
     def __init__(
         self, config: AgentConfig, turns: TurnRunner, approvals: ApprovalService, metrics: Metrics, *, single_process: bool,
         approval_name: Callable[[str], str | None] | None = None, hitl: question_flow.HitlFlow | None = None,
+        owner_of: Callable[[str], Awaitable[str | None]] | None = None,
     ) -> None:
         """``single_process``: no other replica can work on a task (sqlite), so a stalled resume is finished at once.
         ``approval_name``: the ToolApproval name of a request, where approvals are mirrored to Kubernetes."""
@@ -82,6 +86,7 @@ class GatehouseExecutor(AgentExecutor):
         self._approvals = approvals
         self._metrics = metrics
         self._approval_name = approval_name or (lambda _request_id: None)  # e.g. the mirrored ToolApproval
+        self._owner_of = owner_of  # a task's owner (the task store), to keep other principals' questions out of sight
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         message = context.message
@@ -91,11 +96,15 @@ class GatehouseExecutor(AgentExecutor):
         internal = context.call_context.state.get(INTERNAL_DECISION) if context.call_context else None
         if internal is None and context.call_context:
             internal = context.call_context.state.get(question_flow.INTERNAL_HITL)
+        # The run acts for the task's owner: a2a-sdk found the task under this principal (server/owners.py).
+        owner = TASK_OWNER.set(owner_name(context.call_context))
         try:
             await self._execute(context, task, message, updater, internal, event_queue)
         except DecidedElsewhere:
             if context.call_context is not None:
                 context.call_context.state[DECIDED_ELSEWHERE] = True
+        finally:
+            TASK_OWNER.reset(owner)
 
     async def _execute(
         self, context: RequestContext, task: Task | None, message: Message, updater: TaskUpdater, internal: Any,
@@ -106,7 +115,7 @@ class GatehouseExecutor(AgentExecutor):
             await event_queue.enqueue_event(new_task_from_user_message(message))
             await self._new_turn(context.task_id, context.context_id, message, updater)
         elif task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
-            await self._decision(task, message, updater, internal)
+            await self._decision(task, message, updater, internal, caller(context.call_context))
         elif task.status.state in TERMINAL_STATES:
             # Finished meanwhile (another replica decided it): write nothing; the handler answers "Already decided".
             raise UnsupportedOperationError(message=f"Task {task.id} is in terminal state: {TaskState.Name(task.status.state)}")
@@ -140,8 +149,11 @@ class GatehouseExecutor(AgentExecutor):
     async def _new_turn(self, task_id: str, context_id: str, message: Message, updater: TaskUpdater) -> None:
         data_parts = get_data_parts(message.parts)
         text = "\n".join(get_text_parts(message.parts)).strip()
-        waiting = await self._approvals.pending_in_context(context_id)
+        owner = TASK_OWNER.get()
+        waiting = await self._approvals.pending_in_context(context_id, owner)
         asking = await self._hitl.open_in_context(context_id) if self._hitl is not None else []
+        if asking and self._owner_of is not None and await self._owner_of(asking[0].task_id) != owner:
+            asking = []  # another principal's conversation under the same context id: not this caller's business
         if asking and not waiting:
             await updater.reject(_text(updater, (
                 f"Task {asking[0].task_id} of this context is waiting for an answer to question {asking[0].id} "
@@ -172,7 +184,7 @@ class GatehouseExecutor(AgentExecutor):
 
     # --- a decision -----------------------------------------------------------------------------
 
-    async def _decision(self, task: Task, message: Message, updater: TaskUpdater, internal: Any) -> None:
+    async def _decision(self, task: Task, message: Message, updater: TaskUpdater, internal: Any, voter: Principal) -> None:
         records = await self._approvals.for_task(task.id)
         if self._hitl is not None and await self._hitl.routes(task.id, records, internal):
             return await self._hitl.decision(task, message, updater, internal, self._report)
@@ -183,42 +195,62 @@ class GatehouseExecutor(AgentExecutor):
                 await self._recover(task, records, updater)
             return
         if isinstance(internal, InternalDecision):
-            resolutions, source = internal.resolutions, internal.source
-        else:
-            source = "a2a"
-            try:
-                verdicts = wire.parse_decision(
-                    get_data_parts(message.parts),
-                    "\n".join(get_text_parts(message.parts)),
-                    [r.id for r in pending],
-                    allow_session=self._config.approval.allow_session_grants,
-                )
-            except wire.DecisionError as exc:
-                if self._stalled(records):  # decided by another channel, or a restart cut the resume short
-                    return await self._recover(task, records, updater, note=_decided_elsewhere(records))
-                if not pending and records:
-                    raise DecidedElsewhere from None  # a duplicate that lost the race (to another replica)
-                replayed = _already_decided_ids(message, records)
-                error = str(AlreadyDecided(replayed)) if replayed else str(exc)
-                return await self._still_waiting(updater, pending, error)
-            resolutions = {i: Resolution.from_verdict(v) for i, v in verdicts.items()}
+            return await self._internal_decision(task, records, pending, updater, internal)
         try:
-            decided = await self._approvals.decide(task.id, resolutions, source, known=pending)
+            verdicts = wire.parse_decision(
+                get_data_parts(message.parts),
+                "\n".join(get_text_parts(message.parts)),
+                [r.id for r in pending],
+                allow_session=self._config.approval.allow_session_grants,
+            )
+        except wire.DecisionError as exc:
+            if self._stalled(records):  # decided by another channel, or a restart cut the resume short
+                return await self._recover(task, records, updater, note=_decided_elsewhere(records))
+            if not pending and records:
+                raise DecidedElsewhere from None  # a duplicate that lost the race (to another replica)
+            replayed = _already_decided_ids(message, records)
+            error = str(AlreadyDecided(replayed)) if replayed else str(exc)
+            return await self._still_waiting(updater, pending, error)
+        votes = {
+            i: Vote(voter.id, voter.groups, "approve" if v.approved else "deny", v.reason, "a2a", voter.seen_as)
+            for i, v in verdicts.items()
+        }
+        scope = next((v.scope for v in verdicts.values() if v.approved), "once")
+        try:
+            voted = await self._approvals.vote(task.id, votes, scope=scope)
         except AlreadyDecided as exc:
-            if isinstance(internal, InternalDecision):
-                return  # another channel decided first: the task is theirs, leave it exactly as it is
             pending = await self._approvals.for_task(task.id, pending_only=True)  # what is left after the winner
             if pending:
                 return await self._still_waiting(updater, pending, str(exc))
             raise DecidedElsewhere from None
+        decided = [v.record for v in voted if v.decided]
+        self._count(decided, "a2a")
+        batch = _batch_after(records, decided)
+        still = [r for r in batch if r.status == "pending"]
+        if still:  # not final yet (more approvals needed, a refused vote) or partly decided elsewhere
+            return await self._still_waiting(updater, still, _votes_text(voted, still))
+        await self._resume(task, batch, updater)
+
+    async def _internal_decision(
+        self, task: Task, records: list[ApprovalRecord], pending: list[ApprovalRecord], updater: TaskUpdater,
+        internal: InternalDecision,
+    ) -> None:
+        """A decision the runtime itself made (the timeout sweeper, a cancel): no person, no votes."""
+        try:
+            decided = await self._approvals.decide(task.id, internal.resolutions, internal.source, known=pending)
+        except AlreadyDecided:
+            return  # another channel decided first: the task is theirs, leave it exactly as it is
+        self._count(decided, internal.source)
+        batch = _batch_after(records, decided)
+        still = [r for r in batch if r.status == "pending"]
+        if still:  # an internal channel decided part of the batch: resume once none is pending
+            return await self._still_waiting(updater, still, _partly_decided(decided, still))
+        await self._resume(task, batch, updater)
+
+    def _count(self, decided: list[ApprovalRecord], source: str) -> None:
         self._metrics.pending.dec(len(decided))
         for r in decided:
             self._metrics.decisions.labels(outcome=OUTCOME_LABEL[r.status], source=source).inc()
-        batch = _batch_after(records, decided)
-        still = [r for r in batch if r.status == "pending"]
-        if still:  # an internal channel (kubectl) decided part of the batch: resume once none is pending
-            return await self._still_waiting(updater, still, _partly_decided(decided, still))
-        await self._resume(task, batch, updater)
 
     async def _resume(self, task: Task, decided: list[ApprovalRecord], updater: TaskUpdater, note: str = "") -> None:
         if not self._single_process:
@@ -253,15 +285,20 @@ class GatehouseExecutor(AgentExecutor):
     async def _still_waiting(self, updater: TaskUpdater, pending: list[ApprovalRecord], error: str) -> None:
         parts = [new_text_part(error)]
         if pending:
-            interrupt = wire.ApprovalInterrupt(action_requests=[self._action_request(r) for r in pending])
+            interrupt = wire.ApprovalInterrupt(action_requests=await self._action_requests(pending))
             parts.append(new_data_part(interrupt.model_dump(mode="json")))
         message = updater.new_agent_message(parts, metadata=dict(INTERRUPT_METADATA))
         await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, message=message, metadata=dict(INTERRUPT_METADATA))
 
     # --- reporting ------------------------------------------------------------------------------
 
-    def _action_request(self, record: ApprovalRecord) -> wire.ActionRequest:
-        return record.action_request().model_copy(update={"approval": self._approval_name(record.id)})
+    async def _action_requests(self, records: list[ApprovalRecord]) -> list[wire.ActionRequest]:
+        with_approvers = [r.id for r in records if r.approvers is not None]
+        votes = await self._approvals.counted_votes(with_approvers) if with_approvers else {}
+        return [
+            r.action_request(votes.get(r.id, ())).model_copy(update={"approval": self._approval_name(r.id)})
+            for r in records
+        ]
 
     async def _report(
         self, updater: TaskUpdater, outcome: TurnOutcome, decided: list[ApprovalRecord] | None = None, note: str = ""
@@ -269,7 +306,7 @@ class GatehouseExecutor(AgentExecutor):
         if outcome.question is not None and self._hitl is not None:
             return await self._hitl.report_pause(updater, outcome.question)
         if outcome.paused:
-            requests = [self._action_request(r) for r in outcome.requests]
+            requests = await self._action_requests(outcome.requests)
             interrupt = wire.ApprovalInterrupt(action_requests=requests)
             parts = [new_text_part(wire.describe_requests(requests)), new_data_part(interrupt.model_dump(mode="json"))]
             message = updater.new_agent_message(parts, metadata=dict(INTERRUPT_METADATA))
@@ -312,6 +349,23 @@ def _partly_decided(decided: list[ApprovalRecord], still: list[ApprovalRecord]) 
     done = "; ".join(f"{r.id} ({r.tool}) {OUTCOME_LABEL[r.status]} via {r.source}" for r in decided)
     waiting = ", ".join(f"{r.id} ({r.tool})" for r in still)
     return f"Recorded: {done}. Still waiting for a decision on {waiting}; the task resumes once every request is decided."
+
+
+def _votes_text(voted: list[Voted], still: list[ApprovalRecord]) -> str:
+    """What a voter is told when their votes did not finish the pause."""
+    lines = []
+    for v in voted:
+        r, j = v.record, v.judgement
+        if not j.counted:
+            lines.append(f"Not counted: {r.id} ({r.tool}): {j.refused}.")
+        elif v.decided:
+            lines.append(f"{r.id} ({r.tool}) {OUTCOME_LABEL[r.status]}.")
+        else:
+            lines.append(f"Recorded {j.vote.principal}'s approval of {r.id} ({r.tool}): {j.tally.progress()}; "
+                         f"who may decide: {who_may_decide(r.approvers, r.requested_by)}.")
+    waiting = ", ".join(f"{r.id} ({r.tool})" for r in still)
+    lines.append(f"Still waiting for a decision on {waiting}; the task resumes once every request is decided.")
+    return " ".join(lines)
 
 
 def _already_decided_ids(message: Message, records: list[ApprovalRecord]) -> list[ApprovalRecord]:

@@ -95,7 +95,7 @@ class Gate:
         tool_context.request_confirmation(hint=decision.hint, payload={"request_id": request_id})
         tool_context.actions.skip_summarization = True
         call_id = tool_context.function_call_id or ""
-        scope.pending.append(PendingCall(request_id, call_id, name, server, dict(args), decision.hint))
+        scope.pending.append(PendingCall(request_id, call_id, name, server, dict(args), decision.hint, decision.approvers))
         self._metrics.approval_requests.labels(agent=self._metrics.agent, tool=name).inc()
         return dict(PLACEHOLDER)
 

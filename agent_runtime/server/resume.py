@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from a2a.helpers import new_data_part, new_text_part
@@ -32,6 +32,7 @@ from agent_runtime.approvals import AlreadyDecided, ApprovalService, Resolution
 from agent_runtime.questions import flow as question_flow
 from agent_runtime.questions.store import HitlStore
 from agent_runtime.server.executor import DECIDED_ELSEWHERE, INTERNAL_DECISION, OUTCOME_LABEL, InternalDecision
+from agent_runtime.server.owners import acting_for
 
 
 class GatehouseRequestHandler(DefaultRequestHandler):
@@ -110,10 +111,12 @@ class GatehouseRequestHandler(DefaultRequestHandler):
 
 
 class Resumer:
-    """Decide a paused task from inside the runtime and run it on, with no client connected."""
+    """Decide a paused task from inside the runtime and run it on, with no client connected, acting for the task's
+    owner (``owner_of``: the task store's :meth:`~agent_runtime.server.task_store.CachedTaskStore.owner_of`)."""
 
-    def __init__(self, handler: DefaultRequestHandler) -> None:
+    def __init__(self, handler: DefaultRequestHandler, owner_of: Callable[[str], Awaitable[str | None]]) -> None:
         self._handler = handler
+        self._owner_of = owner_of
 
     async def resume(
         self, task_id: str, context_id: str, resolutions: dict[str, Resolution], source: str, note: str
@@ -132,7 +135,8 @@ class Resumer:
             ],
             metadata={"gatehouse_source": source},
         )
-        context = ServerCallContext(state={INTERNAL_DECISION: InternalDecision(resolutions, source)})
+        owner = await self._owner_of(task_id) or ""
+        context = ServerCallContext(user=acting_for(owner), state={INTERNAL_DECISION: InternalDecision(resolutions, source)})
         return await self._handler.on_message_send(SendMessageRequest(message=message), context)
 
 

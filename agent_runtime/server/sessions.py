@@ -132,6 +132,17 @@ class DurableSessionService(BaseSessionService):
         except (IntegrityError, OperationalError, ProgrammingError):
             await self._db.run(metadata.create_all)
 
+    async def adopt(self, old_user: str, owner: str) -> int:
+        """Move every session filed under ``old_user`` (all of them, before conversations had owners) to ``owner``."""
+        def transaction(conn: Connection) -> int:
+            moved = conn.execute(update(sessions_table).where(sessions_table.c.user_id == old_user).values(user_id=owner))
+            conn.execute(update(events_table).where(events_table.c.user_id == old_user).values(user_id=owner))
+            return int(moved.rowcount)
+
+        self._cache.clear()
+        self._absent.clear()
+        return await self._db.run(transaction)
+
     # --- BaseSessionService ---------------------------------------------------------------------
 
     async def create_session(

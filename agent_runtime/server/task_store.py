@@ -10,6 +10,11 @@ between (submitted, working, the decision appended to the history of a paused ta
 A crash in between loses no decision: approvals are durable in their own table and the task is still stored
 at its last pause, from which the next message recovers (see ``executor._recover``).
 
+Every task belongs to the principal who created it (a2a-sdk's owner column, filled from the call context's
+user: :mod:`agent_runtime.server.owners`); reads and listings are filtered by it, so another principal gets
+"task not found". :meth:`CachedTaskStore.owner_of` tells the runtime's own resumers whom to act for, and
+:meth:`CachedTaskStore.adopt_unowned` gives tasks written before tasks had owners to a configured principal.
+
 Saves run one prepared upsert (built once, with bind parameters) on
 :class:`~agent_runtime.database.Database`, and cache misses one select. Listing, and everything on Postgres
 (where replicas may share the table and must see every step), use the parent class unchanged, without a
@@ -24,12 +29,13 @@ from typing import Any, cast
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
-from sqlalchemy import Connection, Table, bindparam, delete, select
+from sqlalchemy import Connection, Table, bindparam, delete, or_, select, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from agent_runtime.database import Database
 from agent_runtime.fresh_ids import FreshIds
+from agent_runtime.server.owners import owner_name
 
 # States a client may come back to: a pause or an end. Written at once; anything else is written with them.
 DURABLE_STATES = frozenset({
@@ -40,7 +46,7 @@ DURABLE_STATES = frozenset({
 
 class CachedTaskStore(DatabaseTaskStore):
     def __init__(self, db: Database, *, max_cached: int = 64, packed_bytes: int = 8 << 20, fresh: FreshIds | None = None) -> None:
-        super().__init__(db.async_engine)
+        super().__init__(db.async_engine, owner_resolver=owner_name)
         self._db = db
         self._lean = db.sqlite
         self._fresh = fresh if db.sqlite else None  # task ids with nothing stored yet (agent_runtime/fresh_ids.py)
@@ -159,6 +165,21 @@ class CachedTaskStore(DatabaseTaskStore):
         self._remember(key, task)
         self._written_status[key] = task.status.SerializeToString(deterministic=True)
         return task
+
+    async def owner_of(self, task_id: str) -> str | None:
+        """Who owns ``task_id`` (for the runtime's own resumers, which act on the owner's behalf)."""
+        for owner, cached_id in [*self._unwritten, *self._cache]:
+            if cached_id == task_id:
+                return owner
+        table = self._table
+        stmt = select(table.c.owner).where(table.c.id == task_id)
+        return await self._db.run(lambda conn: conn.execute(stmt).scalar(), write=False)
+
+    async def adopt_unowned(self, owner: str) -> int:
+        """Give every task without an owner (written before tasks had owners) to ``owner``; how many."""
+        table = self._table
+        stmt = update(table).where(or_(table.c.owner.is_(None), table.c.owner == "")).values(owner=owner)
+        return int(await self._db.run(lambda conn: conn.execute(stmt).rowcount))
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         await self.write_unwritten()  # a listing reads the table: tasks mid-run are in it too

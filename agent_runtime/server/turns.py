@@ -20,9 +20,11 @@ from google.genai import types
 
 from agent_runtime.approvals import ApprovalRecord, ApprovalService, args_hash
 from agent_runtime.metrics import Metrics
+from agent_runtime.principals import ANONYMOUS
 from agent_runtime.questions.store import HitlRecord
 from agent_runtime.run_scope import CURRENT_RUN, RunScope
 from agent_runtime.server.gate import confirmation_payload
+from agent_runtime.server.owners import TASK_OWNER
 from agent_runtime.server.sessions import DurableSessionService
 
 CONFIRMATION_CALL = "adk_request_confirmation"
@@ -31,7 +33,7 @@ CONFIRMATION_CALL = "adk_request_confirmation"
 RUN_CONFIG = RunConfig(telemetry=TelemetryConfig(
     genai_semconv_stability_opt_in="stable", capture_message_content=ContentCapturingMode.NO_CONTENT,
 ))
-USER_ID = "a2a"
+LEGACY_USER_ID = "a2a"  # every session's user before conversations had owners (see DurableSessionService.adopt)
 
 
 @dataclass
@@ -92,14 +94,15 @@ class TurnRunner:
         return await self._run(task_id, context_id, types.Content(role="user", parts=[part]))
 
     async def _run(self, task_id: str, context_id: str, content: types.Content) -> TurnOutcome:
-        scope = RunScope(task_id, context_id)
+        owner = TASK_OWNER.get() or ANONYMOUS  # the conversation's session is the owner's (server/owners.py)
+        scope = RunScope(task_id, context_id, owner)
         token = CURRENT_RUN.set(scope)
         texts: list[str] = []
         errors: list[str] = []
         confirmation_ids: dict[str, str] = {}
         try:
             async for event in self._runner.run_async(
-                user_id=USER_ID, session_id=context_id, new_message=content, run_config=RUN_CONFIG
+                user_id=owner, session_id=context_id, new_message=content, run_config=RUN_CONFIG
             ):
                 if event.error_code or event.error_message:
                     errors.append(f"{event.error_code or 'error'}: {event.error_message or ''}".strip())
@@ -113,7 +116,7 @@ class TurnRunner:
         finally:
             CURRENT_RUN.reset(token)
             # The run's events become durable before anyone is told about its outcome.
-            await self._sessions.flush_session(self._runner.app_name, USER_ID, context_id)
+            await self._sessions.flush_session(self._runner.app_name, owner, context_id)
         records = self._records(scope, confirmation_ids)
         if records:
             await self._approvals.add_pending(records)
@@ -134,6 +137,7 @@ class TurnRunner:
                     confirmation_id=confirmation_id, call_id=call.call_id, tool=call.tool, server=call.server,
                     args=call.args, args_hash=args_hash(call.tool, call.args), hint=call.hint,
                     created_at=now, expires_at=now + self._timeout, position=position,
+                    requested_by=scope.owner, approvers=call.approvers,
                 )
             )
         return records

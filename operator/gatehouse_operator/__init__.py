@@ -7,9 +7,12 @@ Importing this package registers every handler with kopf. The modules, one conce
     handlers      thin kopf handlers: which trigger reconciles which Agent
     reconcile     one reconcile: read, translate, create-or-patch children, write status
     dependencies  kopf indexes: which Agents use a ModelConfig/RemoteMCPServer/Secret; caches
-    builders      pure functions rendering the children (Secret, SA, Role, RoleBinding, Deployment, Service)
+    builders      pure functions rendering the children (Secret, SA, Role, RoleBinding, Deployment, Service),
+                  the generated token Secret and the TokenReview ClusterRoleBinding
     apply         create-or-patch one child, comparing only the fields we own
-    status        Accepted/Ready conditions, observedGeneration, configHash
+    access        the generated token Secret (created once) and the TokenReview ClusterRoleBinding
+    admission     the AdmissionPolicy condition: is the ToolApproval admission policy enforced?
+    status        Accepted/Ready/AdmissionPolicy conditions, observedGeneration, configHash
     kube          ChildrenApi: dict-in/dict-out facade over the ``kubernetes`` client
 
 The folder ``operator/`` is deliberately not a package: ``operator`` would shadow the standard library.

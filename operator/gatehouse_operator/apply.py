@@ -22,7 +22,7 @@ from gatehouse_operator.kube import ApiException, ChildrenApi
 
 __all__ = ["Applied", "ensure", "owned_equal"]
 
-Action = Literal["created", "patched", "unchanged"]
+Action = Literal["created", "patched", "unchanged", "replaced", "deleted"]
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def ensure(kube: ChildrenApi, desired: dict[str, Any], *, create_first: bool = F
         except ApiException as exc:
             if exc.status != 409:
                 raise
-    actual = kube.get(kind, meta["namespace"], meta["name"])
+    actual = kube.get(kind, meta.get("namespace"), meta["name"])
     if actual is None:
         return Applied(kind, meta["name"], "created", kube.create(desired))
     if owned_equal(desired, actual):

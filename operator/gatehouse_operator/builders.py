@@ -4,15 +4,21 @@ No I/O, no clock, no environment: every input is an argument, so the same inputs
 manifests and golden files (``tests/testdata/operator/<case>/``) pin every change. One Agent owns::
 
     Secret         <agent>-config   config.json (AgentConfig) + agent-card.json (A2A card data)
-    ServiceAccount <agent>          (unless spec.deployment.serviceAccountName names another one)
-    Role           <agent>-runtime  toolapprovals (+/status), events, this Agent's status
-    RoleBinding    <agent>-runtime  the Role -> the ServiceAccount the pods run as
-    Deployment     <agent>          gatehouse-runtime serve, config mounted from the Secret
+    ServiceAccount <agent>          the runtime's one identity (not created when spec.deployment.serviceAccountName
+                                    names it: then it is the user's own account of that name)
+    Role           <agent>-runtime  toolapprovals (+/status), events, this Agent (get) and its status
+    RoleBinding    <agent>-runtime  the Role -> the ServiceAccount <agent>
+    Deployment     <agent>          gatehouse-runtime serve, config mounted from the Secret, access Secrets mounted
+                                    read-only under ACCESS_DIR
     Service        <agent>          port 8080 "http"
 
 :func:`desired_children` assembles them in that order (the order they are created in) and makes the
 Agent their owner with ``kopf.adopt``. Secret values never appear here: environment variables that
-carry secrets are ``secretKeyRef`` references.
+carry secrets are ``secretKeyRef`` references and files are Secret volume items. Two more objects are
+rendered here but applied apart, by :mod:`gatehouse_operator.access`: the generated token Secret
+``<agent>-access`` (:func:`build_access_secret`, created once and never overwritten; the token is an argument)
+and the cluster-scoped ClusterRoleBinding that lets the runtime create TokenReviews
+(:func:`build_tokenreview_binding`, which no namespaced owner can own).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,30 +34,36 @@ import kopf
 
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.resources import GROUP, Agent
-from agent_runtime.translator import secret_env
+from agent_runtime.translator import ACCESS_DIR, GENERATED_TOKEN_KEY, SecretFile, access_files, secret_env
 
 __all__ = [
+    "AGENT_NAMESPACE_LABEL",
     "CONFIG_HASH_ANNOTATION",
     "CONTAINER_PORT",
     "MANAGED_BY",
     "SECRETS_HASH_ANNOTATION",
     "BuildInputs",
+    "build_access_secret",
     "build_config_secret",
     "build_deployment",
     "build_role",
     "build_role_binding",
     "build_service",
     "build_service_account",
+    "build_tokenreview_binding",
     "config_hash",
     "desired_children",
     "labels_for",
+    "tokenreview_binding_name",
 ]
 
 CONTAINER_PORT = 8080
 CONFIG_HASH_ANNOTATION = f"{GROUP}/config-hash"
 SECRETS_HASH_ANNOTATION = f"{GROUP}/secrets-hash"
 AGENT_LABEL = f"{GROUP}/agent"
+AGENT_NAMESPACE_LABEL = f"{GROUP}/agent-namespace"
 MANAGED_BY = "gatehouse-operator"
+MAX_NAME = 253
 
 
 @dataclass(frozen=True)
@@ -95,7 +107,17 @@ def role_name(agent_name: str) -> str:
 
 
 def service_account_name(agent: Agent) -> str:
-    return agent.spec.deployment.service_account_name or agent.name
+    """The runtime's identity: always the ServiceAccount named like the Agent (the reconcile refuses another name)."""
+    return agent.name
+
+
+def tokenreview_binding_name(namespace: str, agent_name: str) -> str:
+    """``gatehouse-tokenreview-<namespace>-<agent>``; a name too long for the API ends in a digest of the full one."""
+    name = f"gatehouse-tokenreview-{namespace}-{agent_name}"
+    if len(name) <= MAX_NAME:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    return f"{name[: MAX_NAME - 17].rstrip('-.')}-{digest}"
 
 
 def _meta(name: str, agent: Agent) -> dict[str, Any]:
@@ -122,7 +144,7 @@ def build_service_account(agent: Agent) -> dict[str, Any]:
 
 
 def build_role(agent: Agent) -> dict[str, Any]:
-    """Least privilege for the runtime: its ToolApprovals, Events, and its own Agent's status."""
+    """Least privilege for the runtime: its ToolApprovals, Events, and its own Agent (read) and status."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
@@ -130,10 +152,14 @@ def build_role(agent: Agent) -> dict[str, Any]:
         "rules": [
             {
                 "apiGroups": [GROUP],
-                "resources": ["toolapprovals", "toolapprovals/status"],
+                "resources": ["toolapprovals"],
                 "verbs": ["get", "list", "watch", "create", "patch", "delete"],
             },
+            # a subresource has no list/watch/create/delete, and the operator may grant only what it holds
+            {"apiGroups": [GROUP], "resources": ["toolapprovals/status"], "verbs": ["get", "patch"]},
             {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+            # its own Agent: the conditions the operator reports (AdmissionPolicy), and its status to write
+            {"apiGroups": [GROUP], "resources": ["agents"], "resourceNames": [agent.name], "verbs": ["get"]},
             {"apiGroups": [GROUP], "resources": ["agents/status"], "resourceNames": [agent.name], "verbs": ["get", "patch"]},
         ],
     }
@@ -149,7 +175,44 @@ def build_role_binding(agent: Agent) -> dict[str, Any]:
     }
 
 
+def build_access_secret(agent: Agent, owner: Mapping[str, Any], token: str) -> dict[str, Any]:
+    """The token Secret generated for an Agent without ``spec.access.tokenSecretRef``: one token for
+    ``<agent>-admin`` (the caller draws ``token``). Owned by the Agent, so it goes with it."""
+    name = access_files(agent)[0].secret
+    secret: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _meta(name, agent),
+        "type": "Opaque",
+        "data": {GENERATED_TOKEN_KEY: _b64(f"{agent.name}-admin:{token}\n")},
+    }
+    kopf.adopt(secret, owner=owner)  # type: ignore[arg-type]  # as in desired_children
+    return secret
+
+
+def build_tokenreview_binding(agent: Agent, cluster_role: str) -> dict[str, Any]:
+    """Lets the runtime's ServiceAccount create TokenReviews (cluster-scoped, so no ownerReference: the operator
+    deletes it with the Agent). Labelled with the Agent and its namespace."""
+    labels = {**labels_for(agent.name), AGENT_NAMESPACE_LABEL: agent.namespace}
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": tokenreview_binding_name(agent.namespace, agent.name), "labels": labels},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
+        "subjects": [{"kind": "ServiceAccount", "name": service_account_name(agent), "namespace": agent.namespace}],
+    }
+
+
 STATE_DIR = "/var/lib/gatehouse"
+
+
+def _access_volume(files: Sequence[SecretFile]) -> dict[str, Any]:
+    """One projected volume: each Secret key the runtime reads as a file, at its name under ACCESS_DIR."""
+    by_secret: dict[str, list[dict[str, str]]] = {}
+    for f in files:
+        by_secret.setdefault(f.secret, []).append({"key": f.key, "path": f.file_name})
+    sources = [{"secret": {"name": name, "items": items}} for name, items in by_secret.items()]
+    return {"name": "access", "projected": {"sources": sources}}
 
 
 def _env(agent: Agent, config: AgentConfig, inputs: BuildInputs) -> list[dict[str, Any]]:
@@ -184,6 +247,7 @@ def build_deployment(agent: Agent, config: AgentConfig, inputs: BuildInputs) -> 
         "volumeMounts": [
             {"name": "config", "mountPath": "/config", "readOnly": True},
             {"name": "state", "mountPath": STATE_DIR},
+            {"name": "access", "mountPath": ACCESS_DIR, "readOnly": True},
         ],
     }
     return {
@@ -202,6 +266,7 @@ def build_deployment(agent: Agent, config: AgentConfig, inputs: BuildInputs) -> 
                     "volumes": [
                         {"name": "config", "secret": {"secretName": config_secret_name(agent.name)}},
                         {"name": "state", "emptyDir": {}},
+                        _access_volume(access_files(agent)),
                     ],
                 },
             },

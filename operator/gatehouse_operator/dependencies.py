@@ -3,7 +3,8 @@
 kopf fills every index from its watch streams before any handler runs and keeps it current, event by
 event. Four of them are lookups and two are read-only caches the translator reads from (no API call)::
 
-    agent_dependencies    (kind, namespace, name) of a ModelConfig/RemoteMCPServer -> Agent names
+    agent_dependencies    (kind, namespace, name) of a ModelConfig/RemoteMCPServer, or of a Secret the Agent
+                          names itself (spec.access: tokenSecretRef, jwt.jwksSecretRef) -> Agent names
     model_config_secrets  (namespace, Secret name) -> ModelConfig names (apiKeySecret)
     mcp_server_secrets    (namespace, Secret name) -> RemoteMCPServer names (headersFrom)
     secret_digests        (namespace, Secret name) -> {key: sha256(value)}   (never the values)
@@ -14,7 +15,9 @@ The index functions are small and pure, so they are ``async``: kopf runs them in
 instead of handing each watch event to a worker thread and back. kopf passes ``namespace=None`` only for
 cluster-scoped objects; every kind indexed here is namespaced, so such an object would contribute nothing.
 
-A Secret change follows Secret -> ModelConfig/RemoteMCPServer -> Agents. :class:`Dependencies` wraps the
+A Secret change follows Secret -> ModelConfig/RemoteMCPServer -> Agents, or Secret -> Agents for the access
+Secrets an Agent names. (The token Secret the operator generates is one of its own children: its changes reach
+the Agent through the child-event handler.) :class:`Dependencies` wraps the
 indexes a handler receives as keyword arguments and answers the two questions the operator asks: "which
 Agents use this object?" and "what does this Agent's translation need, and what is missing?".
 """
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +36,7 @@ from pydantic import ValidationError
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.errors import Problem, problems_from_validation
 from agent_runtime.resources import GROUP, VERSION, Agent, ModelConfig, RemoteMCPServer
-from agent_runtime.translator import secret_env
+from agent_runtime.translator import SecretFile, secret_env
 
 __all__ = ["Dependencies", "DependencyKind"]
 
@@ -58,6 +61,9 @@ async def agent_dependencies(
     keys = {("ModelConfig", namespace, spec.get("modelConfig") or "")}
     for tool in spec.get("tools") or []:
         keys.add(("RemoteMCPServer", namespace, (tool.get("mcpServer") or {}).get("name") or ""))
+    access = spec.get("access") or {}
+    keys.add(("Secret", namespace, (access.get("tokenSecretRef") or {}).get("name") or ""))
+    keys.add(("Secret", namespace, ((access.get("jwt") or {}).get("jwksSecretRef") or {}).get("name") or ""))
     return {key: name for key in keys if key[2]}
 
 
@@ -99,8 +105,12 @@ async def secret_digests(
 ) -> dict[tuple[str, str], dict[str, str]]:
     if namespace is None:
         return {}
-    data = body.get("data") or {}
-    return {(namespace, name): {key: hashlib.sha256(str(value).encode()).hexdigest() for key, value in data.items()}}
+    return {(namespace, name): digests(body.get("data") or {})}
+
+
+def digests(data: Mapping[str, Any]) -> dict[str, str]:
+    """A Secret's ``data`` as ``{key: sha256(value)}`` (what :func:`secret_digests` keeps; never the values)."""
+    return {key: hashlib.sha256(str(value).encode()).hexdigest() for key, value in data.items()}
 
 
 def _one(index: kopf.Index[Any, Any], key: Any) -> Any | None:
@@ -132,7 +142,7 @@ class Dependencies:
         """Names of the Agents in ``namespace`` that (directly or through a ModelConfig/RemoteMCPServer) use it."""
         if kind != "Secret":
             return _all(self.agent_dependencies, (kind, namespace, name))
-        agents: set[str] = set()
+        agents: set[str] = _all(self.agent_dependencies, (kind, namespace, name))  # spec.access Secrets
         for model in _all(self.model_config_secrets, (namespace, name)):
             agents |= self.agents_using("ModelConfig", namespace, model)
         for server in _all(self.mcp_server_secrets, (namespace, name)):
@@ -166,26 +176,50 @@ class Dependencies:
                     problems += problems_from_validation(exc, prefix=f"RemoteMCPServer {name!r}")
         return models, servers, problems
 
-    def secret_problems(self, namespace: str, config: AgentConfig) -> list[Problem]:
-        """A Problem for every Secret (or Secret key) the runtime's environment needs but that is absent."""
+    def secret_digests_of(self, namespace: str, name: str) -> dict[str, str] | None:
+        """The digests of one Secret's keys as the index has them; ``None`` if it holds no such Secret."""
+        found: dict[str, str] | None = _one(self.secret_digests, (namespace, name))
+        return found
+
+    def _digests(self, namespace: str, name: str, live: Mapping[str, Mapping[str, str]]) -> Mapping[str, str] | None:
+        return live[name] if name in live else _one(self.secret_digests, (namespace, name))
+
+    def secret_problems(
+        self,
+        namespace: str,
+        config: AgentConfig,
+        files: Sequence[SecretFile] = (),
+        live: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> list[Problem]:
+        """A Problem for every Secret (or Secret key) the runtime needs but that is absent: its environment's, and
+        the ``files`` mounted for it. ``live``: digests of Secrets just read or written (newer than the index)."""
+        wanted = [(f"env {ref.env}", ref.secret, ref.key) for ref in secret_env(config)]
+        wanted += [(f.field, f.secret, f.key) for f in files]
         problems = []
-        for ref in secret_env(config):
-            digests = _one(self.secret_digests, (namespace, ref.secret))
-            if digests is None:
-                problems.append(Problem(f"env {ref.env}", f"Secret {ref.secret!r} not found in namespace {namespace!r}"))
-            elif ref.key not in digests:
-                problems.append(Problem(f"env {ref.env}", f"Secret {ref.secret!r} has no key {ref.key!r}"))
+        for where, secret, key in wanted:
+            found = self._digests(namespace, secret, live or {})
+            if found is None:
+                problems.append(Problem(where, f"Secret {secret!r} not found in namespace {namespace!r}"))
+            elif key not in found:
+                problems.append(Problem(where, f"Secret {secret!r} has no key {key!r}"))
         return problems
 
-    def secrets_hash(self, namespace: str, config: AgentConfig) -> str:
-        """A digest over the referenced Secret keys' values: it changes when a referenced value rotates."""
-        refs = secret_env(config)
+    def secrets_hash(
+        self,
+        namespace: str,
+        config: AgentConfig,
+        files: Sequence[SecretFile] = (),
+        live: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> str:
+        """A digest over the referenced Secret keys' values (environment and files): it changes when a referenced
+        value rotates, and so rolls the pods."""
+        refs = [(ref.secret, ref.key) for ref in secret_env(config)] + [(f.secret, f.key) for f in files]
         if not refs:
             return ""
         parts = []
-        for ref in refs:
-            digests = _one(self.secret_digests, (namespace, ref.secret)) or {}
-            parts.append(f"{ref.secret}/{ref.key}={digests.get(ref.key, '')}")
+        for secret, key in refs:
+            found = self._digests(namespace, secret, live or {}) or {}
+            parts.append(f"{secret}/{key}={found.get(key, '')}")
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 

@@ -5,13 +5,15 @@ handler                trigger                                                  
 =====================  ==========================================================  =====================
 agent_create/update/   the Agent itself (kopf diffs spec, labels, annotations)     that Agent
 agent_resume           operator start-up, for every existing Agent
-agent_delete           deletion: children go with the Agent (ownerReferences),     -
-                       so this only releases the finalizer and the lock
+agent_delete           deletion: children go with the Agent (ownerReferences);     -
+                       this deletes its TokenReview ClusterRoleBinding (which
+                       cannot be owned), then kopf releases the finalizer
 agent_resync           a daemon per Agent, every ``GATEHOUSE_RESYNC_SECONDS``      that Agent
 modelconfig_event      a ModelConfig added/changed/deleted                         Agents using it
 mcpserver_event        a RemoteMCPServer added/changed/deleted                     Agents using it
 secret_event           a Secret added/changed/deleted                              Agents using it
-                       (our own ``<agent>-config`` Secret: edited or deleted)      its Agent
+                       (our own ``<agent>-config`` or generated ``<agent>-access``  its Agent
+                       Secret: edited or deleted)
 deployment_event       a Deployment we manage changed (e.g. availableReplicas,     its Agent
                        or edited/deleted by hand)
 =====================  ==========================================================  =====================
@@ -36,8 +38,9 @@ from typing import Any
 import kopf
 
 from agent_runtime.resources import GROUP, VERSION
-from gatehouse_operator import builders
+from gatehouse_operator import access, builders
 from gatehouse_operator.dependencies import Dependencies
+from gatehouse_operator.kube import ApiException
 from gatehouse_operator.reconcile import reconcile
 from gatehouse_operator.settings import OperatorState
 
@@ -85,8 +88,15 @@ def agent_resume(memo: kopf.Memo, namespace: str | None, name: str, logger: kopf
 
 @kopf.on.delete(*AGENTS)
 def agent_delete(memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **_: Any) -> None:
-    if namespace is not None:  # without one, no lock was ever taken: nothing to release
+    if namespace is not None:  # without one, nothing was ever created or locked for it
         state: OperatorState = memo.state
+        with state.lock_for(namespace, name):  # no reconcile of this Agent runs (and re-creates it) meanwhile
+            try:
+                if access.delete_tokenreview_binding(state.kube, namespace, name):
+                    logger.info("deleted the TokenReview ClusterRoleBinding of agent %s/%s", namespace, name)
+            except ApiException as exc:  # the finalizer holds the Agent until this succeeds
+                binding = builders.tokenreview_binding_name(namespace, name)
+                raise kopf.TemporaryError(f"ClusterRoleBinding/{binding}: {exc.status} {exc.reason}", delay=10) from exc
         state.forget(namespace, name)
     logger.info("agent %s/%s deleted; its children are garbage-collected through ownerReferences", namespace, name)
 

@@ -2,7 +2,9 @@
 
 The generated client returns typed models; the operator works with plain dicts (what the builders render
 and what is compared), so every call asks for the raw response (``_preload_content=False``). Patches are
-always JSON merge patches. ``get`` answers ``None`` for a missing object instead of raising.
+always JSON merge patches. ``get`` answers ``None`` for a missing object instead of raising, and ``delete``
+answers ``False``. Cluster-scoped kinds (the runtime's TokenReview ClusterRoleBinding, the admission policy and
+its bindings, which are only read) take ``namespace=None``.
 
 Handlers are synchronous (kopf runs them in worker threads), so the blocking client is fine here.
 """
@@ -27,8 +29,15 @@ MERGE_PATCH = "application/merge-patch+json"
 @dataclass(frozen=True)
 class _Verbs:
     read: Callable[..., Any]
-    create: Callable[..., Any]
-    patch: Callable[..., Any]
+    create: Callable[..., Any] | None = None
+    patch: Callable[..., Any] | None = None
+    delete: Callable[..., Any] | None = None
+    namespaced: bool = True
+
+    def args(self, namespace: str | None, name: str | None = None) -> tuple[str, ...]:
+        """The positional arguments before the body: (name,) namespace, as the generated client orders them."""
+        scope = (namespace or "",) if self.namespaced else ()
+        return ((name,) if name is not None else ()) + scope
 
 
 def connect() -> kubernetes.client.ApiClient:
@@ -48,6 +57,7 @@ class ChildrenApi:
         core = kubernetes.client.CoreV1Api(api_client)
         apps = kubernetes.client.AppsV1Api(api_client)
         rbac = kubernetes.client.RbacAuthorizationV1Api(api_client)
+        admission = kubernetes.client.AdmissionregistrationV1Api(api_client)
         self._custom = kubernetes.client.CustomObjectsApi(api_client)
         self._verbs: dict[str, _Verbs] = {
             "Secret": _Verbs(core.read_namespaced_secret, core.create_namespaced_secret, core.patch_namespaced_secret),
@@ -66,24 +76,57 @@ class ChildrenApi:
                 rbac.create_namespaced_role_binding,
                 rbac.patch_namespaced_role_binding,
             ),
+            "ClusterRoleBinding": _Verbs(
+                rbac.read_cluster_role_binding,
+                rbac.create_cluster_role_binding,
+                rbac.patch_cluster_role_binding,
+                rbac.delete_cluster_role_binding,
+                namespaced=False,
+            ),
+            "ValidatingAdmissionPolicy": _Verbs(admission.read_validating_admission_policy, namespaced=False),
+            "ValidatingAdmissionPolicyBinding": _Verbs(
+                admission.read_validating_admission_policy_binding, namespaced=False
+            ),
         }
+        self._list_policy_bindings = admission.list_validating_admission_policy_binding
 
-    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        verbs = self._verbs[kind]
         try:
-            return _json(self._verbs[kind].read(name, namespace, _preload_content=False))
+            return _json(verbs.read(*verbs.args(namespace, name), _preload_content=False))
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        meta = obj["metadata"]
-        return _json(self._verbs[obj["kind"]].create(meta["namespace"], obj, _preload_content=False))
+        verbs = self._verbs[obj["kind"]]
+        assert verbs.create is not None, obj["kind"]
+        return _json(verbs.create(*verbs.args(obj["metadata"].get("namespace")), obj, _preload_content=False))
 
     def patch(self, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]
         verbs = self._verbs[obj["kind"]]
-        return _json(verbs.patch(meta["name"], meta["namespace"], obj, _preload_content=False, _content_type=MERGE_PATCH))
+        assert verbs.patch is not None, obj["kind"]
+        args = verbs.args(meta.get("namespace"), meta["name"])
+        return _json(verbs.patch(*args, obj, _preload_content=False, _content_type=MERGE_PATCH))
+
+    def delete(self, kind: str, namespace: str | None, name: str) -> bool:
+        """Delete one object; ``False`` if it was already gone."""
+        verbs = self._verbs[kind]
+        assert verbs.delete is not None, kind
+        try:
+            verbs.delete(*verbs.args(namespace, name), _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def list_admission_policy_bindings(self) -> list[dict[str, Any]]:
+        """Every ValidatingAdmissionPolicyBinding in the cluster."""
+        items: list[dict[str, Any]] = _json(self._list_policy_bindings(_preload_content=False)).get("items") or []
+        return items
 
     def get_agent(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:

@@ -4,16 +4,20 @@ Every trigger ends here: the Agent's own create/update/resume handlers, a change
 (ModelConfig, RemoteMCPServer, Secret), an event of its Deployment, and the periodic resync. Each run
 
 1. reads the Agent fresh from the API (under a per-Agent lock, so triggers never interleave);
-2. translates it with :func:`agent_runtime.translator.translate`, reading the ModelConfig and
-   RemoteMCPServers from the in-memory caches (:mod:`gatehouse_operator.dependencies`), and checks the
-   referenced Secrets exist;
-3. on success renders the children (:mod:`gatehouse_operator.builders`) and creates or patches each one
+2. refuses a ``spec.deployment.serviceAccountName`` other than the Agent's own name (the runtime's identity is
+   fixed, so that the admission policy can tell the runtime from users);
+3. translates it with :func:`agent_runtime.translator.translate` (``in_cluster``), reading the ModelConfig and
+   RemoteMCPServers from the in-memory caches (:mod:`gatehouse_operator.dependencies`), generates the token
+   Secret if the Agent names none (:mod:`gatehouse_operator.access`), and checks the referenced Secrets exist;
+4. on success renders the children (:mod:`gatehouse_operator.builders`) and creates or patches each one
    (:mod:`gatehouse_operator.apply`) -- for an Agent never applied before (no ``status.configHash``) it creates
-   them straight away instead of reading six 404s first; on failure leaves the last good children running;
-4. writes ``status`` only if it differs (:mod:`gatehouse_operator.status`) and posts one Event when
-   anything was written.
+   them straight away instead of reading six 404s first -- then the TokenReview ClusterRoleBinding; on failure
+   leaves the last good children running;
+5. checks the ToolApproval admission policy (:mod:`gatehouse_operator.admission`), writes ``status`` only if it
+   differs (:mod:`gatehouse_operator.status`) and posts one Event when anything was written.
 
-With unchanged inputs a run costs one GET of the Agent plus one GET per child, and writes nothing.
+With unchanged inputs a run costs one GET of the Agent, one per child, one of the ClusterRoleBinding and one or
+two of the admission policy and its binding, and writes nothing.
 """
 
 from __future__ import annotations
@@ -28,13 +32,14 @@ from pydantic import ValidationError
 
 from agent_runtime.errors import Problem, TranslationError, problems_from_validation
 from agent_runtime.resources import Agent
-from agent_runtime.translator import translate
-from gatehouse_operator import apply, builders, status
-from gatehouse_operator.dependencies import Dependencies, is_missing
+from agent_runtime.translator import access_files, translate
+from gatehouse_operator import access, apply, builders, status
+from gatehouse_operator.admission import admission_condition
+from gatehouse_operator.dependencies import Dependencies, digests, is_missing
 from gatehouse_operator.kube import ApiException
 from gatehouse_operator.settings import OperatorState
 
-__all__ = ["Outcome", "reconcile"]
+__all__ = ["Outcome", "reconcile", "service_account_problem"]
 
 MAX_MESSAGE = 1024
 
@@ -69,41 +74,80 @@ def reconcile(
         return _reconcile(state, deps, body, logger, clock())
 
 
+def service_account_problem(agent: Agent) -> Problem | None:
+    """A Problem when ``spec.deployment.serviceAccountName`` names an account other than the Agent's own."""
+    named = agent.spec.deployment.service_account_name
+    if named is None or named == agent.name:
+        return None
+    return Problem(
+        "spec.deployment.serviceAccountName",
+        f"{named!r} is not allowed: the runtime always runs as the ServiceAccount {agent.name!r} (named like the "
+        "Agent), a fixed identity so that the admission policy can tell the runtime from users; remove the field",
+    )
+
+
 def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], logger: kopf.Logger, now: str) -> Outcome:
+    admission = admission_condition(state.kube, state.config)
     try:
         agent = Agent.model_validate(body)
     except ValidationError as exc:
-        return _reject(state, body, "InvalidSpec", problems_from_validation(exc), logger, now)
+        return _reject(state, body, "InvalidSpec", problems_from_validation(exc), logger, now, admission)
+    account = service_account_problem(agent)
     models, servers, problems = deps.resolve(agent)
     try:
-        config = translate(agent, models, servers)
+        config = translate(agent, models, servers, in_cluster=True)
     except TranslationError as exc:
         problems = problems + exc.problems
     else:
         problems += deps.secret_problems(agent.namespace, config)
+    if account is not None:
+        return _reject(state, body, "ServiceAccountNotAllowed", [account, *problems], logger, now, admission)
     if problems:
-        return _reject(state, body, "DependencyMissing" if is_missing(problems) else "InvalidSpec", problems, logger, now)
+        reason = "DependencyMissing" if is_missing(problems) else "InvalidSpec"
+        return _reject(state, body, reason, problems, logger, now, admission)
 
-    inputs = builders.BuildInputs(
-        runtime_image=state.config.runtime_image, secrets_hash=deps.secrets_hash(agent.namespace, config),
-        api_token_secret=state.config.api_token_secret, api_token_key=state.config.api_token_key,
-    )
     applied: list[apply.Applied] = []
     create_first = not (body.get("status") or {}).get("configHash")
+    files = access_files(agent)
+    try:
+        generated = access.ensure_access_secret(state.kube, deps, agent, body)
+    except ApiException as exc:
+        raise _failed(state, body, "Secret", files[0].secret, exc, logger, now, admission) from exc
+    live: dict[str, dict[str, str]] = {}
+    if generated is not None:
+        _record(state, agent, generated, applied)
+        live[generated.name] = digests(generated.obj.get("data") or {})
+    problems = deps.secret_problems(agent.namespace, config, files, live)
+    if problems:
+        return _reject(state, body, "DependencyMissing", problems, logger, now, admission)
+
+    inputs = builders.BuildInputs(
+        runtime_image=state.config.runtime_image, secrets_hash=deps.secrets_hash(agent.namespace, config, files, live),
+        api_token_secret=state.config.api_token_secret, api_token_key=state.config.api_token_key,
+    )
     for child in builders.desired_children(agent, body, config, inputs):
         try:
-            done = apply.ensure(state.kube, child, create_first=create_first)
+            _record(state, agent, apply.ensure(state.kube, child, create_first=create_first), applied)
         except ApiException as exc:
-            message = f"{child['kind']}/{child['metadata']['name']}: {exc.status} {exc.reason}"
-            _reject(state, body, "ReconcileFailed", [Problem("", message)], logger, now)
-            raise kopf.TemporaryError(message, delay=10) from exc
-        applied.append(done)
-        state.saw(done.kind, agent.namespace, done.name, done.obj["metadata"].get("resourceVersion", ""))
+            raise _failed(state, body, child["kind"], child["metadata"]["name"], exc, logger, now, admission) from exc
+    binding = builders.tokenreview_binding_name(agent.namespace, agent.name)
+    try:
+        done = access.ensure_tokenreview_binding(
+            state.kube, agent, state.config.tokenreview_cluster_role,
+            wanted=config.access.kubernetes_tokens, create_first=create_first,
+        )
+    except ApiException as exc:
+        raise _failed(state, body, access.BINDING, binding, exc, logger, now, admission) from exc
+    except access.BindingConflict as exc:
+        return _reject(state, body, "ReconcileFailed", [Problem("spec.access.kubernetesTokens", str(exc))], logger, now,
+                       admission)
+    if done is not None:
+        applied.append(done)  # not watched: nothing to record
 
     digest = builders.config_hash(config)
     deployment = next(a.obj for a in applied if a.kind == "Deployment")
     accepted = status.StatusCondition("Accepted", True, "Reconciled", f"AgentConfig {digest[:12]} is applied")
-    written = _write_status(state, body, accepted, status.ready_condition(deployment), digest, now)
+    written = _write_status(state, body, accepted, status.ready_condition(deployment), digest, now, admission)
     changes = tuple(str(a) for a in applied if a.action != "unchanged")
     if changes:
         # kopf annotates ``Body`` but reads only Mapping keys (apiVersion, kind, metadata): a raw dict works.
@@ -112,8 +156,25 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
     return Outcome(True, "Reconciled", changes, written)
 
 
+def _record(state: OperatorState, agent: Agent, done: apply.Applied, applied: list[apply.Applied]) -> None:
+    """Keep what was applied, and remember its version so the watch event echoing our own write is skipped."""
+    applied.append(done)
+    state.saw(done.kind, agent.namespace, done.name, done.obj["metadata"].get("resourceVersion", ""))
+
+
+def _failed(
+    state: OperatorState, body: dict[str, Any], kind: str, name: str, exc: ApiException, logger: kopf.Logger, now: str,
+    admission: status.StatusCondition,
+) -> kopf.TemporaryError:
+    """Report a write the API refused (Accepted=False, ReconcileFailed); the error to raise so kopf retries."""
+    message = f"{kind}/{name}: {exc.status} {exc.reason}"
+    _reject(state, body, "ReconcileFailed", [Problem("", message)], logger, now, admission)
+    return kopf.TemporaryError(message, delay=10)
+
+
 def _reject(
-    state: OperatorState, body: dict[str, Any], reason: str, problems: list[Problem], logger: kopf.Logger, now: str
+    state: OperatorState, body: dict[str, Any], reason: str, problems: list[Problem], logger: kopf.Logger, now: str,
+    admission: status.StatusCondition,
 ) -> Outcome:
     """Accepted=False with every problem in the message; the last good children keep running."""
     message = "; ".join(str(p) for p in problems)
@@ -122,7 +183,7 @@ def _reject(
     meta = body["metadata"]
     deployment = state.kube.get("Deployment", meta["namespace"], meta["name"])
     accepted = status.StatusCondition("Accepted", False, reason, message)
-    written = _write_status(state, body, accepted, status.ready_condition(deployment), None, now)
+    written = _write_status(state, body, accepted, status.ready_condition(deployment), None, now, admission)
     if written:
         kopf.warn(body, reason=reason, message=message)  # type: ignore[arg-type]  # as kopf.info above
         logger.warning("agent %s/%s not accepted (%s): %s", meta["namespace"], meta["name"], reason, message)
@@ -136,11 +197,13 @@ def _write_status(
     ready: status.StatusCondition,
     config_hash: str | None,
     now: str,
+    admission: status.StatusCondition,
 ) -> bool:
     meta = body["metadata"]
     current = body.get("status") or {}
     wanted = status.agent_status(
-        current, generation=meta.get("generation"), accepted=accepted, ready=ready, config_hash=config_hash, now=now
+        current, generation=meta.get("generation"), accepted=accepted, ready=ready, config_hash=config_hash, now=now,
+        admission=admission,
     )
     if wanted == current:
         return False

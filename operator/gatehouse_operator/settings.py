@@ -15,7 +15,14 @@ Environment variables (all optional):
                               overridden per Agent by ``spec.deployment.image``;
 ``GATEHOUSE_RESYNC_SECONDS``  how often every Agent is re-checked against the cluster (default 300);
 ``GATEHOUSE_RUNTIME_API_TOKEN_SECRET`` / ``..._KEY``  a Secret (in each Agent's namespace) and key holding the
-                              runtime's REST bearer tokens, passed to agent pods as ``GATEHOUSE_API_TOKEN``.
+                              runtime's REST bearer tokens, passed to agent pods as ``GATEHOUSE_API_TOKEN``;
+``GATEHOUSE_ADMISSION_POLICY``  the ValidatingAdmissionPolicy that makes kubectl decisions trustworthy (default
+                              ``gatehouse-toolapproval-decision``; the chart passes ``<release>-toolapproval-decision``);
+``GATEHOUSE_TOKENREVIEW_CLUSTER_ROLE``  the ClusterRole (create tokenreviews) bound to each runtime that checks
+                              Kubernetes tokens (default ``gatehouse-tokenreview``; the chart's ``<release>-tokenreview``);
+``GATEHOUSE_TRUST_KUBECTL_WITHOUT_ADMISSION_POLICY``  ``true``: the ``AdmissionPolicy`` condition reads True
+                              (reason ``TrustedByOperator``) even without the policy enforced; ``gatehouse-operator
+                              --trust-kubectl-without-admission-policy`` sets it. Off by default.
 """
 
 from __future__ import annotations
@@ -45,6 +52,13 @@ DEFAULT_IMAGE_REPOSITORY = "ghcr.io/gatehouse-dev/gatehouse"
 DEFAULT_IMAGE_TAG = "0.1.0"  # the package version
 DEFAULT_RUNTIME_IMAGE = f"{DEFAULT_IMAGE_REPOSITORY}:{DEFAULT_IMAGE_TAG}"
 PREFIX = "gatehouse.dev"
+DEFAULT_ADMISSION_POLICY = "gatehouse-toolapproval-decision"
+DEFAULT_TOKENREVIEW_CLUSTER_ROLE = "gatehouse-tokenreview"
+TRUST_KUBECTL_ENV = "GATEHOUSE_TRUST_KUBECTL_WITHOUT_ADMISSION_POLICY"
+
+
+def _flag(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 @dataclass(frozen=True)
@@ -53,6 +67,9 @@ class OperatorConfig:
     resync_seconds: float = 300.0
     api_token_secret: str = ""
     api_token_key: str = "token"
+    admission_policy: str = DEFAULT_ADMISSION_POLICY
+    tokenreview_cluster_role: str = DEFAULT_TOKENREVIEW_CLUSTER_ROLE
+    trust_kubectl_without_admission_policy: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> OperatorConfig:
@@ -61,6 +78,9 @@ class OperatorConfig:
             resync_seconds=float(environ.get("GATEHOUSE_RESYNC_SECONDS") or 300.0),
             api_token_secret=environ.get("GATEHOUSE_RUNTIME_API_TOKEN_SECRET") or "",
             api_token_key=environ.get("GATEHOUSE_RUNTIME_API_TOKEN_KEY") or "token",
+            admission_policy=environ.get("GATEHOUSE_ADMISSION_POLICY") or DEFAULT_ADMISSION_POLICY,
+            tokenreview_cluster_role=environ.get("GATEHOUSE_TOKENREVIEW_CLUSTER_ROLE") or DEFAULT_TOKENREVIEW_CLUSTER_ROLE,
+            trust_kubectl_without_admission_policy=_flag(environ.get(TRUST_KUBECTL_ENV)),
         )
 
 
@@ -113,4 +133,6 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf.Log
     settings.watching.server_timeout = 300  # re-list/re-watch regularly instead of trusting one stream forever
     config = OperatorConfig.from_env(os.environ)
     memo.state = OperatorState(config=config, kube=ChildrenApi(connect()))
-    logger.info("gatehouse operator: runtime image %s, resync every %ss", config.runtime_image, config.resync_seconds)
+    logger.info("gatehouse operator: runtime image %s, resync every %ss, admission policy %s%s", config.runtime_image,
+                config.resync_seconds, config.admission_policy,
+                " (kubectl trusted without it)" if config.trust_kubectl_without_admission_policy else "")

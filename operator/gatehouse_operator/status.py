@@ -1,12 +1,16 @@
 """The Agent's status, following Kubernetes conventions.
 
 ``observedGeneration`` says which spec the status describes; ``configHash`` is the sha256 of the
-``config.json`` the pods run; two conditions tell a user what happened:
+``config.json`` the pods run; three conditions tell a user (and the runtime) what happened:
 
 - ``Accepted``: ``True``/``Reconciled`` when the Agent translated and its children are in place;
   ``False`` with reason ``DependencyMissing`` (a ModelConfig, RemoteMCPServer or Secret is absent),
-  ``InvalidSpec`` (the translator's field-pathed problems) or ``ReconcileFailed`` (the API refused).
+  ``InvalidSpec`` (the translator's field-pathed problems), ``ServiceAccountNotAllowed``
+  (``spec.deployment.serviceAccountName`` names another account than the Agent's own) or ``ReconcileFailed``
+  (the API refused).
 - ``Ready``: from the Deployment's status, ``availableReplicas >= replicas``.
+- ``AdmissionPolicy``: whether the cluster enforces the ToolApproval admission policy, so that the runtime may
+  trust a decision made with kubectl (:mod:`gatehouse_operator.admission`).
 
 A condition's ``lastTransitionTime`` moves only when its ``status`` flips; reason, message and
 ``observedGeneration`` are updated in place. So the same inputs render the same status, and a resync
@@ -21,7 +25,7 @@ from typing import Any
 
 __all__ = ["OURS", "StatusCondition", "agent_status", "merge_conditions", "ready_condition"]
 
-OURS = ("Accepted", "Ready")
+OURS = ("Accepted", "Ready", "AdmissionPolicy")
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,7 @@ def agent_status(
     ready: StatusCondition,
     config_hash: str | None,
     now: str,
+    admission: StatusCondition | None = None,
 ) -> dict[str, Any]:
     """The status to hold: the fields we own merged over ``existing`` (a no-op when nothing changed)."""
     status = dict(existing or {})
@@ -88,5 +93,6 @@ def agent_status(
         status["observedGeneration"] = generation
     if config_hash:
         status["configHash"] = config_hash
-    status["conditions"] = merge_conditions(list(status.get("conditions") or []), [accepted, ready], generation, now)
+    ours = [accepted, ready] + ([admission] if admission is not None else [])
+    status["conditions"] = merge_conditions(list(status.get("conditions") or []), ours, generation, now)
     return status

@@ -166,3 +166,24 @@ def test_chart_app_version_is_the_project_version() -> None:
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert chart["appVersion"] == project["version"], "the default image tag is the chart's appVersion"
+
+
+def test_the_operator_is_told_the_names_of_the_policy_and_the_tokenreview_role(render: Render) -> None:
+    """The AdmissionPolicy condition checks the policy this chart installs; each runtime is bound to its TokenReview
+    ClusterRole. Both names carry the release, so the chart passes them to the operator."""
+    docs = render()
+    env = {e["name"]: e.get("value") for e in _operator_container(docs)["env"]}
+    (policy,) = of_kind(docs, "ValidatingAdmissionPolicy")
+    (binding,) = of_kind(docs, "ValidatingAdmissionPolicyBinding")
+    assert env["GATEHOUSE_ADMISSION_POLICY"] == policy["metadata"]["name"] == binding["spec"]["policyName"]
+    assert "Deny" in binding["spec"]["validationActions"]  # what the operator reports as Enforced
+    roles = {r["metadata"]["name"]: r for r in of_kind(docs, "ClusterRole")}
+    role = roles[env["GATEHOUSE_TOKENREVIEW_CLUSTER_ROLE"]]
+    assert role["rules"] == [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}]
+    assert "GATEHOUSE_TRUST_KUBECTL_WITHOUT_ADMISSION_POLICY" not in env  # off by default
+
+
+def test_trusting_kubectl_without_the_admission_policy_is_a_value(render: Render) -> None:
+    docs = render("--set", "operator.trustKubectlWithoutAdmissionPolicy=true")
+    env = {e["name"]: e.get("value") for e in _operator_container(docs)["env"]}
+    assert env["GATEHOUSE_TRUST_KUBECTL_WITHOUT_ADMISSION_POLICY"] == "true"

@@ -32,12 +32,23 @@ RUNTIME_ROLE_GRANTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("gatehouse.dev", "toolapprovals", ("get", "list", "watch", "create", "patch", "delete")),
     ("gatehouse.dev", "toolapprovals/status", ("get", "patch", "update")),
     ("", "events", ("create", "patch")),
+    ("gatehouse.dev", "agents", ("get",)),  # its own Agent's conditions (AdmissionPolicy)
 ]
 # kopf itself, cluster-scoped.
 KOPF_CLUSTER_NEEDS: list[tuple[str, str, tuple[str, ...]]] = [
     ("apiextensions.k8s.io", "customresourcedefinitions", ("get", "list", "watch")),
     ("", "namespaces", ("list", "watch")),
 ]
+# The operator itself, cluster-scoped: each runtime's TokenReview ClusterRoleBinding (bind: on one role only,
+# checked below) and the AdmissionPolicy condition (reading the ToolApproval policy and its bindings).
+OPERATOR_CLUSTER_NEEDS: list[tuple[str, str, tuple[str, ...]]] = [
+    ("rbac.authorization.k8s.io", "clusterrolebindings", ("get", "create", "patch", "delete")),
+    ("rbac.authorization.k8s.io", "clusterroles", ("bind",)),
+    ("admissionregistration.k8s.io", "validatingadmissionpolicies", ("get", "list", "watch")),
+    ("admissionregistration.k8s.io", "validatingadmissionpolicybindings", ("get", "list", "watch")),
+]
+CLUSTER_NEEDS = KOPF_CLUSTER_NEEDS + OPERATOR_CLUSTER_NEEDS
+TOKENREVIEW_ROLE = "gh-gatehouse-tokenreview"  # <release fullname>-tokenreview
 WATCHED = ["team-a", "team-b"]
 
 
@@ -83,7 +94,7 @@ def _missing(granted: set[tuple[str, str, str]], needs: list[tuple[str, str, tup
 
 
 @pytest.mark.parametrize(
-    "needs", [OPERATOR_NEEDS, RUNTIME_ROLE_GRANTS, KOPF_CLUSTER_NEEDS], ids=["operator", "runtime-grants", "kopf"]
+    "needs", [OPERATOR_NEEDS, RUNTIME_ROLE_GRANTS, CLUSTER_NEEDS], ids=["operator", "runtime-grants", "cluster"]
 )
 def test_operator_has_everything_it_needs_cluster_wide_by_default(render: Render, needs: list[Any]) -> None:
     docs = render()
@@ -96,7 +107,7 @@ def test_with_watched_namespaces_the_operator_gets_roles_there_only(render: Rend
     docs = render("--set", "operator.watchNamespaces={team-a,team-b}")
     grants = _grants(docs, _operator_sa(docs))
     assert sorted(grants, key=str) == sorted([None, *WATCHED], key=str)
-    assert _missing(grants[None], KOPF_CLUSTER_NEEDS) == []
+    assert _missing(grants[None], CLUSTER_NEEDS) == []
     namespaced = {(g, r) for g, r, _ in OPERATOR_NEEDS + RUNTIME_ROLE_GRANTS}
     assert not {(g, r) for g, r, _ in grants[None]} & namespaced, "namespaced permissions granted cluster-wide"
     for ns in WATCHED:
@@ -104,7 +115,7 @@ def test_with_watched_namespaces_the_operator_gets_roles_there_only(render: Rend
 
 
 def test_operator_gets_nothing_beyond_its_table(rendered: list[dict[str, Any]]) -> None:
-    allowed = {(g, r, v) for g, r, verbs in OPERATOR_NEEDS + RUNTIME_ROLE_GRANTS + KOPF_CLUSTER_NEEDS for v in verbs}
+    allowed = {(g, r, v) for g, r, verbs in OPERATOR_NEEDS + RUNTIME_ROLE_GRANTS + CLUSTER_NEEDS for v in verbs}
     for ns, granted in _grants(rendered, _operator_sa(rendered)).items():
         assert granted - allowed == set(), f"extra permissions in {ns or 'cluster'}"
 
@@ -118,3 +129,43 @@ def test_user_cluster_roles(render: Render) -> None:
         {"apiGroups": ["gatehouse.dev"], "resources": ["agents", "toolapprovals", "modelconfigs", "remotemcpservers"],
          "verbs": ["get", "list", "watch"]},
     ]
+
+
+def _cluster_rules(docs: list[dict[str, Any]], resource: str) -> list[dict[str, Any]]:
+    """The operator's cluster-wide rules that name ``resource``."""
+    sa = _operator_sa(docs)
+    roles = {r["metadata"]["name"]: r for r in of_kind(docs, "ClusterRole")}
+    out = []
+    for binding in of_kind(docs, "ClusterRoleBinding"):
+        if {"kind": "ServiceAccount", "name": sa, "namespace": RELEASE_NAMESPACE} in binding["subjects"]:
+            out += [rule for rule in roles[binding["roleRef"]["name"]]["rules"] if resource in rule["resources"]]
+    return out
+
+
+def test_the_operator_may_bind_only_the_tokenreview_role(rendered: list[dict[str, Any]]) -> None:
+    """bind lets the operator grant a role it does not hold: only the one role that allows TokenReviews."""
+    (rule,) = _cluster_rules(rendered, "clusterroles")
+    assert rule == {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+                    "resourceNames": [TOKENREVIEW_ROLE], "verbs": ["bind"]}
+
+
+def test_the_tokenreview_role_allows_tokenreviews_and_nothing_else(rendered: list[dict[str, Any]]) -> None:
+    roles = {r["metadata"]["name"]: r for r in of_kind(rendered, "ClusterRole")}
+    assert roles[TOKENREVIEW_ROLE]["rules"] == [
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    ]
+    bound = [b for b in of_kind(rendered, "ClusterRoleBinding", "RoleBinding") if b["roleRef"]["name"] == TOKENREVIEW_ROLE]
+    assert bound == [], "the chart binds it to nobody: the operator binds it to each runtime that needs it"
+
+
+def test_the_runtime_grants_of_the_operator_builders_are_covered(render: Render) -> None:
+    """Every rule of the Role the operator renders for a runtime is one the chart lets the operator hold."""
+    from agent_runtime.resources import Agent
+    from gatehouse_operator.builders import build_role
+
+    agent = Agent.model_validate({"kind": "Agent", "metadata": {"name": "a", "namespace": "team-a"},
+                                  "spec": {"modelConfig": "m"}})
+    wanted = [(g, r, v) for rule in build_role(agent)["rules"]
+              for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]]
+    docs = render()
+    assert _missing(_grants(docs, _operator_sa(docs))[None], [(g, r, (v,)) for g, r, v in wanted]) == []

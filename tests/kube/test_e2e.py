@@ -94,7 +94,8 @@ def stack(base: Path, **approval: Any) -> Iterator[Stack]:
         env = {**os.environ, "PATH": f"{plugin.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
         proc = RuntimeProcess(
             files, base / "state", base / "runtime.log",
-            extra_args=["--kubeconfig", str(kubeconfig), "--kube-namespace", "default", "--log-level", "warning"],
+            extra_args=["--kubeconfig", str(kubeconfig), "--kube-namespace", "default", "--log-level", "warning",
+                        "--trust-kubectl-without-admission-policy"],
         )
         proc.start(timeout=90)
         try:

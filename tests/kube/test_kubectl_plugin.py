@@ -103,10 +103,11 @@ def test_approve_writes_the_decision_with_the_callers_identity(cluster: RunningE
     code, out, err = plugin(capsys, "approve", "fm-1", "--reason", "checked")
     assert (code, err) == (0, "") and 'toolapproval "fm-1" approved' in out
     obj = cluster.emulator.get_object(TA, "default", "fm-1")
-    assert obj["spec"]["decision"] == {"action": "Approve", "reason": "checked", "decidedBy": "alice@example.com"}
+    (vote,) = obj["spec"]["votes"]
+    assert (vote["by"], vote["action"], vote["reason"]) == ("alice@example.com", "Approve", "checked")
 
     code, out, err = plugin(capsys, "approve", "fm-1")
-    assert code == 1 and 'toolapproval "fm-1" is already decided (by alice@example.com); nothing changed' in err
+    assert code == 1 and 'you (alice@example.com) have already voted on toolapproval "fm-1"' in err
     code, _, err = plugin(capsys, "deny", "fm-1", "--reason", "late")
     assert code == 1 and "already decided" in err
 
@@ -129,11 +130,11 @@ def test_deny_needs_a_reason(cluster: RunningEmulator, capsys: Cap) -> None:
     assert code == 1 and "--reason must not be empty" in err
     code, _, err = plugin(capsys, "deny", "fm-1")
     assert code == 2 and "--reason" in err
-    assert "decision" not in cluster.emulator.get_object(TA, "default", "fm-1")["spec"]
+    assert "votes" not in cluster.emulator.get_object(TA, "default", "fm-1")["spec"]
     code, out, _ = plugin(capsys, "deny", "fm-1", "--reason", "keep it")
     assert code == 0 and 'toolapproval "fm-1" denied' in out
-    decision = cluster.emulator.get_object(TA, "default", "fm-1")["spec"]["decision"]
-    assert decision == {"action": "Deny", "reason": "keep it", "decidedBy": "alice@example.com"}
+    (vote,) = cluster.emulator.get_object(TA, "default", "fm-1")["spec"]["votes"]
+    assert (vote["by"], vote["action"], vote["reason"]) == ("alice@example.com", "Deny", "keep it")
 
 
 def test_clear_errors_not_found_and_forbidden(cluster: RunningEmulator, capsys: Cap) -> None:
@@ -158,7 +159,7 @@ def test_a_concurrent_decision_is_reported_as_decided_by_someone_else(
     monkeypatch.setattr(kubectl_plugin, "_get", lambda *a, **k: stale)
     code, _, err = plugin(capsys, "approve", "fm-1")
     assert code == 1 and 'toolapproval "fm-1" was decided by someone else just now; nothing changed' in err
-    assert "decision" not in cluster.emulator.get_object(TA, "default", "fm-1")["spec"]
+    assert "votes" not in cluster.emulator.get_object(TA, "default", "fm-1")["spec"]
 
 
 def hitl_question(name: str) -> dict[str, Any]:

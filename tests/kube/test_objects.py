@@ -64,7 +64,7 @@ def test_status_follows_every_outcome(status: str, source: str, phase: str, show
     r = record(status=status, source=source, reason="why", decided_at=1_700_000_100.0)
     out = objects.status(r, "alice" if source == "kubectl" else "")
     assert out == {"phase": phase, "source": shown_source, "decidedBy": by, "decidedAt": "2023-11-14T22:15:00Z",
-                   "reason": "why"}
+                   "reason": "why", "approvals": "0/1", "required": 1, "votes": []}
 
 
 def test_events_name_the_request_and_the_outcome() -> None:

@@ -78,7 +78,7 @@ async def _app(
             for f in files:
                 kubectl("apply", "--validate=false", "-f", str(f))
         config = select_agent_config(files)
-        settings = KubeSettings("default", tmp_path / "kubeconfig", **{"retention_seconds": 3600.0, **kube})
+        settings = KubeSettings("default", tmp_path / "kubeconfig", **{"retention_seconds": 3600.0, "trust_kubectl": True, **kube})
         starlette = build_app(RuntimeSettings(config=config, state_dir=tmp_path / "state", kube=settings))
         runtime: Runtime = starlette.state.runtime
         async with starlette.router.lifespan_context(starlette):

@@ -33,7 +33,7 @@ def _cases() -> list[str]:
 def _render(case: Path) -> tuple[list[dict[str, Any]], AgentConfig]:
     manifests = load_manifests([case / "input.yaml"])
     (agent,) = manifests.agents.values()
-    config = translate(agent, manifests.model_configs, manifests.mcp_servers)
+    config = translate(agent, manifests.model_configs, manifests.mcp_servers, in_cluster=True)
     (doc,) = [d for d in yaml.safe_load_all((case / "input.yaml").read_text()) if d and d["kind"] == "Agent"]
     owner = {**doc, "metadata": {**doc["metadata"], "uid": OWNER_UID}}
     secrets_hash = "f" * 64 if secret_env(config) else ""
@@ -78,7 +78,7 @@ def test_secret_values_never_appear_only_references() -> None:
     assert refs == {**expected, "GATEHOUSE_API_TOKEN": {"name": "gatehouse-api-token", "key": "token"}}
     assert not any(c["kind"] == "ServiceAccount" for c in children)
     binding = next(c for c in children if c["kind"] == "RoleBinding")
-    assert binding["subjects"][0]["name"] == "gh-bot-runner"
+    assert binding["subjects"][0]["name"] == "gh-bot"  # spec.deployment.serviceAccountName, the Agent's own
 
 
 def test_a_changed_config_changes_the_pod_template() -> None:

@@ -21,11 +21,17 @@ schema + CEL validation via :mod:`tests.support.crd_validation`, answering 422 l
 It answers ``kubectl get``'s Table requests too, with a CRD's ``additionalPrinterColumns`` (so
 ``kubectl get agents`` shows ACCEPTED and READY). Still missing: server-side apply, strategic merge
 semantics (treated as merge patch), protobuf request bodies (``kubectl create secret`` sends protobuf:
-create built-in objects with the ``kubernetes`` client or ``kubectl apply``), RBAC and admission.
+create built-in objects with the ``kubernetes`` client or ``kubectl apply``), mutating admission, real RBAC roles.
 
-Identity and denial, for tests of clients: a ``SelfSubjectReview`` (POST
-``/apis/authentication.k8s.io/v1/selfsubjectreviews``) answers with :attr:`KubeEmulator.username`;
-:meth:`KubeEmulator.forbid` makes matching requests answer 403 like RBAC would (or another status); :meth:`KubeEmulator.compact`
+Identity (:mod:`tests.support.kube_identity`): a request's bearer token picks its user (:meth:`KubeEmulator.add_user`,
+:meth:`KubeEmulator.add_service_account`); no token or an unknown one is the admin :attr:`KubeEmulator.username`
+(``system:masters``) unless :attr:`KubeEmulator.require_auth` (401). ``SelfSubjectReview`` and ``TokenReview``
+are answered; :meth:`KubeEmulator.enforce_rbac` and :meth:`KubeEmulator.grant` give a minimal RBAC (403 worded
+like the API server's). ValidatingAdmissionPolicies (:meth:`KubeEmulator.add_admission_policy`,
+:mod:`tests.support.admission`) are evaluated on CREATE and UPDATE/PATCH, after the patch, before storing.
+
+Denial and trouble, for tests of clients: :meth:`KubeEmulator.forbid` makes matching requests answer 403 like
+RBAC would (or another status); :meth:`KubeEmulator.compact`
 forgets the watch history (as etcd compaction or an API server restart does): open watches end and
 resuming one from an older resourceVersion answers ``410 Gone``; :attr:`KubeEmulator.watch_delay` holds
 every watch event back that many seconds (a watch running behind, as under load).
@@ -58,14 +64,15 @@ import yaml
 from kmock._internal import enums, parsing, references, rendering
 
 from tests.support import crd_validation
+from tests.support import kube_identity as identity
 from tests.support import kube_wire as wire
+from tests.support.admission import Admission
 
 __all__ = ["KubeEmulator"]
 
 Key = tuple[references.resource, str | None, str]
 _CORE_NAMESPACES = re.compile(r"^/api/v1/namespaces(?:/(?P<name>[^/]+)(?:/(?P<sub>status|finalize))?)?/?$")
 _WRITES = {"POST", "PUT", "PATCH", "DELETE"}
-_SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 # Discovery, answered directly: kmock's DSL would test the request against every payload's filter, and each
 # test walks the whole request log (quadratic over a long run). Same patterns and answers as kmock's fallbacks.
 _DISCOVERY = (
@@ -94,11 +101,12 @@ class _Watcher:
 
 
 @attrs.define(kw_only=True)
-class KubeEmulator(kmock.KubernetesEmulator):
+class KubeEmulator(identity.IdentityMixin, kmock.KubernetesEmulator):
     """kmock's emulator with the gaps closed; see the module docstring. Load CRDs with :meth:`add_crd`."""
 
     validate_custom_resources: bool = True
-    username: str = "tester"  # who a SelfSubjectReview says the caller is
+    username: str = "tester"  # the admin: who a request without one of our tokens is
+    require_auth: bool = False  # refuse (401) a request without one of our tokens
     watch_delay: float = 0.0  # seconds each watch event is held back, like a lagging watch cache
     _forbidden: list[tuple[str, re.Pattern[str], int]] = attrs.field(factory=list, init=False)
     _compacted: int = attrs.field(default=0, init=False)
@@ -108,6 +116,10 @@ class KubeEmulator(kmock.KubernetesEmulator):
     _validated: dict[references.resource, str] = attrs.field(factory=dict, init=False)
     _closing: bool = attrs.field(default=False, init=False)
     _columns: dict[references.resource, list[dict[str, Any]]] = attrs.field(factory=dict, init=False)
+    identities: identity.Identities = attrs.field(factory=identity.Identities, init=False)
+    admission: Admission = attrs.field(factory=Admission, init=False)
+    admission_audit: list[str] = attrs.field(factory=list, init=False)  # what Audit-action bindings recorded
+    _warnings: list[str] = attrs.field(factory=list, init=False)  # Warn-action results of the write being served
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -162,6 +174,16 @@ class KubeEmulator(kmock.KubernetesEmulator):
     def allow_all(self) -> None:
         self._forbidden.clear()
 
+    # -- admission (identity and RBAC: identity.IdentityMixin) ------------------------------------------
+
+    def add_admission_policy(self, policy: dict[str, Any], binding: dict[str, Any]) -> None:
+        """Evaluate a ValidatingAdmissionPolicy, as bound by ``binding``, on every matching CREATE and UPDATE."""
+        self.admission.add(policy, binding)
+
+    def add_admission_documents(self, docs: list[dict[str, Any]]) -> int:
+        """Load every policy and binding among ``docs`` (e.g. the rendered chart); returns the number of bindings."""
+        return self.admission.add_documents(docs)
+
     def compact(self) -> None:
         """Forget the event history: open watches end; resuming from an older version answers 410 Gone."""
         self._compacted = self._rv
@@ -201,17 +223,20 @@ class KubeEmulator(kmock.KubernetesEmulator):
 
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         method = raw_request.method.upper()
+        user = self.caller(raw_request.headers.get("Authorization"))
+        if user is None:
+            return await self._render_error(kmock.KubernetesError(status=401, reason="Unauthorized", message="Unauthorized"))
         for verb, pattern, status in self._forbidden:
             if verb == method and pattern.search(raw_request.path):
                 return await self._render_error(kmock.KubernetesError(
                     status=status, reason="Forbidden" if status == 403 else "ServiceUnavailable",
-                    message=f'User "{self.username}" cannot {method.lower()} {raw_request.path}: refused by the test',
+                    message=f'User "{user.username}" cannot {method.lower()} {raw_request.path}: refused by the test',
                 ))
-        if raw_request.path.rstrip("/") == _SELF_SUBJECT_REVIEWS and method == "POST":
-            return aiohttp.web.json_response({
-                "apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview", "metadata": {"creationTimestamp": None},
-                "status": {"userInfo": {"username": self.username, "groups": ["system:authenticated"]}},
-            }, status=201)
+        if method == "POST" and raw_request.path.rstrip("/") in identity.REVIEWS:
+            try:
+                return aiohttp.web.json_response(await self._review(raw_request, user), status=201)
+            except kmock.KubernetesError as exc:
+                return await self._render_error(exc)
         if _CORE_NAMESPACES.match(raw_request.path):
             return await self._call_namespaces(raw_request)
         return await super().__call__(raw_request)
@@ -254,9 +279,12 @@ class KubeEmulator(kmock.KubernetesEmulator):
                         break
             return await kmock.KubernetesScaffold._handle(self, request)  # the DSL
         method = str(request.method.value).upper()
-        if method == "GET" and request.params.get("watch") in ("true", "1"):
+        watch = method == "GET" and request.params.get("watch") in ("true", "1")
+        self._authorize(request, identity.verb_of(method, request.name, watch))
+        if watch:
             return await self._watch(request)
         async with self._lock:
+            self._warnings = []
             if method == "GET" and request.name is None:
                 payload = self._list(request)
             elif method == "GET":
@@ -269,10 +297,14 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 payload = await self._delete(request)
             else:
                 raise kmock.KubernetesError(status=405, reason="MethodNotAllowed", message=f"{method} {request.url.path}")
+            warnings, self._warnings = self._warnings, []
         status = 201 if method == "POST" else 200
         if method == "GET" and wire.wants_table(request):
             payload = self._table(res, payload.get("items", [payload]), payload["metadata"].get("resourceVersion"))
-        return aiohttp.web.json_response(payload, status=status)
+        response = aiohttp.web.json_response(payload, status=status)
+        for warning in warnings:  # as the API server sends a Warn-action policy's failures; kubectl prints them
+            response.headers.add("Warning", f'299 - "{warning}"')
+        return response
 
     # -- discovery fix ----------------------------------------------------------------------------------
 
@@ -359,6 +391,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
             obj.pop("status", None)  # custom resources: status is set through /status only
         self._stamp_new(res, obj)
         obj = self._validate(res, obj)
+        self._admit(request, "CREATE", obj, None)
         if key in self._objects:
             self._objects[key].create(obj)
         else:
@@ -390,6 +423,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
             raise kmock.KubernetesError(status=422, reason="Invalid", message=f"the patch cannot be applied: {exc}") from None
         new = self._isolate(res, request.subresource, current, wanted)
         if new == current:
+            self._admit(request, "UPDATE", current, current)  # admitted first, as in Kubernetes
             return current  # a no-op write changes nothing and emits nothing, as in Kubernetes
         meta = new["metadata"]
         meta["resourceVersion"] = self._next_rv()
@@ -397,9 +431,11 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if {k: v for k, v in new.items() if k not in strip} != {k: v for k, v in current.items() if k not in strip}:
             meta["generation"] = int(current["metadata"].get("generation", 1)) + 1
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            self._admit(request, "UPDATE", new, current)
             await self._remove(key, new)
             return new
         new = self._validate(res, new)
+        self._admit(request, "UPDATE", new, current)
         self._objects[key].create(new)
         await self._emit(res, "MODIFIED", new)
         return new
@@ -509,6 +545,28 @@ class KubeEmulator(kmock.KubernetesEmulator):
                          "causes": [{"reason": "FieldValueInvalid", "message": p} for p in problems]},
             )
         return obj
+
+    def _admit(self, request: rendering.Request, operation: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """Run the loaded ValidatingAdmissionPolicies; a Deny failure refuses the write (nothing is stored)."""
+        res = request.resource
+        if not self.admission.bindings or res is None:
+            return
+        info = self._info(res)
+        meta = obj.get("metadata", {})
+        review = self.admission.review(
+            operation=operation, group=res.group or "", version=res.version or "", resource=res.plural or "",
+            subresource=request.subresource, kind=(info.kind if info else None) or "", obj=obj, old=old,
+            user=self._user(request).as_dict(), namespace=meta.get("namespace"), name=meta.get("name"),
+        )
+        self._warnings += review.warnings
+        self.admission_audit += review.audit
+        if review.denial is not None:
+            denial = review.denial
+            raise kmock.KubernetesError(
+                status=denial.status, reason=denial.reason, message=denial.message,
+                details={"name": meta.get("name", ""), "group": res.group, "kind": res.plural,
+                         "causes": [{"message": denial.message}]},
+            )
 
     def _not_found(self, request: rendering.Request) -> kmock.KubernetesError:
         plural = request.resource.plural if request.resource else "object"

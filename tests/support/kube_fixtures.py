@@ -5,7 +5,8 @@ Import them into a ``conftest.py`` (``from tests.support.kube_fixtures import ku
 ``kube_api``  a fresh emulator with our CRDs on 127.0.0.1, with ``$KUBECONFIG`` -- and the ``kubernetes``
               client's default location, which that library reads at import time -- pointing at it;
 ``kube``      a ``kubernetes.client.ApiClient`` for it;
-``kubectl``   ``/usr/bin/kubectl`` against it (``kubectl("get", "agents")`` returns stdout).
+``kubectl``   ``/usr/bin/kubectl`` against it (``kubectl("get", "agents")`` returns stdout); as another user:
+              ``kubectl.as_user(kube_api.user_kubeconfig(tmp_path, "alice"))``.
 
 :func:`wait_for` polls a condition. Anything that talks to the API from another thread or process (kopf
 via ``KopfRunner``, the runtime, kubectl) finds it through ``$KUBECONFIG``.
@@ -65,13 +66,19 @@ def kube(kube_api: RunningEmulator) -> Iterator[kubernetes.client.ApiClient]:
 class Kubectl:
     """``/usr/bin/kubectl`` against the emulated API server."""
 
-    def __init__(self, binary: str) -> None:
+    def __init__(self, binary: str, kubeconfig: Path | None = None) -> None:
         self.binary = binary
+        self.kubeconfig = kubeconfig  # None: $KUBECONFIG (the admin)
+
+    def as_user(self, kubeconfig: Path) -> Kubectl:
+        """This kubectl with another kubeconfig, e.g. one from :meth:`RunningEmulator.user_kubeconfig`."""
+        return Kubectl(self.binary, kubeconfig)
 
     def run(self, *args: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            [self.binary, *args], capture_output=True, text=True, timeout=timeout, env=dict(os.environ), check=False
-        )
+        env = dict(os.environ)
+        if self.kubeconfig is not None:
+            env["KUBECONFIG"] = str(self.kubeconfig)
+        result = subprocess.run([self.binary, *args], capture_output=True, text=True, timeout=timeout, env=env, check=False)
         if check and result.returncode != 0:
             pytest.fail(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
         return result

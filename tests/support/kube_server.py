@@ -3,12 +3,24 @@
 :func:`serve` gives the emulator its own thread and event loop -- so kopf (in another thread, via
 ``KopfRunner``), the ``kubernetes`` client and ``kubectl`` all reach it over real HTTP -- and
 :func:`write_kubeconfig` writes a kubeconfig pointing at it.
+
+The emulator listens twice: plain HTTP (:attr:`RunningEmulator.url`, credential-free kubeconfigs: the admin)
+and HTTPS with a throwaway self-signed certificate (:attr:`RunningEmulator.tls_url`). kubectl (client-go)
+sends a kubeconfig's bearer token only over TLS, so :meth:`RunningEmulator.kubeconfig_for` -- a kubeconfig
+for one user, e.g. ``KUBECONFIG=<alice's file> kubectl auth whoami`` -- points at the HTTPS listener and
+trusts its certificate.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import datetime
+import functools
+import ipaddress
+import ssl
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,9 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp.test_utils
+import aiohttp.web
 import aiohttp.web_runner
 import kmock
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from tests.support import crd_validation
 from tests.support.kube_emulator import KubeEmulator
@@ -26,18 +43,54 @@ from tests.support.kube_emulator import KubeEmulator
 __all__ = ["RunningEmulator", "serve", "write_kubeconfig"]
 
 
-def write_kubeconfig(path: Path, server: str) -> Path:
-    """A kubeconfig with one context pointing at ``server`` (plain HTTP, no credentials)."""
+def write_kubeconfig(
+    path: Path, server: str, token: str | None = None, namespace: str = "default", certificate_authority: str | None = None,
+) -> Path:
+    """A kubeconfig with one context pointing at ``server``: without credentials (the emulator's admin), or with
+    the bearer ``token`` of one user (kubectl sends it only to an ``https://`` server; ``certificate_authority``
+    is the PEM it trusts there)."""
+    cluster: dict[str, Any] = {"server": server}
+    if certificate_authority:
+        cluster["certificate-authority-data"] = base64.b64encode(certificate_authority.encode()).decode()
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "emulated", "cluster": {"server": server}}],
-        "users": [{"name": "tester", "user": {}}],
-        "contexts": [{"name": "emulated", "context": {"cluster": "emulated", "user": "tester", "namespace": "default"}}],
+        "clusters": [{"name": "emulated", "cluster": cluster}],
+        "users": [{"name": "tester", "user": {"token": token} if token else {}}],
+        "contexts": [{"name": "emulated", "context": {"cluster": "emulated", "user": "tester", "namespace": namespace}}],
         "current-context": "emulated",
     }
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+@functools.cache
+def _certificate() -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 and localhost, and its key (PEM), made once per process."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-emulator")])
+    now = datetime.datetime.now(tz=datetime.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=30))
+        .add_extension(x509.SubjectAlternativeName(
+            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return cert.public_bytes(serialization.Encoding.PEM).decode(), key_pem.decode()
+
+
+def _ssl_context() -> ssl.SSLContext:
+    cert, key = _certificate()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    with tempfile.TemporaryDirectory() as tmp:  # load_cert_chain reads files only
+        (Path(tmp) / "tls.crt").write_text(cert)
+        (Path(tmp) / "tls.key").write_text(key)
+        context.load_cert_chain(Path(tmp) / "tls.crt", Path(tmp) / "tls.key")
+    return context
 
 
 class _QuietServer(aiohttp.test_utils.RawTestServer):
@@ -50,11 +103,12 @@ class _QuietServer(aiohttp.test_utils.RawTestServer):
 
 @dataclass
 class RunningEmulator:
-    """A served emulator: its URL, and a way to run coroutines in its event loop."""
+    """A served emulator: its URLs, and a way to run coroutines in its event loop."""
 
     emulator: KubeEmulator
     url: str
     loop: asyncio.AbstractEventLoop
+    tls_url: str = ""  # the same emulator over HTTPS (see the module docstring)
 
     def call(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` in the emulator's loop (for touching ``emulator.objects`` safely)."""
@@ -62,6 +116,21 @@ class RunningEmulator:
             return fn()
 
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout=10)
+
+    @property
+    def certificate(self) -> str:
+        """The PEM certificate of :attr:`tls_url` (trust it to talk HTTPS to the emulator)."""
+        return _certificate()[0]
+
+    def kubeconfig_for(self, path: Path, token: str, namespace: str = "default") -> Path:
+        """A kubeconfig at ``path`` that talks to this server (over HTTPS) as the user of ``token``."""
+        return write_kubeconfig(path, self.tls_url, token, namespace, self.certificate)
+
+    def user_kubeconfig(self, directory: Path, name: str, groups: tuple[str, ...] | list[str] = ()) -> Path:
+        """A new user ``name`` (:meth:`KubeEmulator.add_user`) and a kubeconfig for them in ``directory``."""
+        token = self.emulator.add_user(name, groups)
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+        return self.kubeconfig_for(directory / f"kubeconfig-{safe}", token)
 
 
 @contextlib.contextmanager
@@ -77,16 +146,24 @@ def serve(crd_dir: Path | None = crd_validation.CRD_DIR, host: str = "127.0.0.1"
     async def main() -> None:
         try:
             async with emulator, kmock.Server(emulator, host=host, server_cls=_QuietServer) as server:
-                box["url"] = f"http://{host}:{server.port}"
-                box["loop"] = asyncio.get_running_loop()
-                stop.append(asyncio.Event())
-                started.set()
-                await stop[0].wait()
-                emulator.stop_watches()
-                for _ in range(10):  # let open watch streams notice and end
-                    if not emulator.open_watches:
-                        break
-                    await asyncio.sleep(0.1)
+                tls = aiohttp.web_runner.ServerRunner(aiohttp.web.Server(emulator, access_log=None))
+                await tls.setup()
+                site = aiohttp.web.TCPSite(tls, host, 0, ssl_context=_ssl_context())
+                await site.start()
+                try:
+                    box["url"] = f"http://{host}:{server.port}"
+                    box["tls_url"] = f"https://{host}:{tls.addresses[0][1]}"
+                    box["loop"] = asyncio.get_running_loop()
+                    stop.append(asyncio.Event())
+                    started.set()
+                    await stop[0].wait()
+                    emulator.stop_watches()
+                    for _ in range(10):  # let open watch streams notice and end
+                        if not emulator.open_watches:
+                            break
+                        await asyncio.sleep(0.1)
+                finally:
+                    await tls.cleanup()
         except BaseException as exc:
             box["error"] = exc
             started.set()
@@ -98,7 +175,7 @@ def serve(crd_dir: Path | None = crd_validation.CRD_DIR, host: str = "127.0.0.1"
     if "error" in box or "url" not in box:
         raise RuntimeError(f"the emulated API server did not start: {box.get('error')!r}")
     try:
-        yield RunningEmulator(emulator, box["url"], box["loop"])
+        yield RunningEmulator(emulator, box["url"], box["loop"], box["tls_url"])
     finally:
         box["loop"].call_soon_threadsafe(stop[0].set)
         thread.join(timeout=30)

@@ -124,8 +124,9 @@ def runtime(base: Path, tools: Tools, serve_args: Sequence[str] = (), **approval
 class Rpc:
     """Raw A2A JSON-RPC over httpx (header ``A2A-Version: 1.0``), returning plain JSON."""
 
-    def __init__(self, url: str) -> None:
-        self.client = httpx.Client(base_url=url, headers={"A2A-Version": "1.0"}, timeout=60)
+    def __init__(self, url: str, token: str | None = None) -> None:
+        headers = {"A2A-Version": "1.0", **({"Authorization": f"Bearer {token}"} if token else {})}
+        self.client = httpx.Client(base_url=url, headers=headers, timeout=60)
 
     def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         body = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}

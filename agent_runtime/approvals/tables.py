@@ -1,0 +1,82 @@
+"""The runtime's approval tables, on one metadata (created together at start-up, upgraded by approvals/schema.py).
+
+Only :mod:`agent_runtime.approvals` code reads and writes them: the service (requests and their outcome),
+deciders (who decided), votes (every vote cast) and schema (the state's version).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Boolean, Column, Float, Integer, MetaData, String, Table, Text
+
+metadata = MetaData()
+
+approvals = Table(
+    "gatehouse_approvals",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("task_id", String(128), nullable=False, index=True),
+    Column("context_id", String(128), nullable=False, index=True),
+    Column("confirmation_id", String(128), nullable=False),
+    Column("call_id", String(128), nullable=False, unique=True),
+    Column("tool", String(256), nullable=False),
+    Column("server", String(256)),
+    Column("args_json", Text, nullable=False),
+    Column("args_hash", String(64), nullable=False),
+    Column("hint", Text, nullable=False, default=""),
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False, index=True),
+    Column("position", Integer, nullable=False, default=0),
+    Column("status", String(16), nullable=False, index=True),
+    Column("scope", String(16), nullable=False, default="once"),
+    Column("reason", Text, nullable=False, default=""),
+    Column("source", String(64), nullable=False, default=""),
+    Column("decided_at", Float),
+    Column("exec_state", String(16), nullable=False, default="none"),
+    Column("requested_by", String(256), nullable=False, default=""),  # since state version 2 (approvals/schema.py)
+    Column("approvers_json", Text),
+)
+
+# Who decided a request, where a channel knew the person (written and read by approvals/deciders.py).
+deciders = Table(
+    "gatehouse_approval_deciders",
+    metadata,
+    Column("request_id", String(64), primary_key=True),
+    Column("decided_by", String(256), nullable=False),
+    Column("decided_at", Float, nullable=False),
+)
+
+votes = Table(
+    "gatehouse_approval_votes",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("request_id", String(64), nullable=False, index=True),
+    Column("principal", String(256), nullable=False),
+    Column("seen_as", String(256), nullable=False, default=""),
+    Column("groups_json", Text, nullable=False, default="[]"),
+    Column("ballot", String(8), nullable=False),
+    Column("reason", Text, nullable=False, default=""),
+    Column("channel", String(32), nullable=False),
+    Column("cast_at", Float, nullable=False),
+    Column("counted", Boolean, nullable=False),
+    Column("note", Text, nullable=False, default=""),
+)
+
+schema_versions = Table(
+    "gatehouse_schema",
+    metadata,
+    Column("component", String(64), primary_key=True),
+    Column("version", Integer, nullable=False),
+)
+
+
+# The Kubernetes objects (ToolApprovals) the runtime itself created, by request: only votes on these count
+# (a ToolApproval anyone else created, or one recreated under the same name, has another uid).
+mirrored_objects = Table(
+    "gatehouse_mirrored_objects",
+    metadata,
+    Column("request_id", String(64), primary_key=True),
+    Column("uid", String(64), nullable=False),
+)
+
+
+__all__ = ["approvals", "deciders", "metadata", "mirrored_objects", "schema_versions", "votes"]

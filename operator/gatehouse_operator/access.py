@@ -1,0 +1,107 @@
+"""The two objects of an Agent that are not plain children: its generated token Secret and its TokenReview binding.
+
+``<agent>-access`` (Secret, owned by the Agent): for an Agent that names no ``spec.access.tokenSecretRef``, the
+operator generates one token for ``<agent>-admin`` and mounts it as the runtime's token file, so an Agent
+written before ``spec.access`` existed still starts with authentication on. It is created once and never
+written again: not on a resync, not after an operator restart (the token lives in the Secret), not when someone
+edits it (their tokens are theirs; the pods roll to read them). Deleted by hand, it is generated anew. Whether it
+exists is read from the in-memory Secret index, so a reconcile costs no extra request.
+
+``gatehouse-tokenreview-<namespace>-<agent>`` (ClusterRoleBinding): binds the chart's TokenReview ClusterRole to
+the runtime's ServiceAccount while ``spec.access.kubernetesTokens`` is true, and is deleted when it turns false or
+when the Agent is deleted (by the delete handler, before kopf releases the finalizer: a cluster-scoped object
+cannot have a namespaced owner). It carries the Agent's name and namespace as labels; one that names another
+Agent is never taken over.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+from agent_runtime.resources import Agent
+from gatehouse_operator import builders
+from gatehouse_operator.apply import Applied, owned_equal
+from gatehouse_operator.dependencies import Dependencies
+from gatehouse_operator.kube import ApiException, ChildrenApi
+
+__all__ = ["BindingConflict", "delete_tokenreview_binding", "ensure_access_secret", "ensure_tokenreview_binding"]
+
+BINDING = "ClusterRoleBinding"
+TOKEN_BYTES = 32
+
+
+class BindingConflict(Exception):
+    """The TokenReview binding's name is taken by a binding that belongs to another Agent."""
+
+
+def ensure_access_secret(kube: ChildrenApi, deps: Dependencies, agent: Agent, owner: Mapping[str, Any]) -> Applied | None:
+    """Generate the token Secret if the Agent needs it and it does not exist; ``None`` when nothing was done."""
+    if agent.spec.access.token_secret_ref is not None:
+        return None
+    desired = builders.build_access_secret(agent, owner, secrets.token_urlsafe(TOKEN_BYTES))
+    name = desired["metadata"]["name"]
+    if deps.secret_digests_of(agent.namespace, name) is not None:
+        return None
+    try:
+        return Applied("Secret", name, "created", kube.create(desired))
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    actual = kube.get("Secret", agent.namespace, name)  # there already, and not yet in the index: never overwritten
+    return Applied("Secret", name, "unchanged", actual) if actual is not None else None
+
+
+def _owner_of(binding: dict[str, Any]) -> tuple[str, str] | None:
+    labels = binding.get("metadata", {}).get("labels") or {}
+    agent, namespace = labels.get(builders.AGENT_LABEL), labels.get(builders.AGENT_NAMESPACE_LABEL)
+    return (namespace, agent) if agent and namespace else None
+
+
+def _check_ours(actual: dict[str, Any], agent: Agent) -> None:
+    owner = _owner_of(actual)
+    if owner is not None and owner != (agent.namespace, agent.name):
+        raise BindingConflict(
+            f"{BINDING} {actual['metadata']['name']!r} belongs to Agent {owner[0]}/{owner[1]}; "
+            "the runtime cannot be allowed TokenReviews under that name"
+        )
+
+
+def ensure_tokenreview_binding(
+    kube: ChildrenApi, agent: Agent, cluster_role: str, *, wanted: bool, create_first: bool = False
+) -> Applied | None:
+    """Make the binding exist (``wanted``) or not; ``None`` when it is absent and not wanted."""
+    name = builders.tokenreview_binding_name(agent.namespace, agent.name)
+    if not wanted:
+        actual = kube.get(BINDING, None, name)
+        if actual is None or _owner_of(actual) != (agent.namespace, agent.name):
+            return None
+        kube.delete(BINDING, None, name)
+        return Applied(BINDING, name, "deleted", actual)
+    desired = builders.build_tokenreview_binding(agent, cluster_role)
+    if create_first:
+        try:
+            return Applied(BINDING, name, "created", kube.create(desired))
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+    actual = kube.get(BINDING, None, name)
+    if actual is None:
+        return Applied(BINDING, name, "created", kube.create(desired))
+    _check_ours(actual, agent)
+    if actual.get("roleRef") != desired["roleRef"]:  # roleRef cannot change: replace the binding
+        kube.delete(BINDING, None, name)
+        return Applied(BINDING, name, "replaced", kube.create(desired))
+    if owned_equal(desired, actual):
+        return Applied(BINDING, name, "unchanged", actual)
+    return Applied(BINDING, name, "patched", kube.patch(desired))
+
+
+def delete_tokenreview_binding(kube: ChildrenApi, namespace: str, agent_name: str) -> bool:
+    """Delete the Agent's binding, if it is there and its own; whether one was deleted."""
+    name = builders.tokenreview_binding_name(namespace, agent_name)
+    actual = kube.get(BINDING, None, name)
+    if actual is None or _owner_of(actual) not in (None, (namespace, agent_name)):
+        return False
+    return kube.delete(BINDING, None, name)
