@@ -125,7 +125,7 @@ def test_approve_from_kubectl_resumes_the_task(shared: Stack) -> None:
     task, rid = _gated(s, "x.txt")
     name = approval_name("file-manager", rid)
     rows = [line.split() for line in s.kubectl("get", "toolapprovals").splitlines()]
-    assert rows[0] == ["NAME", "AGENT", "KIND", "TOOL", "PHASE", "AGE"]
+    assert rows[0] == ["NAME", "AGENT", "KIND", "TOOL", "PHASE", "APPROVALS", "AGE"]
     assert [name, "file-manager", "tool_approval", "delete_file", "Pending"] in [r[:5] for r in rows]
     wait_for(lambda: s.pending_count() == 1, timeout=30)
     assert "1" in s.kubectl("get", "agents", "file-manager", "-o", "jsonpath={.status.pendingApprovals}")

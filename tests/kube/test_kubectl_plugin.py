@@ -73,7 +73,7 @@ def test_approvals_lists_pending_ones_of_the_namespace_and_filters(cluster: Runn
     code, out, _ = plugin(capsys, "approvals")
     assert code == 0
     rows = lines(out)
-    assert rows[0] == ["NAME", "AGENT", "KIND", "TOOL", "ARGS", "PHASE", "AGE"]
+    assert rows[0] == ["NAME", "AGENT", "KIND", "TOOL", "ARGS", "PHASE", "APPROVALS", "AGE"]
     assert {r[2] for r in rows[1:]} == {"tool_approval"}
     assert sorted(r[0] for r in rows[1:]) == ["fm-1", "fm-2", "other-1"]
     assert all(r[-2] == "Pending" for r in rows[1:])
