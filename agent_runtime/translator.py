@@ -322,7 +322,7 @@ def _access(agent: Agent, in_cluster: bool, problems: list[Problem]) -> ac.Acces
     return ac.AccessConfig(
         token_file=TOKEN_FILE if access.token_secret_ref is not None or in_cluster else None,
         jwt=jwt,
-        kubernetes_tokens=False,
+        kubernetes_tokens=access.kubernetes_tokens,
         identities=[
             ac.IdentityConfig(principal=i.principal, aliases=list(dict.fromkeys(i.aliases))) for i in access.identities
         ],
