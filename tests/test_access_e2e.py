@@ -320,8 +320,8 @@ def test_an_alias_counts_once_across_a2a_and_rest(env: Env) -> None:
 
 
 def test_a_rest_vote_answer_shows_the_votes_so_far(env: Env) -> None:
-    """The 202 and 403 bodies show the request as GET /approvals/{id} does: the votes so far, with their channel,
-    and how many approvals are still needed."""
+    """The 202, 403 and 200 bodies show the request as GET /approvals/{id} does: the votes so far, with their
+    channel, and how many approvals are still needed (nothing once decided)."""
     carol = rpc(env, "carol")
     task, rid = pause(carol, env.tools, "tally.txt")
     counted = rest(env, "bob").decide(rid)
@@ -329,10 +329,17 @@ def test_a_rest_vote_answer_shows_the_votes_so_far(env: Env) -> None:
     refused = rest(env, "carol").decide(rid)
     assert refused.status_code == 403, refused.text
     fetched = ApprovalView.model_validate_json(rest(env, "bob").client.get(f"/approvals/{rid}").content).approvers
-    assert fetched is not None and fetched.waiting_for.startswith("1 of 2 approvals")
+    assert fetched is not None and fetched.waiting_for == f"1 of 2 approvals; {WHO_FOR.format('carol')}"
+    assert [(v.by, v.vote, v.via) for v in fetched.votes] == [("bob", "approve", "rest")]
+    decided = rest(env, "dave").decide(rid)
+    assert decided.status_code == 200, decided.text
+    shown = []
     for reply in (DecisionResult.model_validate_json(counted.content).approval,
-                  ProblemDetails.model_validate_json(refused.content).approval):
+                  ProblemDetails.model_validate_json(refused.content).approval,
+                  DecisionResult.model_validate_json(decided.content).approval):
         assert reply is not None and reply.approvers is not None
-        shown = ([(v.by, v.vote, v.via) for v in reply.approvers.votes], reply.approvers.waiting_for)
-        assert shown == ([("bob", "approve", "rest")], fetched.waiting_for)
-    assert carol.call("CancelTask", {"id": task["id"]})["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+        shown.append(([(v.by, v.vote, v.via) for v in reply.approvers.votes], reply.approvers.waiting_for))
+    bob, dave = ("bob", "approve", "rest"), ("dave", "approve", "rest")
+    assert shown == [([bob], fetched.waiting_for), ([bob], fetched.waiting_for), ([bob, dave], "")], shown
+    assert state(finished(carol, task)) == "TASK_STATE_COMPLETED"
+    assert len(env.tools.executions("delete_file", "tally.txt")) == 1

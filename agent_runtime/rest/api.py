@@ -35,6 +35,7 @@ from starlette.routing import Route
 
 from agent_runtime.access.middleware import principal_of
 from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Voted
+from agent_runtime.approvals import votes as vote_rows
 from agent_runtime.authority import Vote, may_see
 from agent_runtime.database import Database
 from agent_runtime.metrics import Metrics
@@ -177,7 +178,8 @@ class RestApi:
 
         def remember(conn: Connection, _: float, results: list[Voted]) -> None:
             # Inside the vote's transaction, after the judgement: the key stores exactly the answer given.
-            answer.append(self._answer(results[0], principal))
+            so_far = vote_rows.counted(vote_rows.for_request(conn, request_id))  # as recorded, with groups and channel
+            answer.append(self._answer(results[0], principal, so_far))
             IdempotencyKeys.write(conn, key, request_id, fingerprint, *answer[-1])
 
         try:
@@ -196,14 +198,13 @@ class RestApi:
         return Response(answer[-1][1], status_code=answer[-1][0], media_type="application/json")
 
     @staticmethod
-    def _answer(voted: Voted, principal: Principal) -> tuple[int, str]:
+    def _answer(voted: Voted, principal: Principal, so_far: list[Vote]) -> tuple[int, str]:
         """The status and body a vote is answered with: 200 decided, 202 counted and waiting, 403 not counted."""
         judgement, record = voted.judgement, voted.record
         decided_by = None
         if voted.decided:
             tally = judgement.tally
             decided_by = tally.denied_by.principal if tally.denied_by is not None else ", ".join(tally.approvals)
-        so_far = [Vote(who, frozenset(), "approve") for who in judgement.tally.approvals]
         view = ApprovalView.of(record, decided_by, so_far)
         if not judgement.counted:
             return 403, ProblemDetails(error=f"your vote does not count: {judgement.refused}", approval=view).model_dump_json()
