@@ -35,8 +35,10 @@ __all__ = ["kube_api", "kubectl"]
 pytestmark = pytest.mark.e2e
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "file-manager"
-KINDS = {"secrets": "file-manager-config", "serviceaccounts": "file-manager", "roles": "file-manager-runtime",
-         "rolebindings": "file-manager-runtime", "deployments": "file-manager", "services": "file-manager"}
+# The generated token Secret (<agent>-access) is a child too: exactly one of each after the restart.
+KINDS = {"secrets": ["file-manager-access", "file-manager-config"], "serviceaccounts": ["file-manager"],
+         "roles": ["file-manager-runtime"], "rolebindings": ["file-manager-runtime"], "deployments": ["file-manager"],
+         "services": ["file-manager"]}
 
 
 class OperatorProcess:
@@ -140,9 +142,10 @@ def test_operator_killed_mid_reconcile_converges_on_restart(
     kubectl.run("wait", "--for=condition=Accepted", "agent/file-manager", "--timeout=90s", timeout=100)
     agent_uid = json.loads(kubectl("get", "agent", "file-manager", "-o", "json"))["metadata"]["uid"]
     children = _children(kube_api)
-    for plural, name in KINDS.items():
+    for plural, names in KINDS.items():
         objs = children.get(plural, [])
-        assert [o["metadata"]["name"] for o in objs] == [name], (plural, objs)
-        (owner,) = objs[0]["metadata"]["ownerReferences"]
-        assert owner["kind"] == "Agent" and owner["name"] == "file-manager"
-        assert owner["uid"] == agent_uid
+        assert sorted(o["metadata"]["name"] for o in objs) == names, (plural, objs)
+        for obj in objs:
+            (owner,) = obj["metadata"]["ownerReferences"]
+            assert owner["kind"] == "Agent" and owner["name"] == "file-manager"
+            assert owner["uid"] == agent_uid
