@@ -46,6 +46,11 @@ class Tally:
     approvals: tuple[str, ...]  # the distinct principals whose approval counted, in order
     denied_by: Vote | None = None
 
+    @property
+    def decided_by(self) -> str:
+        """Who decided by their votes: the one who denied, else the approvers whose approvals counted."""
+        return self.denied_by.principal if self.denied_by is not None else ", ".join(self.approvals)
+
     def progress(self) -> str:
         """``1 of 2 approvals``."""
         return f"{len(self.approvals)} of {self.required} approval{'s' if self.required != 1 else ''}"

@@ -273,8 +273,7 @@ class ApprovalService:
                         "new_scope": scope if status == "approved" else "once", "new_source": cast.channel,
                         "new_decided_at": now,
                     })
-                    decided_by = tally.denied_by.principal if tally.denied_by is not None else ", ".join(tally.approvals)
-                    conn.execute(deciders.insert().values(request_id=request_id, decided_by=decided_by, decided_at=now))
+                    conn.execute(deciders.insert().values(request_id=request_id, decided_by=tally.decided_by, decided_at=now))
                     record = replace(record, status=status, reason=reason, source=cast.channel, decided_at=now,
                                      scope=scope if status == "approved" else "once")
                 results.append(Voted(record, judgement))

@@ -219,9 +219,7 @@ def votes_status(record: ApprovalRecord, cast: Sequence[CastVote] = ()) -> dict[
 def voters(record: ApprovalRecord, cast: Sequence[CastVote]) -> str:
     """Who decided by their votes: the approvers whose approvals counted, or the one who denied ("" if nobody voted)."""
     counted = tally(record.approvers, record.requested_by, [c.vote for c in cast if c.counted])
-    if counted.denied_by is not None:
-        return counted.denied_by.principal
-    return ", ".join(counted.approvals) if record.status == "approved" else ""
+    return counted.decided_by if counted.denied_by is not None or record.status == "approved" else ""
 
 
 def status(record: ApprovalRecord, decided_by: str = "", cast: Sequence[CastVote] = ()) -> dict[str, Any]:

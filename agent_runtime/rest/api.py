@@ -204,7 +204,7 @@ class RestApi:
         decided_by = None
         if voted.decided:
             tally = judgement.tally
-            decided_by = tally.denied_by.principal if tally.denied_by is not None else ", ".join(tally.approvals)
+            decided_by = tally.decided_by
         view = ApprovalView.of(record, decided_by, so_far)
         if not judgement.counted:
             return 403, ProblemDetails(error=f"your vote does not count: {judgement.refused}", approval=view).model_dump_json()

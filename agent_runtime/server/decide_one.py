@@ -101,9 +101,8 @@ class DecideOne:
         self.metrics.decisions.labels(outcome=OUTCOME_LABEL[decided.status], source=vote.channel).inc()
         if await self.approvals.for_task(record.task_id, pending_only=True):
             return OneDecided(voted, None)
-        by = voted.judgement.tally.denied_by.principal if decided.status == "denied" and voted.judgement.tally.denied_by \
-            else ", ".join(voted.judgement.tally.approvals)
-        note = f"{decided.describe_decision()} (decided by {by}); every request of this pause is decided: resuming."
+        note = (f"{decided.describe_decision()} (decided by {voted.judgement.tally.decided_by}); "
+                "every request of this pause is decided: resuming.")
         resume = asyncio.create_task(self._resume(decided, vote.channel, note), name=f"gatehouse-resume-{record.task_id}")
         _resuming.add(resume)
         resume.add_done_callback(_resuming.discard)
