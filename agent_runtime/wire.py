@@ -75,10 +75,19 @@ class ApprovalInterrupt(WireModel):
 # --- decisions (client -> server) ---------------------------------------------------------------
 
 
+class GrantGlob(WireModel):
+    """With ``scope: session``: the grant covers later calls whose ``argument`` (a path) matches ``glob``, instead
+    of the approved call's exact arguments (``*`` stays within one path segment, ``**`` spans segments)."""
+
+    argument: str = Field(min_length=1)
+    glob: str = Field(min_length=1)
+
+
 class ApproveAll(WireModel):
     decision_type: Literal["approve"]
     scope: Scope = "once"
     reason: str = ""
+    grant: GrantGlob | None = None
 
 
 class DenyAll(WireModel):
@@ -97,6 +106,7 @@ class Batch(WireModel):
     decisions: dict[str, Literal["approve", "deny"]] | list[BatchItem]
     reasons: dict[str, str] = Field(default_factory=dict)
     scope: Scope = "once"
+    grant: GrantGlob | None = None
 
 
 class Answer(WireModel):
@@ -141,6 +151,7 @@ class Verdict:
     approved: bool
     reason: str = ""
     scope: Scope = "once"
+    grant: GrantGlob | None = None  # with scope session: a glob over one path argument instead of the exact arguments
 
 
 def _text_word(text: str) -> str:
@@ -189,8 +200,8 @@ def parse_decision(
     if payload == "deny":
         return {i: Verdict(False, "") for i in pending_ids}
     if isinstance(payload, ApproveAll):
-        _check_scope(payload.scope, allow_session)
-        return {i: Verdict(True, payload.reason, payload.scope) for i in pending_ids}
+        _check_scope(payload.scope, allow_session, payload.grant)
+        return {i: Verdict(True, payload.reason, payload.scope, payload.grant) for i in pending_ids}
     if isinstance(payload, DenyAll):
         return {i: Verdict(False, payload.reason) for i in pending_ids}
     if isinstance(payload, Batch):
@@ -199,9 +210,11 @@ def parse_decision(
     raise DecisionError(f"A {kind!r} decision answers a hitl_request question; this task waits for a tool approval.")
 
 
-def _check_scope(scope: Scope, allow_session: bool) -> None:
+def _check_scope(scope: Scope, allow_session: bool, grant: GrantGlob | None = None) -> None:
     if scope == "session" and not allow_session:
         raise DecisionError("Session grants are not allowed by this agent's policy (allowSessionGrants is false).")
+    if grant is not None and scope != "session":
+        raise DecisionError('A "grant" glob applies to an approval with "scope": "session" only.')
 
 
 def _batch(batch: Batch, pending_ids: list[str], allow_session: bool) -> dict[str, Verdict]:
@@ -229,13 +242,13 @@ def _batch(batch: Batch, pending_ids: list[str], allow_session: bool) -> dict[st
     if stray:
         raise DecisionError(f"Reasons given for unknown ids: {', '.join(stray)}.")
     if any(d == "approve" for d, _ in decided.values()):
-        _check_scope(batch.scope, allow_session)
+        _check_scope(batch.scope, allow_session, batch.grant)
     out = {}
     for request_id in pending_ids:
         decision, reason = decided[request_id]
         reason = batch.reasons.get(request_id, reason)
         approved = decision == "approve"
-        out[request_id] = Verdict(approved, reason, batch.scope if approved else "once")
+        out[request_id] = Verdict(approved, reason, batch.scope if approved else "once", batch.grant if approved else None)
     return out
 
 

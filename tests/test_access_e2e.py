@@ -343,3 +343,39 @@ def test_a_rest_vote_answer_shows_the_votes_so_far(env: Env) -> None:
     assert shown == [([bob], fetched.waiting_for), ([bob], fetched.waiting_for), ([bob, dave], "")], shown
     assert state(finished(carol, task)) == "TASK_STATE_COMPLETED"
     assert len(env.tools.executions("delete_file", "tally.txt")) == 1
+
+
+def test_a_session_grant_covers_the_approved_arguments_or_a_glob_and_every_use_is_recorded(env: Env) -> None:
+    """``read_file`` of a ``.env`` file is gated with no approvers block: carol's own approvals decide."""
+    carol, bob = rpc(env, "carol"), rpc(env, "bob")
+    for name in (".env", ".env.a", ".env.b"):
+        (env.tools.sandbox / name).write_text(f"SECRET={name}")
+    task = carol.send("read .env")["task"]
+    (rid,) = request_ids(task)
+    approved = carol.send(data={"decision_type": "approve", "scope": "session"}, task=task)["task"]
+    assert state(approved) == "TASK_STATE_COMPLETED", approved
+    context = task["contextId"]
+    # The same call again in carol's conversation runs at once; with other arguments it asks again.
+    again = carol.send("read .env", context_id=context)["task"]
+    assert state(again) == "TASK_STATE_COMPLETED" and "SECRET=.env" in status_text(again), again
+    assert len(env.tools.executions("read_file", ".env")) == 2
+    other = carol.send("read .env.a", context_id=context)["task"]
+    assert state(other) == "TASK_STATE_INPUT_REQUIRED", other
+    # Nobody else rides on carol's grant, not even by sending into her context id.
+    bobs = bob.send("read .env", context_id=context)["task"]
+    assert state(bobs) == "TASK_STATE_INPUT_REQUIRED"
+    # A glob must cover the call being approved; then it covers later matching paths, and nothing else.
+    wrong = carol.send(data={"decision_type": "approve", "scope": "session", "grant": {"argument": "path", "glob": "*.txt"}},
+                       task=other)["task"]
+    assert state(wrong) == "TASK_STATE_INPUT_REQUIRED"
+    assert "does not cover the approved call's path='.env.a'" in status_text(wrong)
+    glob = carol.send(data={"decision_type": "approve", "scope": "session", "grant": {"argument": "path", "glob": ".env.*"}},
+                      task=other)["task"]
+    assert state(glob) == "TASK_STATE_COMPLETED", glob
+    assert state(carol.send("read .env.b", context_id=context)["task"]) == "TASK_STATE_COMPLETED"
+    assert state(carol.send("read ../.env.b", context_id=context)["task"]) == "TASK_STATE_INPUT_REQUIRED"
+    # Every call run under a grant is an approval record: source grant, decided by who granted it.
+    views = ApprovalList.model_validate_json(rest(env, "carol").client.get("/approvals?state=all").content).approvals
+    granted = sorted((v.args["path"], v.decided_by) for v in views if v.source == "grant")
+    assert granted == [(".env", "carol"), (".env.b", "carol")], granted
+    assert all(v.status == "approved" for v in views if v.id == rid)

@@ -93,8 +93,9 @@ def test_auth_list_get_decide_idempotency_conflicts(env: Env, rpc: Rpc, alice: R
     (rid,) = request_ids(task)
     # 401 without a token and with a wrong one, on REST and A2A alike; the probes and the card stay public.
     for rest in (Rest(env.proc.url, None), Rest(env.proc.url, "tok-wrong")):
+        get_task = {"jsonrpc": "2.0", "id": "1", "method": "GetTask", "params": {"id": task["id"]}}
         for reply in (rest.client.get("/approvals"), rest.client.get(f"/approvals/{rid}"), rest.decide(rid, "approve"),
-                      rest.client.post("/", json={"jsonrpc": "2.0", "id": "1", "method": "GetTask", "params": {"id": task["id"]}})):
+                      rest.client.post("/", json=get_task)):
             assert reply.status_code == 401 and reply.headers["www-authenticate"].startswith("Bearer")
             assert "Bearer" in ProblemDetails.model_validate_json(reply.content).error
     assert httpx.get(f"{env.proc.url}/readyz").status_code == 200
@@ -177,7 +178,7 @@ def test_one_request_at_a_time_resumes_when_none_is_pending(env: Env, rpc: Rpc, 
 def test_exactly_once_across_a2a_and_rest(env: Env, alice: Rest) -> None:
     outcomes = []
     for n in range(4):
-        rpc = Rpc(env.proc.url)
+        rpc = Rpc(env.proc.url, "tok-bob")  # bob asks; bob on A2A and alice on REST race
         name = f"race-{n}.txt"
         task = _pause(rpc, env.tools, name)
         (rid,) = request_ids(task)

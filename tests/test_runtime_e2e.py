@@ -207,15 +207,20 @@ def test_replayed_decision_never_runs_twice(rpc: Rpc, tools: Tools) -> None:
     assert state(rpc.get_task(task["id"])) == "TASK_STATE_COMPLETED"
 
 
-def test_session_grant_covers_the_tool_for_the_rest_of_the_context(rpc: Rpc, tools: Tools) -> None:
+def test_a_session_grant_covers_the_same_call_or_a_glob_for_the_rest_of_the_context(rpc: Rpc, tools: Tools) -> None:
     one, two, three = _file(tools, "grant-1.txt"), _file(tools, "grant-2.txt"), _file(tools, "grant-3.txt")
     task = _pause(rpc, "delete grant-1.txt")
     done = rpc.send(data=wire.approve_all(scope="session"), task=task)["task"]
     assert state(done) == "TASK_STATE_COMPLETED" and not one.exists()
-    again = rpc.send("delete grant-2.txt", context_id=task["contextId"])["task"]
-    assert state(again) == "TASK_STATE_COMPLETED" and not two.exists()
-    elsewhere = _pause(rpc, "delete grant-3.txt")  # another context: asks again
-    assert three.exists()
+    # The grant covers the approved arguments only: another file asks again, even in the same context.
+    other = _pause(rpc, "delete grant-2.txt", context_id=task["contextId"])
+    glob = {"decision_type": "approve", "scope": "session", "grant": {"argument": "path", "glob": "grant-*.txt"}}
+    assert state(rpc.send(data=glob, task=other)["task"]) == "TASK_STATE_COMPLETED" and not two.exists()
+    again = rpc.send("delete grant-3.txt", context_id=task["contextId"])["task"]  # under the glob: runs at once
+    assert state(again) == "TASK_STATE_COMPLETED" and not three.exists()
+    four = _file(tools, "grant-4.txt")
+    elsewhere = _pause(rpc, "delete grant-4.txt")  # another context: asks again
+    assert four.exists()
     rpc.send("deny", task=elsewhere)
 
 

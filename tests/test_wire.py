@@ -81,7 +81,23 @@ def test_data_part_wins_over_text() -> None:
 
 def test_session_scope_where_allowed() -> None:
     got = _parse({"decision_type": "approve", "scope": "session"}, allow_session=True)
-    assert {v.scope for v in got.values()} == {"session"}
+    assert {v.scope for v in got.values()} == {"session"} and {v.grant for v in got.values()} == {None}
+
+
+def test_a_grant_glob_goes_with_a_session_approval_only() -> None:
+    glob = {"argument": "path", "glob": "/srv/reports/**"}
+    got = _parse({"decision_type": "approve", "scope": "session", "grant": glob}, allow_session=True)
+    assert {(v.grant.argument, v.grant.glob) for v in got.values() if v.grant} == {("path", "/srv/reports/**")}
+    batch = {"decision_type": "batch", "decisions": {"apr-1": "approve", "apr-2": "deny"}, "scope": "session", "grant": glob}
+    verdicts = _parse(batch, allow_session=True)
+    assert verdicts["apr-1"].grant is not None and verdicts["apr-2"].grant is None
+    for bad, needle in (
+        ({"decision_type": "approve", "grant": glob}, '"scope": "session" only'),
+        ({"decision_type": "approve", "scope": "session", "grant": {"argument": "path"}}, "Malformed approve"),
+        ({"decision_type": "approve", "scope": "session", "grant": {"argument": "", "glob": "*"}}, "Malformed approve"),
+    ):
+        with pytest.raises(DecisionError, match=needle):
+            _parse(bad, allow_session=True)
 
 
 def test_nothing_pending() -> None:

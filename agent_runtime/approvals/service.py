@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -25,10 +26,12 @@ from sqlalchemy import Connection, bindparam, func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from agent_runtime.agent_config import ApproversConfig
+from agent_runtime.approvals import grants as grant_rows
 from agent_runtime.approvals import schema
 from agent_runtime.approvals import votes as vote_rows
+from agent_runtime.approvals.deciders import lookup as deciders_lookup
 from agent_runtime.approvals.events import ApprovalEvents
-from agent_runtime.approvals.records import ApprovalRecord, ApprovalStatus, Resolution
+from agent_runtime.approvals.records import ApprovalRecord, ApprovalStatus, Resolution, args_hash
 from agent_runtime.approvals.tables import approvals, deciders, metadata, mirrored_objects
 from agent_runtime.authority import Judgement, Vote, judge
 from agent_runtime.database import Database
@@ -241,12 +244,14 @@ class ApprovalService:
     async def vote(
         self, task_id: str, votes: dict[str, Vote], *, scope: str = "once",
         also: Callable[[Connection, float, list[Voted]], None] | None = None,
+        grant: grant_rows.GrantTerms | None = None, grant_ttl: float = 3600.0,
     ) -> list[Voted]:
         """Cast one vote on each named pending request of ``task_id`` (``{request_id: vote}``), judged by
         :func:`agent_runtime.authority.judge`, in ONE transaction: every vote is recorded (counted or refused,
         approvals/votes.py), and a request whose tally is final is decided (with who decided) like
         :meth:`decide`. A request that is no longer pending raises :class:`AlreadyDecided` and nothing is
-        written. ``scope`` (once or session) applies to an approval this makes final.
+        written. ``scope`` (once or session) applies to an approval this makes final; a session approval also
+        makes a grant (approvals/grants.py: the exact arguments, or ``grant``'s glob) lasting ``grant_ttl``.
         ``also(conn, decided_at, results)`` runs in the same transaction (an idempotency key storing the answer),
         whatever the judgement.
         """
@@ -274,6 +279,12 @@ class ApprovalService:
                         "new_decided_at": now,
                     })
                     conn.execute(deciders.insert().values(request_id=request_id, decided_by=tally.decided_by, decided_at=now))
+                    if status == "approved" and scope == "session":
+                        grant_rows.make(
+                            conn, context_id=record.context_id, owner=record.requested_by, server=record.server,
+                            tool=record.tool, args_hash=record.args_hash, terms=grant or grant_rows.GrantTerms(),
+                            approvers=record.approvers, granted_by=tally.decided_by, request_id=request_id, now=now, ttl=grant_ttl,
+                        )
                     record = replace(record, status=status, reason=reason, source=cast.channel, decided_at=now,
                                      scope=scope if status == "approved" else "once")
                 results.append(Voted(record, judgement))
@@ -292,6 +303,44 @@ class ApprovalService:
         if decided:
             await self.events.publish("decided", decided, decided[0].source)
         return results
+
+    async def grant_for(
+        self, context_id: str, owner: str, server: str | None, tool: str, args: dict[str, Any],
+        approvers: ApproversConfig | None,
+    ) -> grant_rows.Grant | None:
+        """The unexpired session grant that covers this call (with these ``approvers``), if any (approvals/grants.py)."""
+        hashed, now = args_hash(tool, args), self._clock()
+        return await self._db.run(lambda conn: grant_rows.find(
+            conn, context_id=context_id, owner=owner, server=server, tool=tool, args=args, hashed=hashed,
+            approvers=approvers, now=now,
+        ), write=False)
+
+    async def record_granted(
+        self, grant: grant_rows.Grant, *, task_id: str, call_id: str, tool: str, server: str | None,
+        args: dict[str, Any], hint: str, approvers: ApproversConfig | None = None,
+    ) -> ApprovalRecord:
+        """A call that runs now under ``grant``: recorded as approved (``source: grant``, decided by who granted it)
+        and claimed for execution, like an approved call about to run; announced as ``decided``."""
+        now = self._clock()
+        record = ApprovalRecord(
+            id=f"apr-{uuid.uuid4().hex[:16]}", task_id=task_id, context_id=grant.context_id, confirmation_id="",
+            call_id=call_id or f"granted-{uuid.uuid4().hex[:16]}", tool=tool, server=server, args=dict(args),
+            args_hash=args_hash(tool, args), hint=hint, created_at=now, expires_at=now, status="approved",
+            scope="session", reason=f"under {grant.describe()}", source="grant", decided_at=now, exec_state="started",
+            requested_by=grant.owner, approvers=approvers,
+        )
+
+        def write(conn: Connection) -> None:
+            conn.execute(approvals.insert(), [_record_to_row(record)])
+            conn.execute(deciders.insert().values(request_id=record.id, decided_by=grant.granted_by, decided_at=now))
+
+        await self._db.run(write)
+        await self.events.publish("decided", [record], "grant")
+        return record
+
+    async def deciders_of(self, request_ids: Sequence[str]) -> dict[str, str]:
+        """Who decided each request, where that was recorded (approvals/deciders.py)."""
+        return await deciders_lookup(self._db, request_ids)
 
     async def counted_votes(self, request_ids: Sequence[str]) -> dict[str, list[Vote]]:
         """The counted votes so far, per request (for the pause payload's ``approvers``)."""

@@ -79,4 +79,25 @@ mirrored_objects = Table(
 )
 
 
-__all__ = ["approvals", "deciders", "metadata", "mirrored_objects", "schema_versions", "votes"]
+# Session grants (approvals/grants.py): an approval "for this session" lets later calls of one tool in one
+# conversation run without a new pause, for the approved arguments only (or a glob over one path argument).
+grants = Table(
+    "gatehouse_grants",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("context_id", String(128), nullable=False, index=True),
+    Column("owner", String(256), nullable=False),
+    Column("server", String(256), nullable=False, default=""),
+    Column("tool", String(256), nullable=False),
+    Column("args_hash", String(64)),  # exact arguments (None when a glob over ``argument`` says what is covered)
+    Column("argument", String(256)),
+    Column("glob", Text),
+    Column("approvers_json", Text, nullable=False, default=""),  # who could decide the granting request ("" anyone)
+    Column("granted_by", String(512), nullable=False),
+    Column("request_id", String(64), nullable=False),  # the approved request that made the grant
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+)
+
+
+__all__ = ["approvals", "deciders", "grants", "metadata", "mirrored_objects", "schema_versions", "votes"]

@@ -230,6 +230,8 @@ class Mirror:
 
         finished = None if record.status == "pending" else record.decided_at or self._clock()
         cast = (await self._approvals.cast_votes([record.id])).get(record.id, []) if finished is not None else []
+        if not decided_by and record.source == "grant":  # who granted it (no votes on a call run under a grant)
+            decided_by = (await self._approvals.deciders_of([record.id])).get(record.id, "")
         status = objects.status(record, decided_by or objects.voters(record, cast), cast)
         await self._write(objects.approval_name(self.agent, record.id), body, status, finished)
 
@@ -261,6 +263,9 @@ class Mirror:
 
     async def _event(self, record: ApprovalRecord, decided_by: str = "") -> None:
         agent = await self._agent() or {"metadata": {"name": self.agent, "namespace": self.namespace}}
+        if not decided_by and record.status != "pending":  # who decided by their votes, as in the status
+            cast = (await self._approvals.cast_votes([record.id])).get(record.id, [])
+            decided_by = objects.voters(record, cast)
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = objects.event(record, agent, self._instance, now, decided_by)
         await self._client.create(f"/api/v1/namespaces/{self.namespace}/events", body)

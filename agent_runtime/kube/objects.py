@@ -20,7 +20,7 @@ from agent_runtime.resources import API_VERSION
 from agent_runtime.resources.tool_approval import KIND_APPROVAL, KIND_HITL, LABEL_AGENT, LABEL_CONTEXT, LABEL_KIND
 
 COMPONENT = "gatehouse.dev"
-FINAL_PHASES = frozenset({"Approved", "Denied", "Expired", "Canceled"})
+FINAL_PHASES = frozenset({"Approved", "Denied", "Expired", "Canceled", "Granted"})
 SOURCES = frozenset({"a2a", "kubectl", "rest", "timeout", "grant", "cancel"})
 
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
@@ -198,6 +198,8 @@ def phase(record: ApprovalRecord) -> str:
         return "Pending"
     if record.source == "cancel":
         return "Canceled"
+    if record.source == "grant":
+        return "Granted"
     return {"approved": "Approved", "denied": "Denied", "expired": "Expired"}[record.status]
 
 
@@ -245,7 +247,7 @@ def default_decider(source: str) -> str:
 
 
 _REASONS = {"Pending": "ApprovalRequested", "Approved": "ApprovalApproved", "Denied": "ApprovalDenied",
-            "Expired": "ApprovalExpired", "Canceled": "ApprovalCanceled"}
+            "Expired": "ApprovalExpired", "Canceled": "ApprovalCanceled", "Granted": "ApprovalGranted"}
 
 
 def event(

@@ -39,6 +39,7 @@ from a2a.utils.errors import UnsupportedOperationError
 from agent_runtime import wire
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Resolution, Voted
+from agent_runtime.approvals.grants import GrantTerms, terms_problem
 from agent_runtime.authority import Vote, who_may_decide
 from agent_runtime.metrics import Metrics
 from agent_runtime.principals import Principal
@@ -216,8 +217,15 @@ class GatehouseExecutor(AgentExecutor):
             for i, v in verdicts.items()
         }
         scope = next((v.scope for v in verdicts.values() if v.approved), "once")
+        glob = next((v.grant for v in verdicts.values() if v.grant is not None), None)
+        terms = GrantTerms(glob.argument, glob.glob) if glob is not None else None
+        problem = next((p for r in pending if terms and verdicts[r.id].approved and (p := terms_problem(terms, r.args))), "")
+        if problem:
+            return await self._still_waiting(updater, pending, str(wire.DecisionError(problem[0].upper() + problem[1:] + ".")))
         try:
-            voted = await self._approvals.vote(task.id, votes, scope=scope)
+            voted = await self._approvals.vote(
+                task.id, votes, scope=scope, grant=terms, grant_ttl=self._config.approval.grant_ttl_seconds,
+            )
         except AlreadyDecided as exc:
             pending = await self._approvals.for_task(task.id, pending_only=True)  # what is left after the winner
             if pending:

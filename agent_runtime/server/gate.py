@@ -2,8 +2,10 @@
 
 It builds on ADK's native confirmation (``tool_context.request_confirmation``): a gated call is recorded
 in the current :class:`RunScope` and ADK ends the run with an ``adk_request_confirmation`` call per gated
-call, while ungated sibling calls of the same model turn run and keep their results. On resume ADK calls
-the gate again for the same call with ``tool_context.tool_confirmation`` set; then:
+call, while ungated sibling calls of the same model turn run and keep their results — unless a session
+grant of the conversation's owner covers the call (approvals/grants.py): then it runs at once, recorded as
+approved with ``source: grant``. On resume ADK calls the gate again for the same call with
+``tool_context.tool_confirmation`` set; then:
 
 - denied → the model gets ``{"error": "rejected by the user: <reason>"}``;
 - timed out → ``{"error": "timeout: no decision within <N>s; the call was not run"}``;
@@ -28,14 +30,9 @@ from agent_runtime import policy
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import ApprovalService, args_hash
 from agent_runtime.metrics import Metrics
-from agent_runtime.run_scope import CURRENT_RUN, HumanTool, PendingCall
+from agent_runtime.run_scope import CURRENT_RUN, HumanTool, PendingCall, RunScope
 
 PLACEHOLDER = {"error": "waiting for a human decision"}
-
-
-def grant_key(server: str | None, tool: str) -> str:
-    """Session-state key of a session grant (ADK session state is scoped to the A2A context)."""
-    return f"gatehouse_grant:{server or ''}/{tool}"
 
 
 def confirmation_payload(request_id: str, status: str, reason: str, timeout_seconds: float) -> dict[str, Any]:
@@ -83,12 +80,12 @@ class Gate:
         if decision.verdict == "deny":
             self._metrics.decisions.labels(outcome="refused", source="policy").inc()
             return {"error": decision.hint}
-        if self._config.approval.allow_session_grants and tool_context.state.get(grant_key(server, name)):
-            self._metrics.decisions.labels(outcome="approved", source="session").inc()
-            return None
         scope = CURRENT_RUN.get()
         if scope is None:
             return {"error": "approval required, but this run has no approval channel; the call was not run"}
+        if self._config.approval.allow_session_grants and await self._granted(scope, name, server, args, decision,
+                                                                               tool_context):
+            return None
         if scope.hitl:  # one kind of pause per model turn: a question (hitl_request) is already waiting
             return {"error": "not run: this model turn asks the human a question (hitl_request); call again after the answer"}
         request_id = f"apr-{uuid.uuid4().hex[:16]}"
@@ -98,6 +95,23 @@ class Gate:
         scope.pending.append(PendingCall(request_id, call_id, name, server, dict(args), decision.hint, decision.approvers))
         self._metrics.approval_requests.labels(agent=self._metrics.agent, tool=name).inc()
         return dict(PLACEHOLDER)
+
+    async def _granted(
+        self, scope: RunScope, name: str, server: str | None, args: dict[str, Any], decision: policy.Decision,
+        tool_context: ToolContext,
+    ) -> bool:
+        """A session grant of this conversation's owner covers the call: record it (source grant) and let it run."""
+        grant = await self._approvals.grant_for(scope.context_id, scope.owner, server, name, args, decision.approvers)
+        if grant is None:
+            return False
+        call_id = tool_context.function_call_id or ""
+        record = await self._approvals.record_granted(
+            grant, task_id=scope.task_id, call_id=call_id, tool=name, server=server, args=args, hint=decision.hint,
+            approvers=decision.approvers,
+        )
+        scope.claimed.add(record.call_id)
+        self._metrics.decisions.labels(outcome="approved", source="grant").inc()
+        return True
 
     async def after_tool(
         self, tool: BaseTool, args: dict[str, Any], tool_context: ToolContext, tool_response: Any
@@ -128,9 +142,7 @@ class Gate:
         scope = CURRENT_RUN.get()
         if scope is not None:
             scope.claimed.add(call_id)
-        if claim.record.scope == "session" and self._config.approval.allow_session_grants:
-            tool_context.state[grant_key(server, name)] = True
         return None
 
 
-__all__ = ["Gate", "confirmation_payload", "grant_key"]
+__all__ = ["Gate", "confirmation_payload"]

@@ -58,6 +58,7 @@ def test_a_tool_approval_validates_against_the_crd() -> None:
         ("approved", "timeout", "Approved", "timeout", "gatehouse (onTimeout)"),
         ("denied", "cancel", "Canceled", "a2a", "a2a client (task canceled)"),
         ("denied", "rest", "Denied", "rest", "rest"),
+        ("approved", "grant", "Granted", "grant", "grant"),
     ],
 )
 def test_status_follows_every_outcome(status: str, source: str, phase: str, shown_source: str, by: str) -> None:
@@ -78,6 +79,8 @@ def test_events_name_the_request_and_the_outcome() -> None:
     assert denied["reason"] == "ApprovalDenied" and "denied by bob via kubectl: keep" in denied["message"]
     expired = objects.event(record(status="expired", source="timeout"), agent, "pod-1", "now")
     assert expired["reason"] == "ApprovalExpired"
+    granted = objects.event(record(status="approved", source="grant"), agent, "pod-1", "now", "carol")
+    assert granted["reason"] == "ApprovalGranted" and "granted by carol via grant" in granted["message"]
 
 
 def test_detect_is_off_locally_unless_a_kubeconfig_is_given(tmp_path: Path) -> None:

@@ -19,13 +19,15 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.adk.tools.tool_context import ToolContext
 
-from agent_runtime.agent_config import RuleConfig
+from agent_runtime.agent_config import ApproversConfig, RuleConfig
 from agent_runtime.approvals import ApprovalRecord, ApprovalService, Resolution, args_hash
+from agent_runtime.approvals.grants import GrantTerms
+from agent_runtime.authority import Vote
 from agent_runtime.database import Database, default_database_url
 from agent_runtime.metrics import Metrics
 from agent_runtime.questions.tool import HitlTool
 from agent_runtime.run_scope import CURRENT_RUN, PendingCall, RunScope
-from agent_runtime.server.gate import PLACEHOLDER, Gate, confirmation_payload, grant_key
+from agent_runtime.server.gate import PLACEHOLDER, Gate, confirmation_payload
 from tests.support.configs import files_config
 
 DELETE = BaseTool(name="delete_file", description="delete a file")
@@ -81,9 +83,9 @@ async def approvals(tmp_path: Path) -> AsyncIterator[ApprovalService]:
 
 
 @contextmanager
-def run_scope(task_id: str = "t1") -> Iterator[RunScope]:
+def run_scope(task_id: str = "t1", owner: str = "", context_id: str = "c1") -> Iterator[RunScope]:
     """The scope the turn runner sets around one ADK run."""
-    scope = RunScope(task_id, "c1")
+    scope = RunScope(task_id, context_id, owner)
     token = CURRENT_RUN.set(scope)
     try:
         yield scope
@@ -174,24 +176,87 @@ async def test_the_built_in_human_tool_is_never_gated(approvals: ApprovalService
     assert [p.tool for p in scope.pending] == ["read_file"]
 
 
-async def test_a_session_grant_lets_the_call_run(approvals: ApprovalService) -> None:
+async def _granted(approvals: ApprovalService, args: dict[str, Any], terms: GrantTerms | None = None,
+                   ttl: float = 3600.0) -> ApprovalRecord:
+    """alice's paused call ``apr-1`` in context c1, approved by her for the session (a grant of ``terms``)."""
+    record = ApprovalRecord(
+        id="apr-1", task_id="t1", context_id="c1", confirmation_id="conf-1", call_id="call-1", tool="delete_file",
+        server="files", args=args, args_hash=args_hash("delete_file", args), hint=REQUIRE_HINT, created_at=100.0,
+        expires_at=160.0, requested_by="alice",
+    )
+    await approvals.add_pending([record])
+    (voted,) = await approvals.vote(
+        "t1", {"apr-1": Vote("alice", frozenset(), "approve", "", "a2a")}, scope="session", grant=terms, grant_ttl=ttl,
+    )
+    return voted.record
+
+
+async def test_a_session_grant_lets_the_same_call_run_and_records_it(approvals: ApprovalService) -> None:
     metrics = Metrics("a")
     gate = Gate(_config(allow_session_grants=True), approvals, metrics)
-    ctx = FakeToolContext(state={grant_key("files", "delete_file"): True})
-    with run_scope() as scope:
+    await _granted(approvals, {"path": "a"})
+    ctx = FakeToolContext(function_call_id="call-2")
+    with run_scope(owner="alice") as scope:
         assert await before(gate, DELETE, {"path": "a"}, ctx) is None
+        assert await after(gate, DELETE, {"path": "a"}, ctx, {"ok": True}) is None
     assert ctx.confirmations == [] and scope.pending == []
-    assert _sample(metrics, "gatehouse_decisions_total", outcome="approved", source="session") == 1
+    assert _sample(metrics, "gatehouse_decisions_total", outcome="approved", source="grant") == 1
+    (granted,) = [r for r in await approvals.for_task("t1") if r.source == "grant"]
+    assert (granted.status, granted.call_id, granted.args, granted.exec_state) == ("approved", "call-2", {"path": "a"}, "done")
+    assert granted.reason.startswith("under session grant") and "by alice" in granted.reason
+    assert await approvals.deciders_of([granted.id]) == {granted.id: "alice"}
 
 
-async def test_a_session_grant_counts_only_where_the_policy_allows_it_and_for_its_own_tool(approvals: ApprovalService) -> None:
-    granted = {grant_key("files", "delete_file"): True}
+async def test_a_session_grant_covers_only_its_arguments_tool_owner_and_context(approvals: ApprovalService) -> None:
+    gate = Gate(_config(allow_session_grants=True, require_for_all_tools=True), approvals, Metrics("a"))
+    await _granted(approvals, {"path": "a"})
+    with run_scope(owner="alice") as scope:
+        assert await before(gate, DELETE, {"path": "b"}, FakeToolContext()) == PLACEHOLDER  # other arguments
+        assert await before(gate, WRITE, {"path": "a"}, FakeToolContext()) == PLACEHOLDER  # another tool
+    with run_scope(owner="bob") as bobs:  # another principal in the same context id
+        assert await before(gate, DELETE, {"path": "a"}, FakeToolContext()) == PLACEHOLDER
+    with run_scope(owner="alice", context_id="c2") as other:  # another conversation
+        assert await before(gate, DELETE, {"path": "a"}, FakeToolContext()) == PLACEHOLDER
+    assert [p.tool for p in scope.pending + bobs.pending + other.pending] == ["delete_file", "write_file", "delete_file",
+                                                                            "delete_file"]
+
+
+async def test_a_glob_grant_covers_matching_paths_only(approvals: ApprovalService) -> None:
+    gate = Gate(_config(allow_session_grants=True), approvals, Metrics("a"))
+    await _granted(approvals, {"path": "/srv/reports/q1.txt"}, GrantTerms("path", "/srv/reports/*"))
+    with run_scope(owner="alice") as scope:
+        assert await before(gate, DELETE, {"path": "/srv/reports/q2.txt"}, FakeToolContext(function_call_id="c-2")) is None
+        for outside in ("/srv/reports/../secrets.txt", "/srv/reports/sub/x.txt", "/srv/other.txt"):
+            assert await before(gate, DELETE, {"path": outside}, FakeToolContext(function_call_id=outside)) == PLACEHOLDER
+    assert len(scope.pending) == 3
+
+
+async def test_a_glob_grant_never_covers_a_call_another_rule_gives_other_approvers(approvals: ApprovalService) -> None:
+    """alice may decide her own deletes, but deletes under /prod need sre-lead: her grant over ``/**`` stops there."""
+    prod = RuleConfig(tool="delete_file", action="require", arg="path", glob="/prod/**",
+                      approvers=ApproversConfig(users=["sre-lead"]))
+    gate = Gate(_config(allow_session_grants=True, rules=[prod]), approvals, Metrics("a"))
+    await _granted(approvals, {"path": "/tmp/a"}, GrantTerms("path", "/**"))
+    with run_scope(owner="alice") as scope:
+        assert await before(gate, DELETE, {"path": "/tmp/b"}, FakeToolContext(function_call_id="c-2")) is None
+        assert await before(gate, DELETE, {"path": "/prod/db"}, FakeToolContext(function_call_id="c-3")) == PLACEHOLDER
+    assert [(p.args, p.approvers) for p in scope.pending] == [({"path": "/prod/db"}, prod.approvers)]
+
+
+async def test_a_session_grant_ends_with_its_ttl(approvals: ApprovalService) -> None:
+    await _granted(approvals, {"path": "a"}, ttl=0.0)
+    with run_scope(owner="alice") as scope:
+        assert await before(Gate(_config(allow_session_grants=True), approvals, Metrics("a")), DELETE, {"path": "a"},
+                            FakeToolContext()) == PLACEHOLDER
+    assert len(scope.pending) == 1
+
+
+async def test_grants_count_only_where_the_policy_allows_them(approvals: ApprovalService) -> None:
+    await _granted(approvals, {"path": "a"})
     not_allowed = Gate(_config(allow_session_grants=False), approvals, Metrics("a"))
-    allowed = Gate(_config(allow_session_grants=True, require_for_all_tools=True), approvals, Metrics("a"))
-    with run_scope() as scope:
-        assert await before(not_allowed, DELETE, {"path": "a"}, FakeToolContext(state=dict(granted))) == PLACEHOLDER
-        assert await before(allowed, WRITE, {"path": "a"}, FakeToolContext(state=dict(granted))) == PLACEHOLDER
-    assert [p.tool for p in scope.pending] == ["delete_file", "write_file"]
+    with run_scope(owner="alice") as scope:
+        assert await before(not_allowed, DELETE, {"path": "a"}, FakeToolContext()) == PLACEHOLDER
+    assert len(scope.pending) == 1
 
 
 async def test_without_an_approval_channel_a_gated_call_is_not_run(approvals: ApprovalService) -> None:
@@ -286,23 +351,11 @@ async def test_a_timed_out_call_tells_the_model_it_did_not_run(approvals: Approv
     assert await exec_state(approvals) == "none"
 
 
-async def test_an_approval_for_the_session_grants_later_calls(approvals: ApprovalService) -> None:
-    gate = Gate(_config(allow_session_grants=True), approvals, Metrics("a"))
-    record = await _recorded(approvals, "approved", {"path": "a"}, scope="session")
-    ctx = _resumed(record)
-    with run_scope() as scope:
-        assert await before(gate, DELETE, {"path": "a"}, ctx) is None
-        assert ctx.state == {grant_key("files", "delete_file"): True}
-        # a later call of the same tool in this session (ADK keeps the state per A2A context) runs at once
-        later = FakeToolContext(function_call_id="call-2", state=ctx.state)
-        assert await before(gate, DELETE, {"path": "b"}, later) is None
-    assert scope.pending == [] and later.confirmations == []
-
-
 async def test_an_approval_once_grants_nothing_more(approvals: ApprovalService) -> None:
     gate = Gate(_config(allow_session_grants=True), approvals, Metrics("a"))
     record = await _recorded(approvals, "approved", {"path": "a"})
-    ctx = _resumed(record)
     with run_scope():
-        assert await before(gate, DELETE, {"path": "a"}, ctx) is None
-    assert ctx.state == {}
+        assert await before(gate, DELETE, {"path": "a"}, _resumed(record)) is None
+    with run_scope() as scope:  # the same call again, in the same conversation
+        assert await before(gate, DELETE, {"path": "a"}, FakeToolContext(function_call_id="call-2")) == PLACEHOLDER
+    assert len(scope.pending) == 1
