@@ -121,7 +121,8 @@ def judge(approvers: ApproversConfig | None, requester: str, earlier: Sequence[V
         return Judgement(vote, False, f"the request is already {before.outcome}", before)
     why = refusal(approvers, requester, vote.principal, vote.groups)
     if not why and any(v.principal == vote.principal for v in earlier):
-        why = f"{vote.principal} has already voted on this request; a person counts once"
+        why = (f"{vote.principal} has already voted on this request; a person counts once; "
+               f"{before.progress()}; who may decide: {who_may_decide(approvers, requester)}")
     if why:
         return Judgement(vote, False, why, before)
     return Judgement(vote, True, "", tally(approvers, requester, [*earlier, vote]))

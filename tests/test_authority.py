@@ -156,7 +156,10 @@ def test_judge_refuses_with_the_reason_and_keeps_the_tally() -> None:
     outsider = judge(SRE_TWO, "alice", earlier, vote("carol"))
     assert not outsider.counted and "carol may not decide this request; who may decide: a member of sre" in outsider.refused
     again = judge(SRE_TWO, "alice", earlier, vote("bob", groups={"sre"}, channel="a2a"))
-    assert not again.counted and again.refused == "bob has already voted on this request; a person counts once"
+    assert not again.counted and again.refused == (
+        "bob has already voted on this request; a person counts once; 1 of 2 approvals; "
+        "who may decide: a member of sre, not the requester alice; 2 approvals needed"
+    )
     assert again.tally.approvals == ("bob",)
 
 

@@ -2,10 +2,10 @@
 
 A grant is made in the transaction that approves a request with scope ``session`` and is bound to that
 request's conversation (A2A context), its owner, its tool, who could decide it (a later call that a rule
-gives other approvers is not covered: a grant never lets one set of approvers decide for another) and, by default, the approved call's exact
-arguments; the approver may instead name one path argument and a glob over it (``{"argument": "path",
-"glob": "/srv/reports/**"}``), which then covers any call of that tool whose normalised path matches (the
-other arguments are free). A grant ends at ``grantTTL`` after it was made. A call that runs under a grant is
+gives other approvers is not covered: a grant never lets one set of approvers decide for another) and, by
+default, the approved call's exact arguments; the approver may instead name one path argument and a glob
+over it (``{"argument": "path", "glob": "/srv/reports/**"}``), which then covers any call of that tool whose
+normalised path matches (the other arguments are free). A grant ends at ``grantTTL`` after it was made. A call that runs under a grant is
 recorded like any other approval (``source: grant``, who granted it), so the audit, the REST list and the
 ToolApproval (phase ``Granted``) show it.
 
@@ -99,7 +99,8 @@ def make(
     grant = Grant(
         id=f"grant-{uuid.uuid4().hex[:16]}", context_id=context_id, owner=owner, server=server or "", tool=tool,
         args_hash=None if glob else args_hash, argument=terms.argument if glob else None, glob=glob,
-        approvers_json=approvers_key(approvers), granted_by=granted_by, request_id=request_id, created_at=now, expires_at=now + ttl,
+        approvers_json=approvers_key(approvers), granted_by=granted_by, request_id=request_id, created_at=now,
+        expires_at=now + ttl,
     )
     conn.execute(grants.insert().values(**grant.__dict__))
     return grant

@@ -283,7 +283,8 @@ class ApprovalService:
                         grant_rows.make(
                             conn, context_id=record.context_id, owner=record.requested_by, server=record.server,
                             tool=record.tool, args_hash=record.args_hash, terms=grant or grant_rows.GrantTerms(),
-                            approvers=record.approvers, granted_by=tally.decided_by, request_id=request_id, now=now, ttl=grant_ttl,
+                            approvers=record.approvers, granted_by=tally.decided_by, request_id=request_id, now=now,
+                            ttl=grant_ttl,
                         )
                     record = replace(record, status=status, reason=reason, source=cast.channel, decided_at=now,
                                      scope=scope if status == "approved" else "once")
