@@ -71,6 +71,8 @@ def serve(
         False, "--trust-kubectl-without-admission-policy",
         help="Count kubectl votes even when the Agent does not report the admission policy as enforcing.",
     ),
+    tls_cert: Path | None = typer.Option(None, "--tls-cert", help="Serve HTTPS with this certificate (PEM; with --tls-key)."),
+    tls_key: Path | None = typer.Option(None, "--tls-key", help="The certificate's private key (PEM)."),
 ) -> None:
     """Serve one agent over A2A with the approval gate (JSON-RPC at /, card, /healthz, /readyz, /metrics, /approvals)."""
     import os
@@ -88,6 +90,7 @@ def serve(
             agent_config.access, token_file=api_token_file, insecure_allow_anonymous=insecure_allow_anonymous
         )
         rest = load_rest_settings(webhooks=webhooks, webhook_format=webhook_format, webhook_secret_file=webhook_secret_file)
+        tls = _tls_files(tls_cert, tls_key)
     except (TranslationError, FileNotFoundError, ValueError) as exc:
         _fail(exc)
     import uvicorn
@@ -108,7 +111,7 @@ def serve(
     kube = detect(kubeconfig, kube_namespace, retention, default_namespace=agent_config.namespace, trust_kubectl=trust_kubectl)
     settings = RuntimeSettings(
         config=agent_config, host=host, port=port, state_dir=state_dir, database_url=database_url, public_url=public_url,
-        rest=rest, access=access, kube=kube,
+        rest=rest, access=access, kube=kube, tls=tls is not None,
     )
     from agent_runtime.kube.client import KubeConfigError
 
@@ -119,7 +122,27 @@ def serve(
     _settle_heap()
     # Idle keep-alive connections stay open longer than clients' and load balancers' own idle timeouts (uvicorn's
     # 5 s default): the server closing one just as a client reuses it reads as a reset (bench: lost pauses at 60).
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, timeout_keep_alive=75)
+    cert, key = tls or (None, None)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, timeout_keep_alive=75,
+                ssl_certfile=cert, ssl_keyfile=key)
+
+
+def _tls_files(cert: Path | None, key: Path | None) -> tuple[str, str] | None:
+    """Both or neither; each must be a readable file (checked here, so a typo is a one-line error, not a traceback)."""
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise ValueError("--tls-cert and --tls-key go together: give both, or neither (TLS terminated elsewhere)")
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if not path.is_file():
+            raise FileNotFoundError(f"{flag} {path}: no such file")
+    import ssl
+
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as exc:
+        raise ValueError(f"--tls-cert {cert} / --tls-key {key}: not a usable certificate and key ({exc})") from None
+    return str(cert), str(key)
 
 
 def _settle_heap() -> None:

@@ -25,6 +25,7 @@ class RuntimeSettings:
     rest: RestSettings = field(default_factory=RestSettings)  # webhooks
     access: AccessSettings = field(default_factory=AccessSettings)  # who may call (every channel), who is who
     kube: KubeSettings | None = None  # Kubernetes-visible approvals (agent_runtime.kube), off when None
+    tls: bool = False  # served over HTTPS (--tls-cert/--tls-key): the card's default URL says https
 
     @property
     def db_url(self) -> str:
@@ -32,7 +33,7 @@ class RuntimeSettings:
 
     @property
     def url(self) -> str:
-        return self.public_url or f"http://{self.host}:{self.port}/"
+        return self.public_url or f"{'https' if self.tls else 'http'}://{self.host}:{self.port}/"
 
 
 def load_config(config_path: Path | None, manifests: Sequence[Path]) -> AgentConfig:

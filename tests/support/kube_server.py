@@ -16,9 +16,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import datetime
-import functools
-import ipaddress
 import ssl
 import tempfile
 import threading
@@ -32,13 +29,10 @@ import aiohttp.web
 import aiohttp.web_runner
 import kmock
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from tests.support import crd_validation
 from tests.support.kube_emulator import KubeEmulator
+from tests.support.tls import self_signed
 
 __all__ = ["RunningEmulator", "serve", "write_kubeconfig"]
 
@@ -64,27 +58,8 @@ def write_kubeconfig(
     return path
 
 
-@functools.cache
-def _certificate() -> tuple[str, str]:
-    """A self-signed certificate for 127.0.0.1 and localhost, and its key (PEM), made once per process."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-emulator")])
-    now = datetime.datetime.now(tz=datetime.UTC)
-    cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=30))
-        .add_extension(x509.SubjectAlternativeName(
-            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    return cert.public_bytes(serialization.Encoding.PEM).decode(), key_pem.decode()
-
-
 def _ssl_context() -> ssl.SSLContext:
-    cert, key = _certificate()
+    cert, key = self_signed()
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     with tempfile.TemporaryDirectory() as tmp:  # load_cert_chain reads files only
         (Path(tmp) / "tls.crt").write_text(cert)
@@ -120,7 +95,7 @@ class RunningEmulator:
     @property
     def certificate(self) -> str:
         """The PEM certificate of :attr:`tls_url` (trust it to talk HTTPS to the emulator)."""
-        return _certificate()[0]
+        return self_signed()[0]
 
     def kubeconfig_for(self, path: Path, token: str, namespace: str = "default") -> Path:
         """A kubeconfig at ``path`` that talks to this server (over HTTPS) as the user of ``token``."""

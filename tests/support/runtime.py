@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -72,13 +73,15 @@ class RuntimeProcess:
     """``gatehouse-runtime serve`` as a subprocess; ``kill9()`` and ``start()`` again for restarts."""
 
     def __init__(
-        self, files: list[Path], state_dir: Path, log: Path, extra_args: list[str] | None = None, serve_args: Sequence[str] = ()
+        self, files: list[Path], state_dir: Path, log: Path, extra_args: list[str] | None = None, serve_args: Sequence[str] = (),
+        verify: ssl.SSLContext | None = None,
     ) -> None:
         self.files, self.state_dir, self.log = files, state_dir, log
         self.extra_args = list(extra_args or [])
         self.serve_args = list(serve_args)
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.verify = verify  # served over HTTPS (--tls-cert), trusted with this context
+        self.url = f"{'https' if verify else 'http'}://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 120.0) -> None:  # generous: start-up is slow on a loaded 2-core machine
@@ -93,7 +96,7 @@ class RuntimeProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"runtime exited {self.proc.returncode}:\n{self.log.read_text()[-4000:]}")
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}/readyz", timeout=1, verify=self.verify or True).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
@@ -124,9 +127,9 @@ def runtime(base: Path, tools: Tools, serve_args: Sequence[str] = (), **approval
 class Rpc:
     """Raw A2A JSON-RPC over httpx (header ``A2A-Version: 1.0``), returning plain JSON."""
 
-    def __init__(self, url: str, token: str | None = None) -> None:
+    def __init__(self, url: str, token: str | None = None, verify: ssl.SSLContext | None = None) -> None:
         headers = {"A2A-Version": "1.0", **({"Authorization": f"Bearer {token}"} if token else {})}
-        self.client = httpx.Client(base_url=url, headers=headers, timeout=60)
+        self.client = httpx.Client(base_url=url, headers=headers, timeout=60, verify=verify or True)
 
     def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         body = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
