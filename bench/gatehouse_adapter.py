@@ -12,29 +12,39 @@ expects: readiness at ``GET /readyz`` (200), A2A JSON-RPC at ``/``, a pause as `
 data part ``{"interrupt_type": "tool_approval", "action_requests": [{"id": "apr-…", …}]}``, a decision as a data
 part ``{"decision_type": "approve"}`` on the same task/context, and ``gatehouse_model_calls_total`` in
 ``GET /metrics`` (Prometheus text; summed over label sets; absent → the row says so).
+
+Two Gatehouse targets run side by side (:func:`gatehouse_targets`): ``gatehouse`` in local mode (no credential
+configured: every caller is ``anonymous``, loopback only), and ``gatehouse_auth``, the same runtime with
+authentication on: the bench writes ``WORK/api-tokens`` (one principal, ``bench``, with a random token; mode 0600)
+and adds ``--api-token-file WORK/api-tokens``; its client sends ``Authorization: Bearer <token>`` on every A2A
+request (:meth:`GatehouseTarget.request_headers`). ``/readyz`` and ``/metrics`` are public either way.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import secrets
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import yaml
 
-from bench.protocols import Protocol
+from bench.protocols import Protocol, bearer_headers
 from bench.targets import Target
 
-__all__ = ["NOT_AVAILABLE", "Availability", "GatehouseTarget", "availability", "parse_metric"]
+__all__ = ["AUTH_PRINCIPAL", "NOT_AVAILABLE", "Availability", "GatehouseTarget", "availability", "gatehouse_targets",
+           "parse_metric"]
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "file-manager"
 NOT_AVAILABLE = "gatehouse runtime not available yet"
 MODEL_CALLS_METRIC = "gatehouse_model_calls_total"
+AUTH_PRINCIPAL = "bench"  # the one principal of gatehouse_auth's token file
+TOKEN_FILE = "api-tokens"
 
 
 @dataclass(frozen=True)
@@ -75,10 +85,13 @@ def parse_metric(text: str, name: str) -> float | None:
 
 @dataclass
 class GatehouseTarget(Target):
+    """``gatehouse-runtime serve``; with ``api_token`` set, authentication on (``--api-token-file``)."""
+
     key: str = "gatehouse"
     label: str = "Gatehouse"
     protocol: Protocol = "gatehouse"
     ready_path: str = "/readyz"
+    api_token: str = field(default="", repr=False)  # "" = local mode, no credential configured
 
     def command(self, port: int, state_dir: Path, tools_url: str, work: Path) -> list[str]:
         avail = availability()
@@ -93,10 +106,26 @@ class GatehouseTarget(Target):
         ]
         if "--host" in avail.help_text:
             cmd += ["--host", "127.0.0.1"]
+        if self.api_token:
+            token_file = work / TOKEN_FILE
+            token_file.touch(mode=0o600)
+            token_file.write_text(f"{AUTH_PRINCIPAL}:{self.api_token}\n")
+            cmd += ["--api-token-file", str(token_file)]
         return cmd
+
+    def request_headers(self) -> dict[str, str]:
+        return bearer_headers(self.api_token or None)
 
     async def model_calls(self, http: httpx.AsyncClient, url: str) -> float | None:
         response = await http.get(url + "/metrics")
         if response.status_code != 200:
             return None
         return parse_metric(response.text, MODEL_CALLS_METRIC)
+
+
+def gatehouse_targets() -> list[GatehouseTarget]:
+    """The runtime in local mode, and the same runtime with authentication on (a fresh random token per run)."""
+    return [
+        GatehouseTarget(),
+        GatehouseTarget(key="gatehouse_auth", label="Gatehouse + auth", api_token=secrets.token_urlsafe(32)),
+    ]

@@ -10,6 +10,10 @@ approved:
   (metadata ``adk_type: function_call``); the decision is a data part holding its ``function_response``
   ``{"name": "adk_request_confirmation", "id": <that call's id>, "response": {"confirmed": true}}``.
 
+Each server is reached through an :class:`Endpoint`: its URL, its protocol, and the headers of every request to it
+(the A2A ones, plus ``Authorization: Bearer <token>`` for a server that authenticates its callers; the target
+says which, see ``Target.request_headers``).
+
 Every failure is a :class:`StepError` whose ``kind`` is what the loss scenario counts.
 """
 
@@ -17,14 +21,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx
 
-__all__ = ["HEADERS", "Paused", "Protocol", "StepError", "approve", "pause", "send_message"]
+__all__ = ["A2A_HEADERS", "Endpoint", "Paused", "Protocol", "StepError", "approve", "bearer_headers", "pause",
+           "send_message"]
 
-HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/json"}
+A2A_HEADERS: Mapping[str, str] = {"A2A-Version": "1.0", "Content-Type": "application/json"}
 Protocol = Literal["gatehouse", "adk"]
 INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
 COMPLETED = "TASK_STATE_COMPLETED"
@@ -39,6 +45,23 @@ class StepError(Exception):
         self.detail = detail
 
 
+def bearer_headers(token: str | None) -> dict[str, str]:
+    """The headers of every request to a server: the A2A ones, and ``Authorization: Bearer`` when ``token`` is set."""
+    headers = dict(A2A_HEADERS)
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One server as the client sees it: where it is, how a pause is answered, what every request carries."""
+
+    url: str
+    protocol: Protocol
+    headers: Mapping[str, str] = field(default_factory=lambda: dict(A2A_HEADERS), repr=False)  # repr: no token in logs
+
+
 @dataclass(frozen=True)
 class Paused:
     """A task waiting for approval, and what answering it needs."""
@@ -49,11 +72,12 @@ class Paused:
     seconds: float
 
 
-async def send_message(http: httpx.AsyncClient, url: str, message: dict[str, Any]) -> dict[str, Any]:
+async def send_message(http: httpx.AsyncClient, url: str, message: dict[str, Any],
+                       headers: Mapping[str, str] = A2A_HEADERS) -> dict[str, Any]:
     """``SendMessage`` with ``message``; the JSON-RPC ``result``'s task (or message), or :class:`StepError`."""
     body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": "SendMessage", "params": {"message": message}}
     try:
-        response = await http.post(url, json=body, headers=HEADERS)
+        response = await http.post(url, json=body, headers=headers)
     except httpx.HTTPError as exc:
         raise StepError("http", f"{type(exc).__name__}: {exc}") from None
     if response.status_code != 200:
@@ -102,14 +126,14 @@ def _token(protocol: Protocol, task: dict[str, Any]) -> str:
     raise StepError("shape", f"input-required without a readable approval request: {str(_status_parts(task))[:300]}")
 
 
-async def pause(http: httpx.AsyncClient, url: str, protocol: Protocol, text: str) -> Paused:
+async def pause(http: httpx.AsyncClient, endpoint: Endpoint, text: str) -> Paused:
     """Send ``text`` on a new conversation; it must come back ``input-required`` with an approval request."""
     start = time.perf_counter()
-    task = await send_message(http, url, _message([{"text": text}]))
+    task = await send_message(http, endpoint.url, _message([{"text": text}]), endpoint.headers)
     seconds = time.perf_counter() - start
     if _state(task) != INPUT_REQUIRED:
         raise StepError("state", f"pause ended {_state(task)}, not input-required")
-    return Paused(task["id"], task.get("contextId", ""), _token(protocol, task), seconds)
+    return Paused(task["id"], task.get("contextId", ""), _token(endpoint.protocol, task), seconds)
 
 
 def decision_part(protocol: Protocol, paused: Paused) -> dict[str, Any]:
@@ -121,10 +145,11 @@ def decision_part(protocol: Protocol, paused: Paused) -> dict[str, Any]:
     }
 
 
-async def approve(http: httpx.AsyncClient, url: str, protocol: Protocol, paused: Paused) -> float:
+async def approve(http: httpx.AsyncClient, endpoint: Endpoint, paused: Paused) -> float:
     """Approve ``paused``; the task must end ``completed``. Returns the seconds the call took."""
     start = time.perf_counter()
-    task = await send_message(http, url, _message([decision_part(protocol, paused)], paused.task_id, paused.context_id))
+    message = _message([decision_part(endpoint.protocol, paused)], paused.task_id, paused.context_id)
+    task = await send_message(http, endpoint.url, message, endpoint.headers)
     seconds = time.perf_counter() - start
     if _state(task) != COMPLETED:
         raise StepError("state", f"approval ended {_state(task)}, not completed")

@@ -1,7 +1,9 @@
-"""Turn a run's results into rows (metric, Gatehouse, ADK durable, ADK in-memory, ratio, target, pass/fail),
-a rich table, ``bench/results/latest.json`` (+ a timestamped copy) and ``bench/results/latest.png``.
+"""Turn a run's results into rows (metric, Gatehouse, Gatehouse + auth, ADK durable, ADK in-memory, ratio, target,
+pass/fail), a rich table, ``bench/results/latest.json`` (+ a timestamped copy) and ``bench/results/latest.png``.
 
-The targets are judged on the Gatehouse column; the ratio is Gatehouse / ADK durable.
+The targets are judged on the Gatehouse column; the ratio is Gatehouse / ADK durable. One bar compares the two
+Gatehouse columns instead: authentication's overhead (:func:`auth_overhead`), Gatehouse + auth's pause and resume
+p50 minus Gatehouse's, both from the same run's interleaved latency scenario, at most 0.5 ms each.
 """
 
 from __future__ import annotations
@@ -13,11 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["COLUMNS", "build_rows", "print_floors", "print_table", "write_json", "write_plot"]
+__all__ = ["AUTH_BAR_MS", "COLUMNS", "auth_overhead", "auth_overhead_line", "build_rows", "print_auth_overhead",
+           "print_floors", "print_table", "write_json", "write_plot"]
 
-COLUMNS = ("gatehouse", "adk_durable", "adk_memory")
-LABELS = {"gatehouse": "Gatehouse", "adk_durable": "ADK durable", "adk_memory": "ADK in-memory"}
+COLUMNS = ("gatehouse", "gatehouse_auth", "adk_durable", "adk_memory")
+LABELS = {"gatehouse": "Gatehouse", "gatehouse_auth": "Gatehouse + auth", "adk_durable": "ADK durable",
+          "adk_memory": "ADK in-memory"}
 FULL_HELD = 1000
+AUTH_BAR_MS = 0.5  # authentication adds at most this to pause and to resume p50
+AUTH_TARGET = f"<= {AUTH_BAR_MS} ms (Gatehouse + auth - Gatehouse, same run)"
 
 
 @dataclass(frozen=True)
@@ -79,9 +85,53 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3)
 
 
+def _minus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else round(a - b, 2)
+
+
+def auth_overhead(results: dict[str, dict[str, Any]], available: dict[str, str]) -> dict[str, Any]:
+    """What authentication adds to pause and resume p50: ``gatehouse_auth`` - ``gatehouse``, both measured in the
+    same run's interleaved latency scenario. ``pass``: both differences at most :data:`AUTH_BAR_MS` (None when
+    either is missing; ``reason`` then says why)."""
+    reason = next((f"{key}: {available[key]}" for key in ("gatehouse", "gatehouse_auth") if available.get(key)), "")
+    local, auth = results.get("gatehouse", {}), results.get("gatehouse_auth", {})
+    pause = _minus(_path("latency", "pause_ms", "p50")(auth), _path("latency", "pause_ms", "p50")(local))
+    resume = _minus(_path("latency", "resume_ms", "p50")(auth), _path("latency", "resume_ms", "p50")(local))
+    verdict: bool | None = None
+    if pause is not None and resume is not None:
+        verdict = pause <= AUTH_BAR_MS and resume <= AUTH_BAR_MS
+    elif not reason:
+        reason = "no pause/resume p50 for both Gatehouse targets"
+    return {"pause_p50_ms": pause, "resume_p50_ms": resume, "bar_ms": AUTH_BAR_MS, "pass": verdict, "reason": reason}
+
+
+def auth_overhead_line(overhead: dict[str, Any]) -> str:
+    """``authentication overhead: pause p50 +X ms, resume p50 +Y ms (gatehouse_auth - gatehouse, same run), bar ≤ 0.5
+    ms: PASS``."""
+    bar = f"bar ≤ {overhead['bar_ms']} ms"
+    if overhead["pass"] is None:
+        return f"authentication overhead: not measured ({overhead['reason']}), {bar}"
+    return (f"authentication overhead: pause p50 {overhead['pause_p50_ms']:+.2f} ms, resume p50 "
+            f"{overhead['resume_p50_ms']:+.2f} ms (gatehouse_auth - gatehouse, same run), {bar}: "
+            f"{'PASS' if overhead['pass'] else 'FAIL'}")
+
+
+def _auth_rows(overhead: dict[str, Any], available: dict[str, str]) -> list[dict[str, Any]]:
+    """The bar as table rows: the difference in the Gatehouse + auth column, judged on its own."""
+    rows = []
+    for phase in ("pause", "resume"):
+        value = overhead[f"{phase}_p50_ms"]
+        verdict = None if value is None else ("pass" if value <= AUTH_BAR_MS else "fail")
+        rows.append({"metric": f"auth overhead: {phase} p50 (ms)", "gatehouse": available.get("gatehouse") or None,
+                     "gatehouse_auth": available.get("gatehouse_auth") or value, "adk_durable": None,
+                     "adk_memory": None, "ratio": None, "target": AUTH_TARGET, "pass": verdict})
+    return rows
+
+
 def build_rows(results: dict[str, dict[str, Any]], available: dict[str, str], operator: dict[str, Any],
                held: int, levels: tuple[int, ...]) -> list[dict[str, Any]]:
-    """One dict per metric. A target that did not run has its reason (a string) instead of a value."""
+    """One dict per metric. A target that did not run has its reason (a string) instead of a value. The
+    authentication overhead's rows follow the latency rows."""
     rows = []
     for metric in metrics(held, levels):
         values: dict[str, Any] = {}
@@ -94,6 +144,8 @@ def build_rows(results: dict[str, dict[str, Any]], available: dict[str, str], op
         if metric.passes is not None and gh is not None:
             verdict = "pass" if metric.passes(gh, ratio) else "fail"
         rows.append({"metric": metric.name, **values, "ratio": ratio, "target": metric.target, "pass": verdict})
+        if metric.name == "resume p99 (ms)":
+            rows += _auth_rows(auth_overhead(results, available), available)
     agents = operator.get("agents", 500)
     op_targets = {
         "agents_to_accepted_seconds": (f"{agents} Agents to Accepted (s)", "< 60 s", lambda v: v < 60),
@@ -105,8 +157,8 @@ def build_rows(results: dict[str, dict[str, Any]], available: dict[str, str], op
         verdict = None
         if check is not None and isinstance(value, int | float):
             verdict = "pass" if check(value) else "fail"
-        rows.append({"metric": f"operator: {name}", "gatehouse": value, "adk_durable": None, "adk_memory": None,
-                     "ratio": None, "target": target, "pass": verdict})
+        rows.append({"metric": f"operator: {name}", "gatehouse": value, "gatehouse_auth": None, "adk_durable": None,
+                     "adk_memory": None, "ratio": None, "target": target, "pass": verdict})
     return rows
 
 
@@ -125,7 +177,7 @@ def print_table(rows: list[dict[str, Any]], title: str) -> None:
     from rich.table import Table
 
     table = Table(title=title)
-    for header in ("metric", "Gatehouse", "ADK durable", "ADK in-memory", "ratio GH/ADK", "target", "pass/fail"):
+    for header in ("metric", *(LABELS[c] for c in COLUMNS), "ratio GH/ADK", "target", "pass/fail"):
         table.add_column(header, overflow="fold")
     seen_reasons: set[str] = set()
     for row in rows:
@@ -139,6 +191,14 @@ def print_table(rows: list[dict[str, Any]], title: str) -> None:
         style = {"pass": "green", "fail": "red"}.get(row["pass"] or "", "")
         table.add_row(*cells, style=style)
     Console(width=170).print(table)
+
+
+def print_auth_overhead(overhead: dict[str, Any]) -> None:
+    """The bar's one line, under the table (green when it passes, red when it fails)."""
+    from rich.console import Console
+
+    style = {True: "green", False: "red"}.get(overhead["pass"], "")
+    Console(width=170).print(auth_overhead_line(overhead), style=style, highlight=False)
 
 
 def print_floors(floors: dict[str, Any], gatehouse: dict[str, Any] | None) -> None:

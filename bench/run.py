@@ -1,6 +1,6 @@
 """``make bench``: Gatehouse vs google-adk's own confirmation over its own ``to_a2a``, side by side in one run.
 
-    python -m bench.run [--quick] [--targets gatehouse,adk_durable,adk_memory] [--out bench/results] ...
+    python -m bench.run [--quick] [--targets gatehouse,gatehouse_auth,adk_durable,adk_memory] [--out bench/results] ...
     python -m bench.run --only operator [--operator-agents 500] --out /tmp/op   # just the operator rows (steps 1-5 skipped)
 
 Order of a run (one demo-tools MCP server, with a journal, serves every target):
@@ -12,6 +12,10 @@ Order of a run (one demo-tools MCP server, with a journal, serves every target):
 4. stop them; extra cold starts (``--cold-starts``), interleaved;
 5. per target, a fresh server holds N paused conversations (RSS), then N decisions (decisions/s);
 6. operator rows (``bench/operator_hook.py``).
+
+``gatehouse_auth`` is the Gatehouse runtime with authentication on (``--api-token-file``, the client sends a bearer
+token): it runs every step beside ``gatehouse``, and the report's authentication overhead is the difference of
+their p50s in step 2, interleaved in the same run.
 
 Then a table, ``latest.json`` (+ a timestamped copy) and ``latest.png`` under ``--out``. A target that cannot
 run (the Gatehouse runtime before it lands, or one that fails to start) gets its reason in every row.
@@ -34,13 +38,14 @@ from pathlib import Path
 from typing import Any
 
 from bench import floors, report, scenarios
-from bench.gatehouse_adapter import GatehouseTarget, availability
+from bench.gatehouse_adapter import availability, gatehouse_targets
 from bench.operator_hook import not_run, operator_results
 from bench.protocols import StepError
 from bench.targets import Server, Target, adk_targets, running, tools_server
 
 RESULTS = Path(__file__).resolve().parent / "results"
-ALL = ("gatehouse", "adk_durable", "adk_memory")
+ALL = ("gatehouse", "gatehouse_auth", "adk_durable", "adk_memory")
+GATEHOUSE = ("gatehouse", "gatehouse_auth")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -90,12 +95,15 @@ def choose_targets(wanted: list[str]) -> tuple[list[Target], dict[str, str]]:
     """The targets to run, and for each column either "" (runs) or why it does not."""
     reasons = {key: "" if key in wanted else "not run (--targets)" for key in ALL}
     targets: list[Target] = []
-    if "gatehouse" in wanted:
+    if any(key in wanted for key in GATEHOUSE):
         avail = availability()
-        if avail.ok:
-            targets.append(GatehouseTarget())
-        else:
-            reasons["gatehouse"] = avail.reason
+        for target in gatehouse_targets():
+            if target.key not in wanted:
+                continue
+            if avail.ok:
+                targets.append(target)
+            else:
+                reasons[target.key] = avail.reason
     targets += [t for t in adk_targets() if t.key in wanted]
     return targets, reasons
 
@@ -216,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         operator = not_run(args.operator_agents, "not run (--targets)" if "gatehouse" not in args.targets
                            else "not run (--operator-agents 0)")
     rows = report.build_rows(results, reasons, operator, s.paused, s.loss_levels)
+    overhead = report.auth_overhead(results, reasons)
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
     full = {
         "meta": {"started": started.isoformat(), "seconds": round((datetime.now(UTC) - started).total_seconds(), 1),
@@ -226,9 +235,11 @@ def main(argv: list[str] | None = None) -> int:
         "results": results,
         "operator": operator,
         "floors": floor,
+        "auth_overhead": overhead,
         "rows": rows,
     }
     report.print_table(rows, f"Gatehouse bench ({full['meta']['mode']}, {stamp})")
+    report.print_auth_overhead(overhead)
     if "a2a" in floor:
         report.print_floors(floor, results.get("gatehouse"))
     path = report.write_json(full, args.out, stamp)

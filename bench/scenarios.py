@@ -112,8 +112,8 @@ async def latency(servers: Sequence[Server], tools: ToolsServer, settings: Setti
             for server in [*servers[shift:], *servers[:shift]]:
                 key = server.target.key
                 try:
-                    paused = await pause(http, server.url, server.target.protocol, f"delete {files[key][i]}")
-                    resume = await approve(http, server.url, server.target.protocol, paused)
+                    paused = await pause(http, server.endpoint, f"delete {files[key][i]}")
+                    resume = await approve(http, server.endpoint, paused)
                 except StepError as exc:
                     if i >= settings.warmup:
                         errors[key][exc.kind] += 1
@@ -152,9 +152,9 @@ async def _conversations(server: Server, names: Sequence[str], concurrency: int)
         async with gate:
             step = "pause"
             try:
-                paused = await pause(http, server.url, server.target.protocol, f"delete {names[i]}")
+                paused = await pause(http, server.endpoint, f"delete {names[i]}")
                 step = "approve"
-                await approve(http, server.url, server.target.protocol, paused)
+                await approve(http, server.endpoint, paused)
             except StepError as exc:
                 outcomes[i] = f"{step}:{exc.kind}"
 
@@ -213,7 +213,7 @@ async def paused_then_decided(
             async def hold(i: int) -> None:
                 async with gate:
                     try:
-                        held[i] = await pause(http, server.url, target.protocol, f"delete {names[i]}")
+                        held[i] = await pause(http, server.endpoint, f"delete {names[i]}")
                     except StepError as exc:
                         pause_errors[exc.kind] += 1
 
@@ -226,7 +226,7 @@ async def paused_then_decided(
             async def decide(p: Paused) -> None:
                 async with gate:
                     try:
-                        await approve(http, server.url, target.protocol, p)
+                        await approve(http, server.endpoint, p)
                     except StepError as exc:
                         decision_errors[exc.kind] += 1
 

@@ -2,7 +2,12 @@
 
     Target (what to run)          ──start()──►  Server (a running process: url, pid, seconds to ready)
       ├─ AdkTarget(durable)         python -m bench.adk_baseline ...        ready: GET /.well-known/agent-card.json
-      └─ GatehouseTarget            gatehouse-runtime serve -f ... (bench/gatehouse_adapter.py)   ready: GET /readyz
+      └─ GatehouseTarget(api_token) gatehouse-runtime serve -f ... [--api-token-file F] (bench/gatehouse_adapter.py)
+                                                                            ready: GET /readyz
+
+What the client sends every request is the target's (:meth:`Target.request_headers`: the A2A headers, plus
+``Authorization: Bearer`` for a target that authenticates); a running server hands it to the scenarios as its
+:attr:`Server.endpoint` (``bench/protocols.py``).
 
 Also the demo-tools MCP server every target calls, and :func:`rss_mb` (psutil, the process and its children).
 """
@@ -17,12 +22,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import httpx
 
 from agent_runtime import processes
-from bench.protocols import Protocol
+from bench.protocols import Endpoint, Protocol, bearer_headers
 
 __all__ = ["AdkTarget", "Server", "Target", "ToolsServer", "free_port", "rss_mb", "running", "tools_server"]
 
@@ -62,6 +68,10 @@ class Target:
 
     def command(self, port: int, state_dir: Path, tools_url: str, work: Path) -> list[str]:
         raise NotImplementedError
+
+    def request_headers(self) -> dict[str, str]:
+        """The headers of every A2A request to this target's servers (the A2A ones; no credential by default)."""
+        return bearer_headers(None)
 
     async def model_calls(self, http: httpx.AsyncClient, url: str) -> float | None:
         """Model calls made so far by the server at ``url`` (None: the server does not say)."""
@@ -109,6 +119,11 @@ class Server:
     def pid(self) -> int:
         return self.proc.pid
 
+    @cached_property
+    def endpoint(self) -> Endpoint:
+        """What the client needs to talk to this server: its URL, protocol and request headers."""
+        return Endpoint(self.url, self.target.protocol, self.target.request_headers())
+
     def rss_mb(self) -> float:
         return rss_mb(self.pid)
 
@@ -134,6 +149,7 @@ def running(target: Target, work: Path, tools_url: str, name: str, timeout: floa
     url = f"http://127.0.0.1:{port}"
     cmd = target.command(port, state_dir, tools_url, base)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONWARNINGS": "ignore"}
+    env.pop("GATEHOUSE_API_TOKEN", None)  # whether a target authenticates is its own command's say, not the shell's
     start = time.perf_counter()
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env=env)

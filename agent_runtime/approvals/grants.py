@@ -5,9 +5,9 @@ request's conversation (A2A context), its owner, its tool, who could decide it (
 gives other approvers is not covered: a grant never lets one set of approvers decide for another) and, by
 default, the approved call's exact arguments; the approver may instead name one path argument and a glob
 over it (``{"argument": "path", "glob": "/srv/reports/**"}``), which then covers any call of that tool whose
-normalised path matches (the other arguments are free). A grant ends at ``grantTTL`` after it was made. A call that runs under a grant is
-recorded like any other approval (``source: grant``, who granted it), so the audit, the REST list and the
-ToolApproval (phase ``Granted``) show it.
+normalised path matches (the other arguments are free). A grant ends at ``grantTTL`` after it was made. A
+call that runs under a grant is recorded like any other approval (``source: grant``, who granted it), so the
+audit, the REST list and the ToolApproval (phase ``Granted``) show it.
 
 :func:`covers` is pure; the rest reads and writes the ``gatehouse_grants`` table inside the caller's
 transaction.

@@ -1,4 +1,5 @@
-"""The table's rows from fabricated results: ratios, targets and pass/fail are judged on the Gatehouse column."""
+"""The table's rows from fabricated results: ratios, targets and pass/fail are judged on the Gatehouse column;
+the authentication overhead bar compares the two Gatehouse columns."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import Any
 import pytest
 
 from bench.operator_hook import operator_results
-from bench.report import build_rows
+from bench.report import AUTH_BAR_MS, auth_overhead, auth_overhead_line, build_rows
+
+ALL_RAN = {"gatehouse": "", "gatehouse_auth": "", "adk_durable": "", "adk_memory": ""}
 
 
 def result(pause: float, resume: float, calls: float, rss: float, seconds: float, lost: float) -> dict[str, Any]:
@@ -34,7 +37,7 @@ def test_gatehouse_judged_against_targets_with_ratio_to_adk_durable() -> None:
         "adk_durable": result(pause=80.0, resume=60.0, calls=2.0, rss=230.0, seconds=80.0, lost=0.2),
         "adk_memory": result(pause=15.0, resume=15.0, calls=2.0, rss=200.0, seconds=40.0, lost=0.0),
     }
-    rows = rows_by_metric(results, {"gatehouse": "", "adk_durable": "", "adk_memory": ""})
+    rows = rows_by_metric(results, {**ALL_RAN, "gatehouse_auth": "not run (--targets)"})
     pause = rows["pause p50 (ms)"]
     assert (pause["gatehouse"], pause["adk_durable"], pause["ratio"], pause["pass"]) == (10.0, 80.0, 0.125, "pass")
     resume = rows["resume p50 (ms)"]  # 20 ms: over 15 ms, and ratio 0.333 > 0.25
@@ -50,12 +53,65 @@ def test_gatehouse_judged_against_targets_with_ratio_to_adk_durable() -> None:
 
 def test_unavailable_gatehouse_keeps_adk_rows_and_says_why() -> None:
     results = {"adk_durable": result(80.0, 60.0, 2.0, 230.0, 80.0, 0.2)}
-    available = {"gatehouse": "gatehouse runtime not available yet", "adk_durable": "", "adk_memory": "not run (--targets)"}
+    available = {"gatehouse": "gatehouse runtime not available yet", "gatehouse_auth": "gatehouse runtime not available yet",
+                 "adk_durable": "", "adk_memory": "not run (--targets)"}
     rows = rows_by_metric(results, available)
     pause = rows["pause p50 (ms)"]
     assert pause["gatehouse"] == "gatehouse runtime not available yet"
     assert pause["adk_durable"] == 80.0 and pause["adk_memory"] == "not run (--targets)"
     assert pause["ratio"] is None and pause["pass"] is None
+
+
+def latency_only(pause: float, resume: float) -> dict[str, Any]:
+    return {"latency": {"pause_ms": {"p50": pause, "p99": pause * 2}, "resume_ms": {"p50": resume, "p99": resume * 2}}}
+
+
+def test_auth_overhead_within_the_bar_passes() -> None:
+    results = {"gatehouse": latency_only(17.9, 28.3), "gatehouse_auth": latency_only(18.4, 28.1)}  # +0.5, -0.2
+    overhead = auth_overhead(results, ALL_RAN)
+    assert overhead == {"pause_p50_ms": 0.5, "resume_p50_ms": -0.2, "bar_ms": AUTH_BAR_MS, "pass": True, "reason": ""}
+    assert auth_overhead_line(overhead) == (
+        "authentication overhead: pause p50 +0.50 ms, resume p50 -0.20 ms (gatehouse_auth - gatehouse, same run), "
+        "bar ≤ 0.5 ms: PASS")
+    rows = rows_by_metric(results, ALL_RAN)
+    pause, resume = rows["auth overhead: pause p50 (ms)"], rows["auth overhead: resume p50 (ms)"]
+    assert (pause["gatehouse_auth"], pause["gatehouse"], pause["ratio"], pause["pass"]) == (0.5, None, None, "pass")
+    assert (resume["gatehouse_auth"], resume["pass"]) == (-0.2, "pass")
+    assert pause["target"].startswith("<= 0.5 ms")
+    order = list(rows)  # the bar's rows follow the latency rows
+    assert order.index("auth overhead: pause p50 (ms)") == order.index("resume p99 (ms)") + 1
+    assert rows["pause p50 (ms)"]["gatehouse_auth"] == 18.4  # the auth column has every metric too
+    assert rows["pause p50 (ms)"]["pass"] is None  # no ADK column: no ratio, so the 0.25 target cannot pass
+
+
+def test_auth_overhead_over_the_bar_on_either_phase_fails() -> None:
+    results = {"gatehouse": latency_only(17.9, 28.3), "gatehouse_auth": latency_only(18.1, 28.9)}  # +0.2, +0.6
+    overhead = auth_overhead(results, ALL_RAN)
+    assert (overhead["pause_p50_ms"], overhead["resume_p50_ms"], overhead["pass"]) == (0.2, 0.6, False)
+    assert auth_overhead_line(overhead).endswith("pause p50 +0.20 ms, resume p50 +0.60 ms "
+                                                 "(gatehouse_auth - gatehouse, same run), bar ≤ 0.5 ms: FAIL")
+    rows = rows_by_metric(results, ALL_RAN)
+    assert rows["auth overhead: pause p50 (ms)"]["pass"] == "pass"
+    assert rows["auth overhead: resume p50 (ms)"]["pass"] == "fail"
+
+    slower_pause = {"gatehouse": latency_only(17.9, 28.3), "gatehouse_auth": latency_only(19.0, 28.3)}
+    assert auth_overhead(slower_pause, ALL_RAN)["pass"] is False
+
+
+def test_auth_overhead_not_measured_says_why() -> None:
+    available = {**ALL_RAN, "gatehouse_auth": "not run (--targets)"}
+    overhead = auth_overhead({"gatehouse": latency_only(17.9, 28.3)}, available)
+    assert overhead["pass"] is None and overhead["pause_p50_ms"] is None
+    assert overhead["reason"] == "gatehouse_auth: not run (--targets)"
+    assert auth_overhead_line(overhead) == (
+        "authentication overhead: not measured (gatehouse_auth: not run (--targets)), bar ≤ 0.5 ms")
+    rows = rows_by_metric({"gatehouse": latency_only(17.9, 28.3)}, available)
+    row = rows["auth overhead: pause p50 (ms)"]
+    assert (row["gatehouse_auth"], row["pass"]) == ("not run (--targets)", None)
+
+    errored = {"gatehouse": latency_only(17.9, 28.3), "gatehouse_auth": {"latency": {"pause_ms": {"p50": None}}}}
+    overhead = auth_overhead(errored, ALL_RAN)  # ran, but every iteration failed (e.g. 401s)
+    assert overhead["pass"] is None and "no pause/resume p50" in overhead["reason"]
 
 
 def test_operator_hook_reports_not_available_without_the_operator(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,9 +27,11 @@ def test_bench_quick_adk_rows(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     report = json.loads((out / "latest.json").read_text())
-    assert {"meta", "settings", "available", "results", "operator", "floors", "rows"} <= set(report)
+    assert {"meta", "settings", "available", "results", "operator", "floors", "auth_overhead", "rows"} <= set(report)
     assert len(list(out.glob("2*.json"))) == 1  # the timestamped copy
-    assert report["available"]["gatehouse"] == "not run (--targets)"
+    assert report["available"]["gatehouse"] == report["available"]["gatehouse_auth"] == "not run (--targets)"
+    assert report["auth_overhead"]["pass"] is None and report["auth_overhead"]["reason"] == "gatehouse: not run (--targets)"
+    assert "authentication overhead: not measured" in proc.stdout
     assert report["operator"]["available"] is False and report["operator"]["reason"]
     assert report["meta"]["machine"]["nproc"] >= 1
 

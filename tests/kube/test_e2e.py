@@ -3,7 +3,8 @@
 The emulated API server (with the example Agent, ModelConfig and RemoteMCPServer applied), the demo MCP
 server and ``gatehouse-runtime serve -f … --kubeconfig … --kube-namespace default`` as subprocesses;
 users act with ``/usr/bin/kubectl`` and the real plugin path ``kubectl gatehouse …``, and an A2A client
-over raw JSON-RPC.
+over raw JSON-RPC. The example Agent accepts Kubernetes tokens (``spec.access.kubernetesTokens``), so the A2A
+client calls as a ServiceAccount of the cluster, with that ServiceAccount's token (checked by TokenReview).
 """
 
 from __future__ import annotations
@@ -98,8 +99,9 @@ def stack(base: Path, **approval: Any) -> Iterator[Stack]:
                         "--trust-kubectl-without-admission-policy"],
         )
         proc.start(timeout=90)
+        client_token = api.emulator.add_service_account("default", "file-manager-client")  # an in-cluster A2A caller
         try:
-            yield Stack(api, kubectl, tools, proc, Rpc(proc.url), env)
+            yield Stack(api, kubectl, tools, proc, Rpc(proc.url, client_token), env)
         finally:
             proc.stop()
 

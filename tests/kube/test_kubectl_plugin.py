@@ -108,8 +108,9 @@ def test_approve_writes_the_decision_with_the_callers_identity(cluster: RunningE
 
     code, out, err = plugin(capsys, "approve", "fm-1")
     assert code == 1 and 'you (alice@example.com) have already voted on toolapproval "fm-1"' in err
-    code, _, err = plugin(capsys, "deny", "fm-1", "--reason", "late")
-    assert code == 1 and "already decided" in err
+    code, _, err = plugin(capsys, "deny", "fm-1", "--reason", "late")  # nor may she change her mind: one vote each
+    assert code == 1 and 'you (alice@example.com) have already voted on toolapproval "fm-1"' in err
+    assert cluster.emulator.get_object(TA, "default", "fm-1")["spec"]["votes"] == obj["spec"]["votes"]  # nothing changed
 
 
 def test_an_outcome_in_status_is_already_decided_too(cluster: RunningEmulator, kubectl: Kubectl, capsys: Cap) -> None:
@@ -186,7 +187,7 @@ def test_a_hitl_question_is_listed_with_its_kind_and_cannot_be_approved_or_denie
     for args in (["approve", "fm-q"], ["deny", "fm-q", "--reason", "no"]):
         code, out, err = plugin(capsys, *args)
         assert code == 1 and "this is a question from the model; answer it in the chat (A2A)" in err, err
-    assert "decision" not in cluster.emulator.get_object(TA, "default", "fm-q")["spec"]
+    assert not {"decision", "votes"} & set(cluster.emulator.get_object(TA, "default", "fm-q")["spec"])
     # kubectl's own table has the KIND column too (the CRD's printer column on the label).
     table = lines(kubectl("get", "toolapprovals"))
     assert table[0][:3] == ["NAME", "AGENT", "KIND"]
@@ -214,5 +215,6 @@ def test_the_real_plugin_path(cluster: RunningEmulator, kubectl: Kubectl) -> Non
     approved = run("approve", "fm-1")
     assert approved.returncode == 0 and 'toolapproval "fm-1" approved' in approved.stdout
     again = run("approve", "fm-1")
-    assert again.returncode == 1 and "already decided" in again.stderr
-    assert kubectl("get", "toolapproval", "fm-1", "-o", "jsonpath={.spec.decision.decidedBy}") == "alice@example.com"
+    assert again.returncode == 1 and 'you (alice@example.com) have already voted on toolapproval "fm-1"' in again.stderr
+    votes = json.loads(kubectl("get", "toolapproval", "fm-1", "-o", "jsonpath={.spec.votes}"))
+    assert [(v["by"], v["action"]) for v in votes] == [("alice@example.com", "Approve")]

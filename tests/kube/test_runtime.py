@@ -44,7 +44,8 @@ class App(InProcessApp):
         return self.api.emulator.get_object("gatehouse.dev/v1alpha1/agents", "default", "file-manager")
 
     async def decide(self, request_id: str, action: str, reason: str = "", who: str = "alice") -> None:
-        """What ``kubectl gatehouse approve|deny`` writes: ``spec.decision``."""
+        """A kubectl decision as the legacy ``spec.decision``, which the watcher counts as one vote by ``who``
+        (``kubectl gatehouse approve|deny`` appends to ``spec.votes``: see test_kubectl_plugin.py, test_e2e.py)."""
         assert self.runtime.kube is not None
         path = self.runtime.kube.mirror.path(approval_name("file-manager", request_id))
         await self.runtime.kube.client.merge_patch(
@@ -78,7 +79,8 @@ async def _app(
             for f in files:
                 kubectl("apply", "--validate=false", "-f", str(f))
         config = select_agent_config(files)
-        settings = KubeSettings("default", tmp_path / "kubeconfig", **{"retention_seconds": 3600.0, "trust_kubectl": True, **kube})
+        options = {"retention_seconds": 3600.0, "trust_kubectl": True, **kube}
+        settings = KubeSettings("default", tmp_path / "kubeconfig", **options)
         starlette = build_app(RuntimeSettings(config=config, state_dir=tmp_path / "state", kube=settings))
         runtime: Runtime = starlette.state.runtime
         async with starlette.router.lifespan_context(starlette):
@@ -151,10 +153,10 @@ async def test_a_batch_decided_one_toolapproval_at_a_time_resumes_once_with_ever
 
     await app.decide(first, "Approve")
     await until(lambda: phase(app.approval(first)) == "Approved", what="first Approved")
+    # As over REST: each request is decided on its own; the task waits, untouched, until none is pending.
     waiting = await app.get(task["id"])
     assert state(waiting) == "TASK_STATE_INPUT_REQUIRED"
-    assert "Still waiting for a decision on " + second in status_text(waiting)
-    assert request_ids(waiting) == [second]  # the pause now lists only what is still pending
+    assert second in request_ids(waiting) and phase(app.approval(second)) == "Pending"
     assert app.tools.executions("delete_file") == []
 
     await app.decide(second, "Deny", "b stays")
