@@ -29,12 +29,13 @@ import asyncio
 import logging
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from agent_runtime.approvals import ApprovalRecord, ApprovalService
 from agent_runtime.approvals.events import ApprovalEvent
+from agent_runtime.approvals.votes import CastVote
 from agent_runtime.kube import objects
 from agent_runtime.kube.client import KubeClient, KubeError
 from agent_runtime.questions.store import HitlRecord, HitlStore
@@ -230,9 +231,7 @@ class Mirror:
 
         finished = None if record.status == "pending" else record.decided_at or self._clock()
         cast = (await self._approvals.cast_votes([record.id])).get(record.id, []) if finished is not None else []
-        if not decided_by and record.source == "grant":  # who granted it (no votes on a call run under a grant)
-            decided_by = (await self._approvals.deciders_of([record.id])).get(record.id, "")
-        status = objects.status(record, decided_by or objects.voters(record, cast), cast)
+        status = objects.status(record, decided_by or await self._decider(record, cast), cast)
         await self._write(objects.approval_name(self.agent, record.id), body, status, finished)
 
     async def _sync_hitl(self, record: HitlRecord) -> None:
@@ -261,11 +260,16 @@ class Mirror:
             await self._client.merge_patch(f"{self.path(name)}/status", {"status": status})
         self._finished[name] = finished
 
+    async def _decider(self, record: ApprovalRecord, cast: Sequence[CastVote]) -> str:
+        """Who decided a finished request: the voters, or for a call run under a session grant who granted it."""
+        if record.source == "grant":
+            return (await self._approvals.deciders_of([record.id])).get(record.id, "")
+        return objects.voters(record, cast)
+
     async def _event(self, record: ApprovalRecord, decided_by: str = "") -> None:
         agent = await self._agent() or {"metadata": {"name": self.agent, "namespace": self.namespace}}
-        if not decided_by and record.status != "pending":  # who decided by their votes, as in the status
-            cast = (await self._approvals.cast_votes([record.id])).get(record.id, [])
-            decided_by = objects.voters(record, cast)
+        if not decided_by and record.status != "pending":  # who decided, as in the status
+            decided_by = await self._decider(record, (await self._approvals.cast_votes([record.id])).get(record.id, []))
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = objects.event(record, agent, self._instance, now, decided_by)
         await self._client.create(f"/api/v1/namespaces/{self.namespace}/events", body)

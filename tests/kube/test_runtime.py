@@ -126,6 +126,29 @@ async def test_a_request_is_mirrored_and_a_kubectl_decision_resumes_the_task(app
     assert f"approved by alice via kubectl: looks fine (toolapproval {name})" in approved
 
 
+async def test_a_call_run_under_a_session_grant_is_a_granted_toolapproval(app: App) -> None:
+    for name in ("g1.txt", "g2.txt"):
+        (app.tools.sandbox / name).write_text("x")
+    task = (await app.send("delete g1.txt"))["task"]
+    glob = {"decision_type": "approve", "scope": "session", "grant": {"argument": "path", "glob": "g*.txt"}}
+    assert state((await app.send(data=glob, task=task))["task"]) == "TASK_STATE_COMPLETED"
+    again = (await app.send("delete g2.txt", context_id=task["contextId"]))["task"]
+    assert state(again) == "TASK_STATE_COMPLETED" and len(app.tools.executions("delete_file", "g2.txt")) == 1
+    granted = await until(lambda: [o for o in _approvals(app) if phase(o) == "Granted"], what="a Granted ToolApproval")
+    (obj,) = granted
+    assert obj["spec"]["arguments"] == {"path": "g2.txt"} and obj["spec"]["taskId"] == again["id"]
+    assert obj["status"]["source"] == "grant" and obj["status"]["decidedBy"] == "anonymous"
+    assert "session grant" in obj["status"]["reason"]
+    await until(lambda: "ApprovalGranted" in _event_reasons(app), what="the ApprovalGranted Event")
+    (message,) = [m for r, m in _events(app) if r == "ApprovalGranted"]
+    assert "delete_file(path='g2.txt') granted by anonymous via grant" in message
+
+
+def _approvals(app: App) -> list[dict[str, Any]]:
+    return app.api.call(lambda: [o.raw for (res, _, _), o in app.api.emulator._objects.items()
+                                 if res.plural == "toolapprovals" and not o.deleted])
+
+
 async def _completed(app: App, task_id: str) -> dict[str, Any] | None:
     got = await app.get(task_id)
     return got if state(got) == "TASK_STATE_COMPLETED" else None

@@ -16,12 +16,16 @@ class InProcessApp:
     def __init__(self, client: httpx.AsyncClient, runtime: Runtime, tools: Tools) -> None:
         self.client, self.runtime, self.tools = client, runtime, tools
 
-    async def send(self, text: str | None = None, data: Any = None, task: dict[str, Any] | None = None) -> dict[str, Any]:
-        """``SendMessage`` with a text and/or one data part, on ``task`` (its id and context) when given."""
+    async def send(
+        self, text: str | None = None, data: Any = None, task: dict[str, Any] | None = None, context_id: str | None = None
+    ) -> dict[str, Any]:
+        """``SendMessage`` with a text and/or one data part, on ``task`` (its id and context) or in ``context_id``."""
         parts: list[dict[str, Any]] = ([{"text": text}] if text else []) + ([{"data": data}] if data is not None else [])
         message: dict[str, Any] = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": parts}
         if task:
             message["taskId"], message["contextId"] = task["id"], task["contextId"]
+        elif context_id:
+            message["contextId"] = context_id
         body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
         return (await self.client.post("/", json=body)).json()["result"]
 
