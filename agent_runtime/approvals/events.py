@@ -17,12 +17,13 @@ from agent_runtime.approvals.records import ApprovalRecord
 
 log = logging.getLogger(__name__)
 
-EventKind = Literal["requested", "decided"]
+EventKind = Literal["requested", "decided", "voted"]
 
 
 @dataclass(frozen=True)
 class ApprovalEvent:
-    """``requested``: new pending records (one model turn). ``decided``: records just resolved, with source."""
+    """``requested``: new pending records (one model turn). ``decided``: records just resolved, with source.
+    ``voted``: records still pending after a vote (counted or refused), with the channel it came through."""
 
     kind: EventKind
     records: tuple[ApprovalRecord, ...]

@@ -303,6 +303,8 @@ class ApprovalService:
         decided = [v.record for v in results if v.decided]
         if decided:
             await self.events.publish("decided", decided, decided[0].source)
+        channel = next(iter(votes.values())).channel if votes else ""
+        await self.events.publish("voted", [v.record for v in results if not v.decided], channel)
         return results
 
     async def grant_for(

@@ -70,7 +70,9 @@ class KubeClient:
     def _headers(self) -> dict[str, str]:
         if self._auth is None:
             return {}
-        token = self._auth.get_api_key_with_prefix("authorization")
+        # kubernetes' config loaders store the bearer token ("Bearer …") under "BearerToken" (older ones under
+        # "authorization"); asking for it also runs their refresh hook (projected tokens are rotated).
+        token = self._auth.get_api_key_with_prefix("BearerToken", alias="authorization")
         return {"Authorization": token} if token else {}
 
     async def aclose(self) -> None:

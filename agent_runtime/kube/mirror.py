@@ -104,6 +104,10 @@ class Mirror:
     # -- the listener (never blocks, never raises into the decision path) ----------------------------
 
     def on_event(self, event: ApprovalEvent) -> None:
+        if event.kind == "voted":  # still pending: show the votes so far, whatever channel they came through
+            for record in event.records:
+                self.sync_votes(record)
+            return
         for record in event.records:
             self.sync(record, announce=True)
         self._count_dirty = True

@@ -200,8 +200,7 @@ class DecisionWatcher:
                 except AlreadyDecided:
                     return
                 if one.voted.decided:
-                    return  # the decision's event updates the ToolApproval (mirror.on_event)
-                self._mirror.sync_votes(one.record)
+                    return  # the decision's event updates the ToolApproval (mirror.on_event), as a vote's does
                 if not one.judgement.counted:
                     log.warning("kube: %s's vote on %s does not count: %s", ballot.by, request_id, one.judgement.refused)
         except asyncio.CancelledError:

@@ -51,7 +51,9 @@ class EventStream:
         self._clients: set[asyncio.Queue[Item | None]] = set()
 
     def on_approval_event(self, event: ApprovalEvent) -> None:
-        """The approval-events listener: queue only, never wait."""
+        """The approval-events listener: queue only, never wait (requests and decisions; not each vote)."""
+        if event.kind == "voted":
+            return
         for record in event.records:
             self._last += 1
             item = (self._last, event.kind, record)

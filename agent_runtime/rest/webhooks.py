@@ -90,6 +90,8 @@ class Webhooks:
 
     def on_approval_event(self, event: ApprovalEvent) -> None:
         """The approval-events listener: queue only, never wait; drop (and say so) when a queue is full."""
+        if event.kind == "voted":  # requests and decisions only, as before votes existed
+            return
         for url, queue in self._queues.items():
             for record in event.records:
                 try:

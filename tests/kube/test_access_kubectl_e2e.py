@@ -2,8 +2,9 @@
 
 One stack for the module: the emulated API server over HTTPS with the chart's ValidatingAdmissionPolicy (rendered
 by the real helm) loaded and enforcing, the demo MCP server and ``gatehouse-runtime serve`` as processes. The
-runtime talks to the API as its own ServiceAccount (``default/file-manager``, as the operator runs it), without
-``--trust-kubectl-without-admission-policy``: it counts kubectl votes because the Agent reports the condition
+runtime's requests reach the API under its own ServiceAccount's name (``default/file-manager``, as the operator
+runs it; see the fixture for how), without ``--trust-kubectl-without-admission-policy``: it counts kubectl votes
+because the Agent reports the condition
 ``AdmissionPolicy=True`` (as the operator does when the policy is bound with Deny). People act with the real
 ``/usr/bin/kubectl`` and the real plugin path ``kubectl gatehouse …``, each with a kubeconfig of their own (a
 bearer token the emulator issued; kubectl and the plugin learn who they are from a SelfSubjectReview).
@@ -36,7 +37,7 @@ from agent_runtime.kube.objects import approval_name
 from agent_runtime.rest.models import ApprovalView, DecisionResult
 from tests.support import helm as helm_support
 from tests.support.kube_fixtures import Kubectl, wait_for
-from tests.support.kube_server import RunningEmulator, serve, write_kubeconfig
+from tests.support.kube_server import RunningEmulator, serve
 from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, request_ids, state, status_text, write_manifests
 
 pytestmark = pytest.mark.e2e
@@ -55,6 +56,8 @@ IDENTITIES = [{"principal": "alice", "aliases": ["alice@example.com"]},
               {"principal": "dave", "aliases": ["dave@example.com"]}]
 SRE_TWO = {"groups": ["sre"], "required": 2, "allowRequester": False}
 WHO_FOR = "a member of sre, not the requester {}; 2 approvals needed"  # who_may_decide() for delete_file
+ADMIN = "cluster-admin"
+RUNTIME_USER = f"system:serviceaccount:default:{AGENT}"
 POLICY = "gh-gatehouse-toolapproval-decision"
 DENIED = f"ValidatingAdmissionPolicy '{POLICY}' with binding '{POLICY}' denied request"
 
@@ -85,11 +88,11 @@ def write_agent(directory: Path, mcp_url: str) -> list[Path]:
 @dataclass
 class Stack:
     api: RunningEmulator
-    admin: Kubectl  # no token: the emulator's admin ("tester", system:masters)
+    admin: Kubectl  # cluster-admin, in system:masters
     tools: Tools
     runtime: RuntimeProcess
     users: dict[str, Kubectl]  # kubectl as each of KUBE_USERS
-    runtime_sa: Kubectl  # kubectl with the runtime's own ServiceAccount token
+    runtime_sa: Kubectl  # kubectl as the runtime's ServiceAccount (what whoever holds its token can do)
     plugin_path: str
     base: Path
 
@@ -173,9 +176,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     base = tmp_path_factory.mktemp("kube-access-e2e")
     (base / "tokens").write_text(TOKENS)
     with serve() as api, demo_tools(base / "tools") as tools, pytest.MonkeyPatch.context() as mp:
-        admin_config = write_kubeconfig(base / "kubeconfig", api.url)
+        # The admin is a user of its own (system:masters, over HTTPS with a token): it must not be the runtime.
+        admin_config = api.kubeconfig_for(base / "kubeconfig-admin", api.emulator.add_user(ADMIN, ["system:masters"]))
         mp.setenv("KUBECONFIG", str(admin_config))
-        admin = Kubectl(kubectl_bin)
+        admin = Kubectl(kubectl_bin, admin_config)
         files = write_agent(base / "manifests", tools.url)
         for f in files:
             admin("apply", "--validate=false", "-f", str(f))
@@ -186,6 +190,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         admin("patch", "agent", AGENT, "--subresource=status", "--type=merge",
               "-p", json.dumps({"status": {"conditions": [condition]}}))
         assert api.emulator.add_admission_documents(policy) == 1
+        # The runtime authenticates with its ServiceAccount's token, the one the chart's policy lets create.
         runtime_config = api.kubeconfig_for(base / "kubeconfig-runtime", api.emulator.add_service_account("default", AGENT))
         users = {who: admin.as_user(api.user_kubeconfig(base, name, groups)) for who, (name, groups) in KUBE_USERS.items()}
         proc = RuntimeProcess(
@@ -267,6 +272,9 @@ def test_one_person_on_rest_and_kubectl_counts_once(stack: Stack) -> None:
     assert first.status_code == 202, first.text
     assert DecisionResult.model_validate_json(first.content).message == \
         "recorded alice's approval: 1 of 2 approvals; the request is still pending"
+    # The ToolApproval shows a vote from any channel: kubectl users see the REST vote.
+    assert s.votes_shown(name, 1) == [{"by": "alice", "action": "Approve", "counted": True, "note": ""}]
+    assert s.status(name)["approvals"] == "1/2"
     s.approve("alice", name)  # alice@example.com: alice again
     rest_vote, kubectl_vote = s.votes_shown(name, 2)
     assert rest_vote == {"by": "alice", "action": "Approve", "counted": True, "note": ""}
@@ -297,6 +305,7 @@ def test_the_requester_may_not_approve_on_kubectl(stack: Stack) -> None:
                             f"who may decide: {WHO_FOR.format('dave')}"}
     assert (s.status(name)["phase"], s.status(name)["approvals"]) == ("Pending", "0/2")
     assert s.waiting("dave", task) and not s.tools.executions("delete_file", "mine.txt")
+    assert f"kube: dave@example.com's vote on {rid} does not count: dave started this task" in s.log()
     s.cancel("dave", task)
 
 
@@ -304,58 +313,82 @@ def test_a_toolapproval_the_runtime_did_not_create_decides_nothing(stack: Stack)
     s = stack
     task, rid, name = s.pause("carol", "planted.txt")
     mirrored = s.approval(name)
-    forged = copy.deepcopy({k: mirrored[k] for k in ("apiVersion", "kind", "spec")})
-    forged["metadata"] = {"name": name, "namespace": "default", "labels": mirrored["metadata"]["labels"]}
-    forged["spec"]["votes"] = [{"by": "ceo@example.com", "groups": ["sre"], "action": "Approve", "reason": "trust me"},
-                               {"by": "cfo@example.com", "groups": ["sre"], "action": "Approve", "reason": "me too"}]
-    forged["spec"]["decision"] = {"action": "Approve", "decidedBy": "ceo@example.com", "reason": "trust me"}
-    path = s.base / "planted.json"
-    path.write_text(json.dumps(forged))
-    s.admin("delete", "toolapproval", name)  # the policy guards CREATE and UPDATE; deleting is RBAC's business
-    wait_for(lambda: not s.approval(name), 10, f"{name} deleted")
 
-    # With the policy enforcing nobody can plant it: not a user, not the admin (system:masters bypasses RBAC, not
-    # admission), and not even whoever holds the runtime's own ServiceAccount token, with votes or a decision in it.
-    def create(who: Kubectl) -> subprocess.CompletedProcess[str]:
-        return who.run("create", "--validate=false", "-f", str(path), check=False)
+    def planted(as_name: str, *, forged: bool) -> str:
+        """The runtime's ToolApproval for the same request under ``as_name``; ``forged``: with two votes in the
+        names of sre members and a legacy decision already in it."""
+        doc = copy.deepcopy({k: mirrored[k] for k in ("apiVersion", "kind", "spec")})
+        doc["metadata"] = {"name": as_name, "namespace": "default", "labels": mirrored["metadata"]["labels"]}
+        if forged:
+            doc["spec"]["votes"] = [
+                {"by": "ceo@example.com", "groups": ["sre"], "action": "Approve", "reason": "trust me"},
+                {"by": "cfo@example.com", "groups": ["sre"], "action": "Approve", "reason": "me too"}]
+            doc["spec"]["decision"] = {"action": "Approve", "decidedBy": "ceo@example.com", "reason": "trust me"}
+        path = s.base / f"{as_name}-{'forged' if forged else 'bare'}.json"
+        path.write_text(json.dumps(doc))
+        return str(path)
 
+    def create(who: Kubectl, path: str) -> subprocess.CompletedProcess[str]:
+        return who.run("create", "--validate=false", "-f", path, check=False)
+
+    def ignored(as_name: str) -> str:
+        return (f"kube: votes on {as_name} ignored: this runtime did not create that ToolApproval, or its request was "
+                "changed (only objects the runtime created, unchanged, count)")
+
+    def still_pending() -> None:
+        view = s.rest_view("alice", rid)
+        assert view.status == "pending" and view.approvers is not None and view.approvers.votes == [], view
+        assert view.approvers.waiting_for.startswith("0 of 2 approvals")
+        assert s.waiting("carol", task) and not s.tools.executions("delete_file", "planted.txt")
+
+    # With the policy enforcing, a user cannot create a ToolApproval, nor can the admin (system:masters bypasses
+    # RBAC, not admission), and whoever holds the runtime's own ServiceAccount token cannot put votes or a decision
+    # into one.
+    copy_name = f"{name}-copy"
     for who in (s.users["alice"], s.admin):
-        refused = create(who)
+        refused = create(who, planted(copy_name, forged=True))
         assert refused.returncode != 0 and "Error from server (Forbidden)" in refused.stderr, refused.stderr
-        assert DENIED in refused.stderr
-        assert "ToolApprovals are created by the agent's runtime (ServiceAccount default/file-manager); " \
+        assert f"{DENIED}: ToolApprovals are created by the agent's runtime (ServiceAccount default/file-manager); " \
                "a user cannot create one" in refused.stderr
-    refused = create(s.runtime_sa)
-    assert refused.returncode != 0 and DENIED in refused.stderr, refused.stderr
-    assert "a new ToolApproval carries no spec.decision and no spec.votes; people add them later" in refused.stderr
-    assert not s.approval(name)
+    refused = create(s.runtime_sa, planted(copy_name, forged=True))
+    assert refused.returncode != 0 and "Error from server (Forbidden)" in refused.stderr, refused.stderr
+    assert f"{DENIED}: a new ToolApproval carries no spec.decision and no spec.votes; people add them later" in refused.stderr
+    assert not s.approval(copy_name)
 
-    # Without the policy (an admin removed its binding, and the Agent's condition has not caught up yet) the admin
-    # plants the same name with two forged sre votes and a forged decision. The runtime ignores it: the uid is not
-    # the one it stored when it created the original. The user sees the request stay pending; the runtime logs why.
+    # What the policy does let through: the runtime's token plants a second ToolApproval for the same request, and
+    # a real approver votes on it. The runtime counts votes only on the object whose uid it stored: ignored, logged.
+    assert create(s.runtime_sa, planted(copy_name, forged=False)).returncode == 0
+    s.approve("alice", copy_name)
+    wait_for(lambda: ignored(copy_name) in s.log(), 30, f"the runtime's warning about {copy_name}")
+    still_pending()
+    assert s.status(copy_name) == {} and s.status(name)["votes"] == []
+
+    # Without the policy (an admin removed its binding; the Agent's condition has not caught up yet), the admin
+    # deletes the mirrored object and plants one of the same name with two forged sre votes and a forged decision.
+    s.admin("delete", "toolapproval", name)
+    wait_for(lambda: not s.approval(name), 10, f"{name} deleted")
     bindings = s.api.call(lambda: list(s.api.emulator.admission.bindings))
     s.api.call(s.api.emulator.admission.bindings.clear)
     try:
-        assert create(s.admin).returncode == 0
+        made = create(s.admin, planted(name, forged=True))
+        assert made.returncode == 0, made.stderr
     finally:
         s.api.call(lambda: s.api.emulator.admission.bindings.extend(bindings))
     assert s.approval(name)["metadata"]["uid"] != mirrored["metadata"]["uid"]
-    warning = (f"kube: votes on {name} ignored: this runtime did not create that ToolApproval, or its request was "
-               "changed (only objects the runtime created, unchanged, count)")
-    wait_for(lambda: warning in s.log(), 30, "the runtime's warning about the planted ToolApproval")
-    view = s.rest_view("alice", rid)
-    assert view.status == "pending" and view.approvers is not None and view.approvers.votes == []
-    assert view.approvers.waiting_for.startswith("0 of 2 approvals")
-    assert s.waiting("carol", task) and not s.tools.executions("delete_file", "planted.txt")
-    assert "votes" not in s.status(name) and "decidedBy" not in s.status(name)  # the runtime wrote nothing on it
-    assert s.events_about(name) == ["ApprovalRequested"]  # no Event says "approved", none says "ignored" either
+    wait_for(lambda: ignored(name) in s.log(), 30, f"the runtime's warning about the planted {name}")
+    still_pending()
+    # What a user sees: the request stays Pending; nothing on the object says the votes were ignored (the runtime
+    # wrote no status on it), and the Events say nothing either: only the runtime's log does.
+    assert s.status(name) == {}
+    assert s.events_about(name) == ["ApprovalRequested"]
     s.cancel("carol", task)
     assert not s.tools.executions("delete_file", "planted.txt") and (s.tools.sandbox / "planted.txt").exists()
+    s.admin("delete", "toolapproval", copy_name)
 
 
 def test_the_policy_refuses_a_forged_vote_on_update(stack: Stack) -> None:
     s = stack
-    task, rid, name = s.pause("carol", "forged.txt")
+    task, _, name = s.pause("carol", "forged.txt")
 
     def vote(who: str, *ops: dict[str, Any]) -> subprocess.CompletedProcess[str]:
         return s.users[who].run("patch", "toolapproval", name, "--type=json", "-p", json.dumps(list(ops)), check=False)
