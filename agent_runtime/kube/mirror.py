@@ -264,6 +264,17 @@ class Mirror:
             await self._client.merge_patch(f"{self.path(name)}/status", {"status": status})
         self._finished[name] = finished
 
+    def warn(self, obj: dict[str, Any], reason: str, message: str) -> None:
+        """Queue: a Warning Event on the ToolApproval ``obj`` (best effort: three tries)."""
+        namespace = (obj.get("metadata") or {}).get("namespace") or self.namespace
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = objects.warning_event(obj, self._instance, now, reason, message)
+
+        async def create() -> None:
+            await self._client.create(f"/api/v1/namespaces/{namespace}/events", body)
+
+        self._put(f"warning {reason}", create, attempts=3)
+
     async def _decider(self, record: ApprovalRecord, cast: Sequence[CastVote]) -> str:
         """Who decided a finished request: the voters, or for a call run under a session grant who granted it."""
         if record.source == "grant":

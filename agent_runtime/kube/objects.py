@@ -285,6 +285,31 @@ def event(
     }
 
 
+def warning_event(obj: dict[str, Any], instance: str, now: str, reason: str, message: str) -> dict[str, Any]:
+    """A Warning Event on a ToolApproval (``kubectl describe`` shows it): e.g. votes on it were ignored, and why."""
+    meta = obj.get("metadata") or {}
+    involved = {"apiVersion": API_VERSION, "kind": "ToolApproval", "name": meta.get("name", ""),
+                "namespace": meta.get("namespace")}
+    if meta.get("uid"):
+        involved["uid"] = meta["uid"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{dns_label(meta.get('name', 'toolapproval'), 50)}.", "namespace": meta.get("namespace")},
+        "involvedObject": involved,
+        "reason": reason,
+        "message": message[:1024],
+        "type": "Warning",
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "reportingInstance": instance,
+        "action": "Vote",
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+
+
 __all__ = [
     "FINAL_PHASES",
     "Ballot",

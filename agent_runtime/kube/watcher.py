@@ -142,11 +142,14 @@ class DecisionWatcher:
         while (obj := self._latest.pop(request_id, None)) is not None:
             await self._apply(obj)
 
-    def _warn_once(self, obj: dict[str, Any], message: str) -> None:
+    def _warn_once(self, obj: dict[str, Any], message: str, reason: str = "") -> None:
+        """Log once per object; with ``reason``, also a Warning Event on it, so the voter can see why."""
         name = (obj.get("metadata") or {}).get("name", "")
         if name not in self._warned:
             self._warned.add(name)
             log.warning(message, name)
+            if reason:
+                self._mirror.warn(obj, reason, message % name)
 
     async def _trusted(self) -> bool:
         """Whether kubectl votes may count: the operator reports the admission policy as enforcing on our Agent
@@ -180,12 +183,14 @@ class DecisionWatcher:
             uid = await self._approvals.object_uid(request_id)
             if uid is None or uid != (obj.get("metadata") or {}).get("uid") or not objects.same_request(spec, record):
                 self._warn_once(obj, "kube: votes on %s ignored: this runtime did not create that ToolApproval, or its "
-                                     "request was changed (only objects the runtime created, unchanged, count)")
+                                     "request was changed (only objects the runtime created, unchanged, count)",
+                                "VotesIgnored")
                 return
             if not await self._trusted():
                 self._warn_once(obj, "kube: votes on %s ignored: the admission policy that ties a vote to the user who "
                                      "cast it is not reported as enforcing (Agent condition AdmissionPolicy); decide over "
-                                     "A2A or REST, or install the chart's policy with validationActions [Deny]")
+                                     "A2A or REST, or install the chart's policy with validationActions [Deny]",
+                                "VotesIgnored")
                 return
             cast = (await self._approvals.cast_votes([request_id])).get(request_id, [])
             seen = {c.vote.seen_as or c.vote.principal for c in cast if c.vote.channel == SOURCE}

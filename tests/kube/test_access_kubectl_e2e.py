@@ -161,9 +161,13 @@ class Stack:
     def log(self) -> str:
         return self.runtime.log.read_text() if self.runtime.log.exists() else ""
 
-    def events_about(self, name: str) -> list[str]:
+    def events(self, name: str) -> list[dict[str, Any]]:
+        """The runtime's Events that mention ``name``."""
         events = json.loads(self.admin("get", "events", "-o", "json"))["items"]
-        return sorted(e["reason"] for e in events if e.get("reportingComponent") == "gatehouse.dev" and name in e["message"])
+        return [e for e in events if e.get("reportingComponent") == "gatehouse.dev" and name in e["message"]]
+
+    def events_about(self, name: str) -> list[str]:
+        return sorted(e["reason"] for e in self.events(name))
 
 
 @pytest.fixture(scope="module")
@@ -362,6 +366,7 @@ def test_a_toolapproval_the_runtime_did_not_create_decides_nothing(stack: Stack)
     wait_for(lambda: ignored(copy_name) in s.log(), 30, f"the runtime's warning about {copy_name}")
     still_pending()
     assert s.status(copy_name) == {} and s.status(name)["votes"] == []
+    wait_for(lambda: "VotesIgnored" in s.events_about(copy_name), 30, f"the VotesIgnored Event on {copy_name}")
 
     # Without the policy (an admin removed its binding; the Agent's condition has not caught up yet), the admin
     # deletes the mirrored object and plants one of the same name with two forged sre votes and a forged decision.
@@ -377,10 +382,13 @@ def test_a_toolapproval_the_runtime_did_not_create_decides_nothing(stack: Stack)
     assert s.approval(name)["metadata"]["uid"] != mirrored["metadata"]["uid"]
     wait_for(lambda: ignored(name) in s.log(), 30, f"the runtime's warning about the planted {name}")
     still_pending()
-    # What a user sees: the request stays Pending; nothing on the object says the votes were ignored (the runtime
-    # wrote no status on it), and the Events say nothing either: only the runtime's log does.
+    # What a user sees: the request stays Pending, the runtime wrote no status on the planted object, and a Warning
+    # Event on it (`kubectl describe toolapproval`) says why its votes do not count.
     assert s.status(name) == {}
-    assert s.events_about(name) == ["ApprovalRequested"]
+    wait_for(lambda: "VotesIgnored" in s.events_about(name), 30, f"the VotesIgnored Event on {name}")
+    (warning,) = [e for e in s.events(name) if e["reason"] == "VotesIgnored" and e["involvedObject"]["name"] == name]
+    assert warning["type"] == "Warning" and warning["involvedObject"]["kind"] == "ToolApproval"
+    assert warning["involvedObject"]["uid"] == s.approval(name)["metadata"]["uid"] and ignored(name) in warning["message"]
     s.cancel("carol", task)
     assert not s.tools.executions("delete_file", "planted.txt") and (s.tools.sandbox / "planted.txt").exists()
     s.admin("delete", "toolapproval", copy_name)
