@@ -183,10 +183,15 @@ def demo_tools(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(8765, "--port", help="Port to listen on (0: any free port, printed in the ready line)."),
     journal: Path | None = typer.Option(None, "--journal", help="Append one JSON line per executed tool call here."),
+    seed: bool = typer.Option(False, "--seed", help="Put the demo's files (notes.txt, old.txt, .env, …) where missing."),
 ) -> None:
     """Serve the demo MCP file server (list_dir, read_file, write_file, delete_file) at http://HOST:PORT/mcp."""
     from agent_runtime.demo_tools import serve
 
+    if seed:
+        from agent_runtime.demo.stack import seed as seed_files
+
+        seed_files(sandbox, overwrite=False)
     serve(sandbox, host=host, port=port, journal=journal)
 
 

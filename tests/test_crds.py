@@ -23,9 +23,10 @@ MODELS: dict[str, type[BaseModel]] = {
 
 
 def _example_docs() -> list[dict[str, Any]]:
+    """The examples' Gatehouse objects (an example also ships plain Kubernetes objects, e.g. its tools server)."""
     docs = []
     for path in sorted(EXAMPLES.rglob("*.yaml")):
-        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if d and d["kind"] in MODELS]
     return docs
 
 

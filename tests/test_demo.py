@@ -75,7 +75,8 @@ def test_demo_narrated_passes_and_stops_its_processes(port_8765_taken: None) -> 
 
 def test_adjusted_manifests_point_at_the_free_port(tmp_path: Path) -> None:
     example = ROOT / "examples" / "file-manager"
-    assert stack.manifests_for(example, stack.MCP_PORT, tmp_path) == [example / n for n in stack.EXAMPLE_FILES]
+    local = stack.manifests_for(example, stack.MCP_PORT, tmp_path / "local")  # the example points at the cluster
+    assert yaml.safe_load(local[2].read_text())["spec"]["url"] == "http://127.0.0.1:8765/mcp"
     files = stack.manifests_for(example, 40123, tmp_path / "m")
     docs = {p.name: yaml.safe_load(p.read_text()) for p in files}
     assert docs["mcp-server.yaml"]["spec"]["url"] == "http://127.0.0.1:40123/mcp"

@@ -31,7 +31,7 @@ from agent_runtime import processes
 
 __all__ = ["EXAMPLE_FILES", "MCP_PORT", "SEED", "Stack", "StackError", "find_example", "started"]
 
-MCP_PORT = 8765  # what examples/file-manager/mcp-server.yaml points at
+MCP_PORT = 8765  # the tools server's port, locally and in the example's Service (examples/file-manager/tools-server.yaml)
 RUNTIME_PORT = 8080  # the runtime's default; another free port when taken
 EXAMPLE_FILES = ("agent.yaml", "modelconfig.yaml", "mcp-server.yaml")
 SEED = {
@@ -94,17 +94,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def seed(sandbox: Path) -> None:
+def seed(sandbox: Path, *, overwrite: bool = True) -> None:
+    """The demo's files in ``sandbox``; ``overwrite`` False leaves files already there alone (a restarted server)."""
     sandbox.mkdir(parents=True, exist_ok=True)
     for name, text in SEED.items():
-        (sandbox / name).write_text(text, encoding="utf-8")
+        if overwrite or not (sandbox / name).exists():
+            (sandbox / name).write_text(text, encoding="utf-8")
 
 
 def manifests_for(example: Path, mcp_port: int, out_dir: Path) -> list[Path]:
-    """The example's manifests as they are, or (port not 8765) with the RemoteMCPServer URL adjusted, in ``out_dir``."""
+    """The example's manifests in ``out_dir``, the RemoteMCPServer pointed at the local tools server on ``mcp_port``
+    (the example itself points at the in-cluster Service of tools-server.yaml)."""
     files = [example / name for name in EXAMPLE_FILES]
-    if mcp_port == MCP_PORT:
-        return files
     out_dir.mkdir(parents=True, exist_ok=True)
     out = []
     for path in files:

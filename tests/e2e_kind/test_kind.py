@@ -104,25 +104,22 @@ def _install(c: Cluster) -> None:
 
 
 def _apply_example(c: Cluster) -> None:
-    """The demo MCP file server in the cluster, then examples/file-manager/ pointed at it."""
-    labels = {"app.kubernetes.io/name": "file-tools"}
-    tools = [
-        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "file-tools", "namespace": NAMESPACE},
-         "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {"containers": [
-             {"name": "tools", "image": IMAGE, "imagePullPolicy": "Never", "command": ["gatehouse"],
-              "args": ["demo-tools", "--host", "0.0.0.0", "--port", "8765"], "ports": [{"containerPort": 8765}]}]}}}},
-        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "file-tools", "namespace": NAMESPACE},
-         "spec": {"selector": labels, "ports": [{"port": 8765, "targetPort": 8765}]}},
-    ]
-    c.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(tools))
-    c.kubectl("rollout", "status", "deployment/file-tools", "-n", NAMESPACE, "--timeout=180s")
+    """examples/file-manager/ as a user applies it (the tools server's Deployment and Service included), with the
+    image built here and the namespace of this test."""
     docs = []
     for path in sorted((REPO / "examples" / "file-manager").glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
-            if doc and doc["kind"] == "RemoteMCPServer":
+            if not doc:
+                continue
+            doc["metadata"]["namespace"] = NAMESPACE
+            if doc["kind"] == "RemoteMCPServer":
                 doc["spec"]["url"] = DEMO_TOOLS_URL
+            if doc["kind"] == "Deployment":
+                for container in doc["spec"]["template"]["spec"]["containers"]:
+                    container.update(image=IMAGE, imagePullPolicy="Never")
             docs.append(doc)
     c.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
+    c.kubectl("rollout", "status", "deployment/file-tools", "-n", NAMESPACE, "--timeout=180s")
     c.kubectl("wait", "agent/file-manager", "-n", NAMESPACE, "--for=condition=Ready", "--timeout=300s")
 
 
