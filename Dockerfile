@@ -15,7 +15,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /src
 COPY . .
-RUN pip install . \
+# The postgres extra (asyncpg): an Agent with spec.state.postgres runs this same image.
+RUN pip install ".[postgres]" \
     && rm -rf /src \
     && useradd --uid 10001 --user-group --create-home --home-dir /home/gatehouse gatehouse
 

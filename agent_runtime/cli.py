@@ -49,7 +49,11 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8080, "--port"),
     state_dir: Path = typer.Option(Path(".gatehouse"), "--state-dir", help="Where the default sqlite database lives."),
-    database_url: str | None = typer.Option(None, "--database-url", help="e.g. postgresql+asyncpg://user:pw@host/db"),
+    database_url: str | None = typer.Option(
+        None, "--database-url", envvar="GATEHOUSE_DATABASE_URL",  # translator.DATABASE_URL_ENV: how the operator passes it
+        help="e.g. postgresql+asyncpg://user:pw@host/db (or env GATEHOUSE_DATABASE_URL: a URL with a password stays "
+        "out of the command line).",
+    ),
     public_url: str | None = typer.Option(None, "--public-url", help="URL announced in the agent card."),
     log_level: str = typer.Option("warning", "--log-level"),
     api_token_file: Path | None = typer.Option(
@@ -67,6 +71,10 @@ def serve(
     kubeconfig: Path | None = typer.Option(None, "--kubeconfig", help="Mirror approvals as ToolApprovals in this cluster."),
     kube_namespace: str | None = typer.Option(None, "--kube-namespace", help="Their namespace (with $KUBECONFIG: turns it on)."),
     approval_retention: str = typer.Option("1h", "--approval-retention", help="Delete finished ToolApprovals after this."),
+    kube_check_interval: str = typer.Option(
+        "60s", "--kube-check-interval",
+        help="How often to look for orphaned ToolApprovals and recheck the Agent's status (0: at start-up only).",
+    ),
     trust_kubectl: bool = typer.Option(
         False, "--trust-kubectl-without-admission-policy",
         help="Count kubectl votes even when the Agent does not report the admission policy as enforcing.",
@@ -106,9 +114,11 @@ def serve(
 
     try:
         retention = parse_duration(approval_retention)
+        check = 0.0 if kube_check_interval.strip() in ("0", "0s") else parse_duration(kube_check_interval)
     except ValueError as exc:
         _fail(exc)
-    kube = detect(kubeconfig, kube_namespace, retention, default_namespace=agent_config.namespace, trust_kubectl=trust_kubectl)
+    kube = detect(kubeconfig, kube_namespace, retention, default_namespace=agent_config.namespace, trust_kubectl=trust_kubectl,
+                  check_seconds=check)
     settings = RuntimeSettings(
         config=agent_config, host=host, port=port, state_dir=state_dir, database_url=database_url, public_url=public_url,
         rest=rest, access=access, kube=kube, tls=tls is not None,

@@ -6,7 +6,9 @@ resource it concerns, so one run reports all of them.
 
 Secrets the runtime reads as files (``spec.access``: bearer tokens, the JWT issuer's keys) are mounted by the
 operator under :data:`ACCESS_DIR`; the paths are defined here, once, and the AgentConfig carries only the paths.
-:func:`access_files` says which Secret key goes to which file.
+:func:`access_files` says which Secret key goes to which file. The Postgres URL of ``spec.state.postgres`` never
+enters the AgentConfig either: :func:`database_env` names the Secret key the operator hands to the runtime as
+:data:`DATABASE_URL_ENV` (read by ``gatehouse-runtime serve --database-url``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ ACCESS_DIR = "/var/run/gatehouse/access"
 TOKEN_FILE = posixpath.join(ACCESS_DIR, "tokens")
 JWKS_FILE = posixpath.join(ACCESS_DIR, "jwks.json")
 GENERATED_TOKEN_KEY = "tokens"  # the key of the token Secret the operator generates
+# The environment variable ``gatehouse-runtime serve --database-url`` falls back to (agent_runtime/cli.py).
+DATABASE_URL_ENV = "GATEHOUSE_DATABASE_URL"
 
 
 def generated_access_secret(agent_name: str) -> str:
@@ -65,6 +69,15 @@ def access_files(agent: Agent) -> list[SecretFile]:
         jwks = access.jwt.jwks_secret_ref
         files.append(SecretFile(jwks.name, jwks.key, JWKS_FILE, "spec.access.jwt.jwksSecretRef"))
     return files
+
+
+def database_env(agent: Agent) -> ac.SecretEnvRef | None:
+    """The database URL the runtime reads from a Secret (``spec.state.postgres.urlSecretRef``); ``None`` for sqlite."""
+    postgres = agent.spec.state.postgres
+    if postgres is None:
+        return None
+    ref = postgres.url_secret_ref
+    return ac.SecretEnvRef(env=DATABASE_URL_ENV, secret=ref.name, key=ref.key)
 
 
 def env_name(*parts: str) -> str:

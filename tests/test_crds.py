@@ -184,3 +184,114 @@ def test_defaults_are_applied_like_the_api_server() -> None:
 
     defaulted = apply_defaults(schema_for("Agent"), copy.deepcopy(obj))
     assert defaulted["spec"]["tools"][0]["mcpServer"]["kind"] == "RemoteMCPServer"
+
+
+# -- spec.state and replicas (issue 14) -------------------------------------------------------------------------
+
+REPLICAS_MSG = "more than one replica needs spec.state.postgres"
+POSTGRES = {"postgres": {"urlSecretRef": {"name": "db"}}}
+
+
+def _stateful(state: dict[str, Any] | None = None, replicas: int | None = None, **spec: Any) -> dict[str, Any]:
+    obj = _agent()
+    if state is not None:
+        obj["spec"]["state"] = state
+    if replicas is not None:
+        obj["spec"]["deployment"] = {"replicas": replicas}
+    obj["spec"].update(spec)
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("state", "ok"),
+    [(None, True), ({}, True), ({"sqlite": {}}, True), ({"sqlite": {"size": "5Gi", "storageClassName": "fast"}}, True),
+     (POSTGRES, True), ({"ephemeral": True}, True), ({"sqlite": {}, "ephemeral": False}, True),
+     ({"sqlite": {}, **POSTGRES}, False), ({"sqlite": {}, "ephemeral": True}, False), ({**POSTGRES, "ephemeral": True}, False)],
+)
+def test_one_kind_of_state_at_most(state: dict[str, Any] | None, ok: bool) -> None:
+    errors = validate(_stateful(state))
+    assert (errors == []) is ok, errors
+    if not ok:
+        assert errors == ["spec.state: choose one kind of state: sqlite, postgres or ephemeral"]
+    if ok:
+        Agent.model_validate(_stateful(state))
+
+
+def test_state_values_are_checked() -> None:
+    errors = validate(_stateful({"sqlite": {"size": "lots"}, "postgres": {"urlSecretRef": {}}}))
+    assert any(e.startswith("spec.state.sqlite.size") for e in errors), errors
+    assert any("spec.state.postgres.urlSecretRef" in e and "'name' is a required property" in e for e in errors), errors
+
+
+def test_an_agent_written_before_spec_state_still_validates_and_gets_no_state() -> None:
+    from tests.support.crd_validation import apply_defaults
+
+    old = _agent()
+    assert validate(old) == []
+    assert "state" not in apply_defaults(schema_for("Agent"), copy.deepcopy(old))["spec"]  # the operator defaults it
+    assert Agent.model_validate(old).spec.state.kind == "sqlite"
+
+
+@pytest.mark.parametrize(
+    ("replicas", "state", "ok"),
+    [(None, None, True), (0, None, True), (1, None, True), (2, None, False), (3, {"sqlite": {}}, False),
+     (2, {"ephemeral": True}, False), (2, POSTGRES, True), (10, POSTGRES, True)],
+)
+def test_more_than_one_replica_needs_postgres(replicas: int | None, state: dict[str, Any] | None, ok: bool) -> None:
+    errors = validate(_stateful(state, replicas))
+    assert (errors == []) is ok, errors
+    if not ok:
+        (error,) = errors
+        assert error.startswith(f"spec.deployment.replicas: {REPLICAS_MSG}: sqlite state lives on one pod's volume")
+
+
+LEGACY = _stateful(None, 3)  # stored before spec.state existed, with three replicas
+
+
+@pytest.mark.parametrize(
+    ("change", "ok"),
+    [
+        ({}, True),  # kopf's finalizer and annotations: the spec is the same
+        ({"systemMessage": "edited"}, True),  # edits that leave replicas and state alone
+        ({"deployment": {"replicas": 1}}, True),
+        ({"deployment": {"replicas": 0}}, True),
+        ({"state": POSTGRES}, True),
+        ({"deployment": {"replicas": 2}}, False),  # still more than one, now chosen anew
+        ({"deployment": {"replicas": 4}}, False),
+        ({"state": {"sqlite": {}}}, False),
+        ({"state": {"ephemeral": True}}, False),
+    ],
+)
+def test_an_agent_that_already_has_more_replicas_keeps_them_until_replicas_or_state_change(
+    change: dict[str, Any], ok: bool
+) -> None:
+    """The rule is a transition rule (optionalOldSelf): on an update it refuses only a change that chooses more than
+    one replica without Postgres, so an Agent stored before the rule keeps running and can still be edited."""
+    assert validate(LEGACY) != []  # as a new object it is refused
+    new = copy.deepcopy(LEGACY)
+    new["metadata"]["finalizers"] = ["gatehouse.dev/finalizer"]
+    new["spec"].update(change)
+    errors = validate(new, old=LEGACY)
+    assert (errors == []) is ok, errors
+
+
+def test_transition_verdicts_are_not_shared_between_old_values() -> None:
+    grown = _stateful(None, 3)
+    assert validate(grown, old=LEGACY) == []
+    assert validate(grown, old=_stateful(None, 1)) != []  # 1 -> 3: refused
+    assert validate(grown, old=LEGACY) == []
+
+
+@pytest.mark.parametrize(
+    ("url", "ok"),
+    [("https://agent.example.com/", True), ("http://a.ns.svc.cluster.local:8080/", True), ("https://x.io/a2a?v=1", True),
+     ("agent.example.com", False), ("/relative", False), ("ftp://x/", False), ("https://", False), ("https://a b/", False)],
+)
+def test_public_url_must_be_an_absolute_http_url(url: str, ok: bool) -> None:
+    obj = _stateful(a2aConfig={"publicUrl": url})
+    assert (validate(obj) == []) is ok
+    if ok:
+        assert Agent.model_validate(obj).spec.a2a_config.public_url == url
+    else:
+        with pytest.raises(ValueError):
+            Agent.model_validate(obj)

@@ -18,6 +18,11 @@ from pydantic import Field, model_validator
 
 from agent_runtime.resources.common import Resource, SpecModel
 
+# A Kubernetes quantity as a claim's size is written (1Gi, 500Mi, 10G); the API server parses the rest.
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
+# An absolute http(s) URL: a scheme, a host, then anything without whitespace.
+PUBLIC_URL_PATTERN = r"^https?://[^\s/?#]+([/?#]\S*)?$"
+
 
 class McpServerTool(SpecModel):
     name: str = Field(min_length=1, description="Name of a RemoteMCPServer in the Agent's namespace.")
@@ -118,18 +123,99 @@ class A2ASkill(SpecModel):
 
 class A2AConfigSpec(SpecModel):
     skills: list[A2ASkill] = Field(default_factory=list, description="Skills the A2A agent card announces.")
+    public_url: str | None = Field(
+        default=None,
+        pattern=PUBLIC_URL_PATTERN,
+        description="Absolute http(s) URL the agent card announces, e.g. behind an ingress; default: "
+        "http://<agent>.<namespace>.svc.cluster.local:8080/.",
+    )
 
 
 class DeploymentSpec(SpecModel):
-    replicas: int = Field(default=1, ge=0, description="Runtime pods.")
+    replicas: int = Field(default=1, ge=0, description="Runtime pods; more than 1 needs spec.state.postgres.")
     image: str | None = Field(default=None, description="Runtime image; default: the operator's runtime image.")
-    resources: dict[str, Any] | None = Field(default=None, description="Container resources (requests, limits).")
+    resources: dict[str, Any] | None = Field(
+        default=None,
+        description="Container resources (requests, limits), replacing the default as a whole; default: requests "
+        "cpu 100m, memory 256Mi; limits memory 1Gi.",
+    )
+    pod_security_context: dict[str, Any] | None = Field(
+        default=None,
+        description="Pod securityContext fields, merged over the defaults (non-root uid 10001, fsGroup 10001, "
+        "seccomp RuntimeDefault).",
+    )
+    security_context: dict[str, Any] | None = Field(
+        default=None,
+        description="Container securityContext fields, merged over the defaults (no privilege escalation, all "
+        "capabilities dropped, read-only root filesystem).",
+    )
     env: list[dict[str, Any]] = Field(default_factory=list, description="Extra container environment variables.")
     service_account_name: str | None = Field(
         default=None,
         description="Must be the Agent's own name if set: the runtime always runs as the ServiceAccount named like the "
         "Agent, so that the admission policy can tell the runtime from users.",
     )
+
+
+class SqliteStateSpec(SpecModel):
+    size: str = Field(
+        default="1Gi",
+        pattern=QUANTITY_PATTERN,
+        description="Storage the claim requests; it can grow (if its StorageClass allows expansion), never shrink.",
+    )
+    storage_class_name: str | None = Field(
+        default=None,
+        min_length=1,
+        description="StorageClass of the claim; default: the cluster's default StorageClass. A claim's class never "
+        "changes.",
+    )
+    delete_claim_with_agent: bool = Field(
+        default=False,
+        description="Delete the claim, and the state on it, with the Agent; default: keep it for an Agent of the "
+        "same name.",
+    )
+
+
+class DatabaseUrlSecretRef(SpecModel):
+    name: str = Field(min_length=1, description="Name of a Secret in the Agent's namespace.")
+    key: str = Field(default="url", min_length=1, description="Key of that Secret holding the database URL.")
+
+
+class PostgresStateSpec(SpecModel):
+    url_secret_ref: DatabaseUrlSecretRef = Field(
+        description="Secret key with the database URL, e.g. postgresql+asyncpg://user:password@host:5432/db; given "
+        "to the runtime as the environment variable GATEHOUSE_DATABASE_URL, never written into its config."
+    )
+
+
+class StateSpec(SpecModel):
+    """Where the runtime keeps tasks, sessions and pending approvals: one of the three, sqlite when none is set."""
+
+    sqlite: SqliteStateSpec | None = Field(
+        default=None,
+        description="A sqlite file on the PersistentVolumeClaim '<agent>-state' (the default): one replica, "
+        "rollouts Recreate.",
+    )
+    postgres: PostgresStateSpec | None = Field(
+        default=None, description="A Postgres database: several replicas allowed, rollouts RollingUpdate."
+    )
+    ephemeral: bool = Field(
+        default=False,
+        description="A sqlite file in each pod's emptyDir: pending approvals and tasks are lost with the pod "
+        "(condition Durable=False).",
+    )
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> StateSpec:
+        if sum((self.sqlite is not None, self.postgres is not None, self.ephemeral)) > 1:
+            raise ValueError("choose one kind of state: sqlite, postgres or ephemeral")
+        return self
+
+    @property
+    def kind(self) -> Literal["sqlite", "postgres", "ephemeral"]:
+        if self.postgres is not None:
+            return "postgres"
+        return "ephemeral" if self.ephemeral else "sqlite"
 
 
 class AccessSecretRef(SpecModel):
@@ -195,6 +281,11 @@ class AgentSpec(SpecModel):
     human_tools: HumanToolsSpec = Field(default_factory=HumanToolsSpec, description="Built-in tools for asking the human.")
     a2a_config: A2AConfigSpec = Field(default_factory=A2AConfigSpec, alias="a2aConfig", description="The A2A agent card.")
     deployment: DeploymentSpec = Field(default_factory=DeploymentSpec, description="How the operator runs the runtime.")
+    state: StateSpec = Field(
+        default_factory=StateSpec,
+        description="Where the agent keeps tasks, sessions and pending approvals; default: sqlite on a "
+        "PersistentVolumeClaim.",
+    )
     access: AccessSpec = Field(default_factory=AccessSpec, description="Who may call the agent at all, and who is who.")
 
 

@@ -6,13 +6,17 @@ Importing this package registers every handler with kopf. The modules, one conce
     settings      start-up: kopf settings (own ``gatehouse.dev`` prefix) and the shared OperatorState
     handlers      thin kopf handlers: which trigger reconciles which Agent
     reconcile     one reconcile: read, translate, create-or-patch children, write status
-    dependencies  kopf indexes: which Agents use a ModelConfig/RemoteMCPServer/Secret; caches
-    builders      pure functions rendering the children (Secret, SA, Role, RoleBinding, Deployment, Service),
-                  the generated token Secret and the TokenReview ClusterRoleBinding
+    dependencies  kopf indexes (which Agents use a ModelConfig/RemoteMCPServer; caches); Secrets read by name
+    builders      pure functions rendering the children (Secret, SA, Role, RoleBinding, state claim, Deployment,
+                  Service), the generated token Secret and the TokenReview ClusterRoleBinding
+    hardening     the pods' defaults: restricted Pod Security profile, resources, probes (pure)
+    storage       spec.state -> the state volume, rollout strategy and Durable condition (pure)
     apply         create-or-patch one child, comparing only the fields we own
+    claims        the state PersistentVolumeClaim: create, grow, own or release it; the StateReady condition
     access        the generated token Secret (created once) and the TokenReview ClusterRoleBinding
     admission     the AdmissionPolicy condition: is the ToolApproval admission policy enforced?
-    status        Accepted/Ready/AdmissionPolicy conditions, observedGeneration, configHash
+    status        the Agent's conditions (Accepted, Ready, Durable, StateReady, AdmissionPolicy), observedGeneration,
+                  configHash
     kube          ChildrenApi: dict-in/dict-out facade over the ``kubernetes`` client
 
 The folder ``operator/`` is deliberately not a package: ``operator`` would shadow the standard library.

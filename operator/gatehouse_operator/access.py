@@ -5,7 +5,9 @@ operator generates one token for ``<agent>-admin`` and mounts it as the runtime'
 written before ``spec.access`` existed still starts with authentication on. It is created once and never
 written again: not on a resync, not after an operator restart (the token lives in the Secret), not when someone
 edits it (their tokens are theirs; the pods roll to read them). Deleted by hand, it is generated anew. Whether it
-exists is read from the in-memory Secret index, so a reconcile costs no extra request.
+exists is read by name with the other Secrets the Agent references (one GET), except for an Agent never applied
+before: then it is created straight away (and read only if that answers 409). Its edits and deletion are noticed
+by the periodic Secret check, like those of any referenced Secret.
 
 ``gatehouse-tokenreview-<namespace>-<agent>`` (ClusterRoleBinding): binds the chart's TokenReview ClusterRole to
 the runtime's ServiceAccount while ``spec.access.kubernetesTokens`` is true, and is deleted when it turns false or
@@ -23,7 +25,7 @@ from typing import Any
 from agent_runtime.resources import Agent
 from gatehouse_operator import builders
 from gatehouse_operator.apply import Applied, owned_equal
-from gatehouse_operator.dependencies import Dependencies
+from gatehouse_operator.dependencies import ReferencedSecrets
 from gatehouse_operator.kube import ApiException, ChildrenApi
 
 __all__ = ["BindingConflict", "delete_tokenreview_binding", "ensure_access_secret", "ensure_tokenreview_binding"]
@@ -36,21 +38,32 @@ class BindingConflict(Exception):
     """The TokenReview binding's name is taken by a binding that belongs to another Agent."""
 
 
-def ensure_access_secret(kube: ChildrenApi, deps: Dependencies, agent: Agent, owner: Mapping[str, Any]) -> Applied | None:
-    """Generate the token Secret if the Agent needs it and it does not exist; ``None`` when nothing was done."""
+def ensure_access_secret(
+    kube: ChildrenApi, referenced: ReferencedSecrets, agent: Agent, owner: Mapping[str, Any], *, create_first: bool = False
+) -> Applied | None:
+    """Generate the token Secret if the Agent needs it and it does not exist; ``None`` when nothing was done.
+
+    ``referenced`` answers whether it exists, and records what was created or found (its version and keys).
+    """
     if agent.spec.access.token_secret_ref is not None:
         return None
     desired = builders.build_access_secret(agent, owner, secrets.token_urlsafe(TOKEN_BYTES))
     name = desired["metadata"]["name"]
-    if deps.secret_digests_of(agent.namespace, name) is not None:
+    if not create_first and referenced.get(name) is not None:
         return None
     try:
-        return Applied("Secret", name, "created", kube.create(desired))
+        created = kube.create(desired)
     except ApiException as exc:
         if exc.status != 409:
             raise
-    actual = kube.get("Secret", agent.namespace, name)  # there already, and not yet in the index: never overwritten
-    return Applied("Secret", name, "unchanged", actual) if actual is not None else None
+    else:
+        referenced.saw(created)
+        return Applied("Secret", name, "created", created)
+    actual = kube.get("Secret", agent.namespace, name)  # there already: never overwritten
+    if actual is None:
+        return None
+    referenced.saw(actual)
+    return Applied("Secret", name, "unchanged", actual)
 
 
 def _owner_of(binding: dict[str, Any]) -> tuple[str, str] | None:

@@ -8,13 +8,17 @@ manifests and golden files (``tests/testdata/operator/<case>/``) pin every chang
                                     names it: then it is the user's own account of that name)
     Role           <agent>-runtime  toolapprovals (+/status), events, this Agent (get) and its status
     RoleBinding    <agent>-runtime  the Role -> the ServiceAccount <agent>
+    PersistentVolumeClaim <agent>-state  the sqlite state (spec.state, :mod:`gatehouse_operator.storage`); owned only
+                                    with deleteClaimWithAgent, applied by :mod:`gatehouse_operator.claims`
     Deployment     <agent>          gatehouse-runtime serve, config mounted from the Secret, access Secrets mounted
-                                    read-only under ACCESS_DIR
+                                    read-only under ACCESS_DIR, the state volume at STATE_DIR; hardened
+                                    (:mod:`gatehouse_operator.hardening`), its card URL the Service's
     Service        <agent>          port 8080 "http"
 
 :func:`desired_children` assembles them in that order (the order they are created in) and makes the
-Agent their owner with ``kopf.adopt``. Secret values never appear here: environment variables that
-carry secrets are ``secretKeyRef`` references and files are Secret volume items. Two more objects are
+Agent their owner with ``kopf.adopt`` (the claim only when the Agent asks). Secret values never appear here:
+environment variables that carry secrets are ``secretKeyRef`` references and files are Secret volume items. Two
+more objects are
 rendered here but applied apart, by :mod:`gatehouse_operator.access`: the generated token Secret
 ``<agent>-access`` (:func:`build_access_secret`, created once and never overwritten; the token is an argument)
 and the cluster-scoped ClusterRoleBinding that lets the runtime create TokenReviews
@@ -24,6 +28,7 @@ and the cluster-scoped ClusterRoleBinding that lets the runtime create TokenRevi
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -34,7 +39,9 @@ import kopf
 
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.resources import GROUP, Agent
+from agent_runtime.resources.agent import SqliteStateSpec
 from agent_runtime.translator import ACCESS_DIR, GENERATED_TOKEN_KEY, SecretFile, access_files, secret_env
+from gatehouse_operator import hardening, storage
 
 __all__ = [
     "AGENT_NAMESPACE_LABEL",
@@ -44,6 +51,7 @@ __all__ = [
     "SECRETS_HASH_ANNOTATION",
     "BuildInputs",
     "build_access_secret",
+    "build_claim",
     "build_config_secret",
     "build_deployment",
     "build_role",
@@ -54,6 +62,7 @@ __all__ = [
     "config_hash",
     "desired_children",
     "labels_for",
+    "public_url",
     "tokenreview_binding_name",
 ]
 
@@ -203,9 +212,6 @@ def build_tokenreview_binding(agent: Agent, cluster_role: str) -> dict[str, Any]
     }
 
 
-STATE_DIR = "/var/lib/gatehouse"
-
-
 def _access_volume(files: Sequence[SecretFile]) -> dict[str, Any]:
     """One projected volume: each Secret key the runtime reads as a file, at its name under ACCESS_DIR."""
     by_secret: dict[str, list[dict[str, str]]] = {}
@@ -215,9 +221,10 @@ def _access_volume(files: Sequence[SecretFile]) -> dict[str, Any]:
     return {"name": "access", "projected": {"sources": sources}}
 
 
-def _env(agent: Agent, config: AgentConfig, inputs: BuildInputs) -> list[dict[str, Any]]:
+def _env(agent: Agent, config: AgentConfig, inputs: BuildInputs, plan: storage.StateLayout) -> list[dict[str, Any]]:
+    refs = secret_env(config) + ([plan.database] if plan.database is not None else [])
     env: list[dict[str, Any]] = [
-        {"name": ref.env, "valueFrom": {"secretKeyRef": {"name": ref.secret, "key": ref.key}}} for ref in secret_env(config)
+        {"name": ref.env, "valueFrom": {"secretKeyRef": {"name": ref.secret, "key": ref.key}}} for ref in refs
     ]
     if inputs.api_token_secret:  # REST approvals need a bearer token in a cluster; never copied, only referenced
         ref = {"name": inputs.api_token_secret, "key": inputs.api_token_key}
@@ -225,30 +232,54 @@ def _env(agent: Agent, config: AgentConfig, inputs: BuildInputs) -> list[dict[st
     return env + [dict(item) for item in agent.spec.deployment.env]
 
 
+def public_url(agent: Agent) -> str:
+    """The URL the agent card announces: ``spec.a2aConfig.publicUrl``, else the Service's in-cluster address."""
+    return agent.spec.a2a_config.public_url or f"http://{agent.name}.{agent.namespace}.svc.cluster.local:{CONTAINER_PORT}/"
+
+
+def build_claim(agent: Agent) -> dict[str, Any] | None:
+    """The sqlite state's PersistentVolumeClaim ``<agent>-state``; ``None`` unless the Agent keeps sqlite on a claim.
+
+    Without ``storageClassName`` the cluster's default StorageClass is used (the API server fills it in)."""
+    plan = storage.layout(agent)
+    if plan.claim is None:
+        return None
+    sqlite = agent.spec.state.sqlite or SqliteStateSpec()
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": sqlite.size}}}
+    if sqlite.storage_class_name:
+        spec["storageClassName"] = sqlite.storage_class_name
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _meta(plan.claim, agent), "spec": spec}
+
+
 def build_deployment(agent: Agent, config: AgentConfig, inputs: BuildInputs) -> dict[str, Any]:
     spec = agent.spec.deployment
+    plan = storage.layout(agent)
     annotations = {CONFIG_HASH_ANNOTATION: config_hash(config)}
     if inputs.secrets_hash:
         annotations[SECRETS_HASH_ANNOTATION] = inputs.secrets_hash
-    probe = {"httpGet": {"path": "/readyz", "port": CONTAINER_PORT}, "periodSeconds": 5}
+    command = [
+        "gatehouse-runtime", "serve", "--config", "/config/config.json",
+        "--host", "0.0.0.0", "--port", str(CONTAINER_PORT), "--public-url", public_url(agent),
+    ]
+    # The root filesystem is read-only: the runtime writes its state (sqlite) and temporary files to volumes.
+    mounts: list[dict[str, Any]] = [{"name": "config", "mountPath": "/config", "readOnly": True}]
+    volumes: list[dict[str, Any]] = [{"name": "config", "secret": {"secretName": config_secret_name(agent.name)}}]
+    if plan.volume is not None:
+        command += ["--state-dir", storage.STATE_DIR]
+        mounts.append({"name": "state", "mountPath": storage.STATE_DIR})
+        volumes.append(plan.volume)
+    mounts += [{"name": "tmp", "mountPath": "/tmp"}, {"name": "access", "mountPath": ACCESS_DIR, "readOnly": True}]
+    volumes += [{"name": "tmp", "emptyDir": {}}, _access_volume(access_files(agent))]
     container: dict[str, Any] = {
         "name": "runtime",
         "image": spec.image or inputs.runtime_image,
-        "command": [
-            "gatehouse-runtime", "serve", "--config", "/config/config.json",
-            "--host", "0.0.0.0", "--port", str(CONTAINER_PORT), "--state-dir", STATE_DIR,
-        ],
+        "command": command,
         "ports": [{"name": "http", "containerPort": CONTAINER_PORT, "protocol": "TCP"}],
-        "env": _env(agent, config, inputs),
-        "readinessProbe": probe,
-        "livenessProbe": {"httpGet": {"path": "/healthz", "port": CONTAINER_PORT}, "periodSeconds": 10, "failureThreshold": 3},
-        "resources": dict(spec.resources or {}),
-        # The state volume outlives a container restart (kill -9 included), so pending approvals survive it.
-        "volumeMounts": [
-            {"name": "config", "mountPath": "/config", "readOnly": True},
-            {"name": "state", "mountPath": STATE_DIR},
-            {"name": "access", "mountPath": ACCESS_DIR, "readOnly": True},
-        ],
+        "env": _env(agent, config, inputs, plan),
+        **hardening.probes(CONTAINER_PORT),
+        "resources": copy.deepcopy(spec.resources if spec.resources is not None else hardening.RESOURCES),
+        "securityContext": hardening.merged(hardening.CONTAINER_SECURITY_CONTEXT, spec.security_context),
+        "volumeMounts": mounts,
     }
     return {
         "apiVersion": "apps/v1",
@@ -257,17 +288,14 @@ def build_deployment(agent: Agent, config: AgentConfig, inputs: BuildInputs) -> 
         "spec": {
             "replicas": spec.replicas,
             "selector": {"matchLabels": selector_for(agent.name)},
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            "strategy": plan.strategy,
             "template": {
                 "metadata": {"labels": labels_for(agent.name), "annotations": annotations},
                 "spec": {
                     "serviceAccountName": service_account_name(agent),
+                    "securityContext": hardening.merged(hardening.POD_SECURITY_CONTEXT, spec.pod_security_context),
                     "containers": [container],
-                    "volumes": [
-                        {"name": "config", "secret": {"secretName": config_secret_name(agent.name)}},
-                        {"name": "state", "emptyDir": {}},
-                        _access_volume(access_files(agent)),
-                    ],
+                    "volumes": volumes,
                 },
             },
         },
@@ -294,8 +322,15 @@ def desired_children(
     children = [build_config_secret(agent, config)]
     if not agent.spec.deployment.service_account_name:
         children.append(build_service_account(agent))
-    children += [build_role(agent), build_role_binding(agent), build_deployment(agent, config, inputs), build_service(agent)]
+    children += [build_role(agent), build_role_binding(agent)]
+    claim = build_claim(agent)
+    if claim is not None:
+        children.append(claim)
+    children += [build_deployment(agent, config, inputs), build_service(agent)]
+    keep_claim = not (agent.spec.state.sqlite or SqliteStateSpec()).delete_claim_with_agent
     for child in children:
+        if child is claim and keep_claim:
+            continue  # kept when the Agent goes: no ownerReference, so the garbage collector leaves it
         # kopf annotates ``Body`` but reads only Mapping keys (apiVersion, kind, metadata): the raw body works.
         kopf.adopt(child, owner=owner)  # type: ignore[arg-type]
     return children

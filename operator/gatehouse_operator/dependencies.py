@@ -1,13 +1,9 @@
-"""What each Agent depends on, kept in memory by kopf indexes, so a change finds its Agents without a scan.
+"""What each Agent depends on: kopf indexes for the custom resources, and the Secrets read by name.
 
 kopf fills every index from its watch streams before any handler runs and keeps it current, event by
-event. Four of them are lookups and two are read-only caches the translator reads from (no API call)::
+event. One of them is a lookup and two are read-only caches the translator reads from (no API call)::
 
-    agent_dependencies    (kind, namespace, name) of a ModelConfig/RemoteMCPServer, or of a Secret the Agent
-                          names itself (spec.access: tokenSecretRef, jwt.jwksSecretRef) -> Agent names
-    model_config_secrets  (namespace, Secret name) -> ModelConfig names (apiKeySecret)
-    mcp_server_secrets    (namespace, Secret name) -> RemoteMCPServer names (headersFrom)
-    secret_digests        (namespace, Secret name) -> {key: sha256(value)}   (never the values)
+    agent_dependencies    (kind, namespace, name) of a ModelConfig/RemoteMCPServer -> Agent names
     model_config_cache    (namespace, name) -> the ModelConfig's apiVersion/kind/metadata/spec
     mcp_server_cache      (namespace, name) -> the RemoteMCPServer's apiVersion/kind/metadata/spec
 
@@ -15,11 +11,17 @@ The index functions are small and pure, so they are ``async``: kopf runs them in
 instead of handing each watch event to a worker thread and back. kopf passes ``namespace=None`` only for
 cluster-scoped objects; every kind indexed here is namespaced, so such an object would contribute nothing.
 
-A Secret change follows Secret -> ModelConfig/RemoteMCPServer -> Agents, or Secret -> Agents for the access
-Secrets an Agent names. (The token Secret the operator generates is one of its own children: its changes reach
-the Agent through the child-event handler.) :class:`Dependencies` wraps the
-indexes a handler receives as keyword arguments and answers the two questions the operator asks: "which
-Agents use this object?" and "what does this Agent's translation need, and what is missing?".
+Secrets are neither indexed nor watched: that would take ``list``/``watch`` on every Secret in the cluster,
+which RBAC cannot narrow by label. Instead each reconcile reads the Secrets its Agent needs by name
+(:class:`ReferencedSecrets`): those of the translated config's environment (a ModelConfig's ``apiKeySecret``, a
+RemoteMCPServer's ``headersFrom``) and the access files (``spec.access``, or the generated ``<agent>-access``).
+Of each it keeps the ``resourceVersion`` and the key names, never a value: the Problems for a missing Secret or
+key come from the key names, ``gatehouse.dev/secrets-hash`` is a digest over (Secret, key, resourceVersion).
+A periodic check (:func:`changed_secrets`, run by ``handlers.agent_secret_check``) reads them again and
+reconciles the Agent when a version moved; any other trigger of the Agent re-reads them anyway.
+
+:class:`Dependencies` wraps the indexes a handler receives as keyword arguments and answers "which Agents use
+this ModelConfig/RemoteMCPServer?" and "which ModelConfig and RemoteMCPServers does this Agent's translation get?".
 """
 
 from __future__ import annotations
@@ -37,10 +39,11 @@ from agent_runtime.agent_config import AgentConfig
 from agent_runtime.errors import Problem, problems_from_validation
 from agent_runtime.resources import GROUP, VERSION, Agent, ModelConfig, RemoteMCPServer
 from agent_runtime.translator import SecretFile, secret_env
+from gatehouse_operator.kube import ChildrenApi
 
-__all__ = ["Dependencies", "DependencyKind"]
+__all__ = ["Dependencies", "DependencyKind", "ReferencedSecrets", "SeenSecret", "changed_secrets", "is_missing"]
 
-DependencyKind = str  # "ModelConfig" | "RemoteMCPServer" | "Secret"
+DependencyKind = str  # "ModelConfig" | "RemoteMCPServer"
 
 
 def _plain(body: kopf.Body) -> dict[str, Any]:
@@ -61,9 +64,6 @@ async def agent_dependencies(
     keys = {("ModelConfig", namespace, spec.get("modelConfig") or "")}
     for tool in spec.get("tools") or []:
         keys.add(("RemoteMCPServer", namespace, (tool.get("mcpServer") or {}).get("name") or ""))
-    access = spec.get("access") or {}
-    keys.add(("Secret", namespace, (access.get("tokenSecretRef") or {}).get("name") or ""))
-    keys.add(("Secret", namespace, ((access.get("jwt") or {}).get("jwksSecretRef") or {}).get("name") or ""))
     return {key: name for key in keys if key[2]}
 
 
@@ -85,34 +85,6 @@ async def mcp_server_cache(
     return {(namespace, name): _plain(body)}
 
 
-@kopf.index(GROUP, VERSION, "modelconfigs")
-async def model_config_secrets(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[tuple[str, str], str]:
-    secret = spec.get("apiKeySecret")
-    return {(namespace, secret): name} if secret and namespace is not None else {}
-
-
-@kopf.index(GROUP, VERSION, "remotemcpservers")
-async def mcp_server_secrets(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[tuple[str, str], str]:
-    if namespace is None:
-        return {}
-    refs = [(h.get("secretKeyRef") or {}).get("name") for h in spec.get("headersFrom") or []]
-    return {(namespace, ref): name for ref in refs if ref}
-
-
-@kopf.index("v1", "secrets")
-async def secret_digests(
-    namespace: str | None, name: str, body: kopf.Body, **_: Any
-) -> dict[tuple[str, str], dict[str, str]]:
-    if namespace is None:
-        return {}
-    return {(namespace, name): digests(body.get("data") or {})}
-
-
-def digests(data: Mapping[str, Any]) -> dict[str, str]:
-    """A Secret's ``data`` as ``{key: sha256(value)}`` (what :func:`secret_digests` keeps; never the values)."""
-    return {key: hashlib.sha256(str(value).encode()).hexdigest() for key, value in data.items()}
-
-
 def _one(index: kopf.Index[Any, Any], key: Any) -> Any | None:
     store = index.get(key)
     return next(iter(store), None) if store is not None else None
@@ -130,24 +102,14 @@ class Dependencies:
     agent_dependencies: kopf.Index[tuple[str, str, str], str]
     model_config_cache: kopf.Index[tuple[str, str], dict[str, Any]]
     mcp_server_cache: kopf.Index[tuple[str, str], dict[str, Any]]
-    model_config_secrets: kopf.Index[tuple[str, str], str]
-    mcp_server_secrets: kopf.Index[tuple[str, str], str]
-    secret_digests: kopf.Index[tuple[str, str], dict[str, str]]
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any]) -> Dependencies:
         return cls(**{name: kwargs[name] for name in cls.__dataclass_fields__})
 
     def agents_using(self, kind: DependencyKind, namespace: str, name: str) -> set[str]:
-        """Names of the Agents in ``namespace`` that (directly or through a ModelConfig/RemoteMCPServer) use it."""
-        if kind != "Secret":
-            return _all(self.agent_dependencies, (kind, namespace, name))
-        agents: set[str] = _all(self.agent_dependencies, (kind, namespace, name))  # spec.access Secrets
-        for model in _all(self.model_config_secrets, (namespace, name)):
-            agents |= self.agents_using("ModelConfig", namespace, model)
-        for server in _all(self.mcp_server_secrets, (namespace, name)):
-            agents |= self.agents_using("RemoteMCPServer", namespace, server)
-        return agents
+        """Names of the Agents in ``namespace`` that use the ModelConfig or RemoteMCPServer ``name``."""
+        return _all(self.agent_dependencies, (kind, namespace, name))
 
     def resolve(
         self, agent: Agent
@@ -176,51 +138,85 @@ class Dependencies:
                     problems += problems_from_validation(exc, prefix=f"RemoteMCPServer {name!r}")
         return models, servers, problems
 
-    def secret_digests_of(self, namespace: str, name: str) -> dict[str, str] | None:
-        """The digests of one Secret's keys as the index has them; ``None`` if it holds no such Secret."""
-        found: dict[str, str] | None = _one(self.secret_digests, (namespace, name))
-        return found
 
-    def _digests(self, namespace: str, name: str, live: Mapping[str, Mapping[str, str]]) -> Mapping[str, str] | None:
-        return live[name] if name in live else _one(self.secret_digests, (namespace, name))
+@dataclass(frozen=True)
+class SeenSecret:
+    """What the operator keeps of a Secret it read or wrote: its ``resourceVersion`` and key names, never a value."""
 
-    def secret_problems(
-        self,
-        namespace: str,
-        config: AgentConfig,
-        files: Sequence[SecretFile] = (),
-        live: Mapping[str, Mapping[str, str]] | None = None,
-    ) -> list[Problem]:
-        """A Problem for every Secret (or Secret key) the runtime needs but that is absent: its environment's, and
-        the ``files`` mounted for it. ``live``: digests of Secrets just read or written (newer than the index)."""
+    resource_version: str
+    keys: frozenset[str]
+
+    @classmethod
+    def of(cls, secret: Mapping[str, Any]) -> SeenSecret:
+        version = (secret.get("metadata") or {}).get("resourceVersion") or ""
+        return cls(str(version), frozenset(secret.get("data") or {}))
+
+
+class ReferencedSecrets:
+    """The Secrets one reconcile of an Agent needs, each read by name once (a GET), kept as :class:`SeenSecret`.
+
+    :meth:`versions` is what the periodic check compares against. The operator's state keeps the latest one per
+    Agent (``OperatorState.referenced_secrets``), filled as the reconcile reads.
+    """
+
+    def __init__(self, kube: ChildrenApi, namespace: str) -> None:
+        self._kube = kube
+        self.namespace = namespace
+        self._seen: dict[str, SeenSecret | None] = {}
+
+    def get(self, name: str) -> SeenSecret | None:
+        """The Secret ``name`` as first read in this reconcile; ``None`` if it does not exist."""
+        if name not in self._seen:
+            secret = self._kube.get("Secret", self.namespace, name)
+            self._seen[name] = SeenSecret.of(secret) if secret is not None else None
+        return self._seen[name]
+
+    def saw(self, secret: Mapping[str, Any]) -> None:
+        """Record a Secret this reconcile wrote (or read some other way), as the API answered with it."""
+        self._seen[secret["metadata"]["name"]] = SeenSecret.of(secret)
+
+    def versions(self) -> dict[str, str | None]:
+        """Each Secret read so far -> its resourceVersion (``None``: it did not exist)."""
+        return {name: seen.resource_version if seen else None for name, seen in list(self._seen.items())}
+
+    @staticmethod
+    def _wanted(config: AgentConfig, files: Sequence[SecretFile]) -> list[tuple[str, str, str]]:
         wanted = [(f"env {ref.env}", ref.secret, ref.key) for ref in secret_env(config)]
-        wanted += [(f.field, f.secret, f.key) for f in files]
+        return wanted + [(f.field, f.secret, f.key) for f in files]
+
+    def problems(self, config: AgentConfig, files: Sequence[SecretFile] = ()) -> list[Problem]:
+        """A Problem for every Secret (or Secret key) the runtime needs but that is absent: its environment's, and
+        the ``files`` mounted for it."""
         problems = []
-        for where, secret, key in wanted:
-            found = self._digests(namespace, secret, live or {})
+        for where, secret, key in self._wanted(config, files):
+            found = self.get(secret)
             if found is None:
-                problems.append(Problem(where, f"Secret {secret!r} not found in namespace {namespace!r}"))
-            elif key not in found:
+                problems.append(Problem(where, f"Secret {secret!r} not found in namespace {self.namespace!r}"))
+            elif key not in found.keys:
                 problems.append(Problem(where, f"Secret {secret!r} has no key {key!r}"))
         return problems
 
-    def secrets_hash(
-        self,
-        namespace: str,
-        config: AgentConfig,
-        files: Sequence[SecretFile] = (),
-        live: Mapping[str, Mapping[str, str]] | None = None,
-    ) -> str:
-        """A digest over the referenced Secret keys' values (environment and files): it changes when a referenced
-        value rotates, and so rolls the pods."""
-        refs = [(ref.secret, ref.key) for ref in secret_env(config)] + [(f.secret, f.key) for f in files]
-        if not refs:
-            return ""
+    def hash(self, config: AgentConfig, files: Sequence[SecretFile] = ()) -> str:
+        """A digest over (Secret, key, resourceVersion) of every referenced key (environment and files): a rotated
+        value gives its Secret a new resourceVersion, so the digest changes and the pods roll. No value is read into
+        it. ``""`` when the runtime needs no Secret."""
         parts = []
-        for secret, key in refs:
-            found = self._digests(namespace, secret, live or {}) or {}
-            parts.append(f"{secret}/{key}={found.get(key, '')}")
-        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+        for _, secret, key in self._wanted(config, files):
+            found = self.get(secret)
+            parts.append(f"{secret}/{key}@{found.resource_version if found and key in found.keys else ''}")
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest() if parts else ""
+
+
+def changed_secrets(kube: ChildrenApi, namespace: str, versions: Mapping[str, str | None]) -> list[str]:
+    """The Secrets among ``versions`` (name -> resourceVersion, ``None`` for absent) whose version is no longer
+    the one given: one GET each."""
+    changed = []
+    for name, version in versions.items():
+        secret = kube.get("Secret", namespace, name)
+        now = str((secret.get("metadata") or {}).get("resourceVersion") or "") if secret is not None else None
+        if now != version:
+            changed.append(name)
+    return changed
 
 
 def is_missing(problems: Iterable[Problem]) -> bool:

@@ -9,21 +9,30 @@ agent_delete           deletion: children go with the Agent (ownerReferences);  
                        this deletes its TokenReview ClusterRoleBinding (which
                        cannot be owned), then kopf releases the finalizer
 agent_resync           a daemon per Agent, every ``GATEHOUSE_RESYNC_SECONDS``      that Agent
+agent_secret_check     a daemon per Agent, every                                   that Agent, when one
+                       ``GATEHOUSE_SECRET_CHECK_INTERVAL`` (60s): GETs the         of them changed
+                       Secrets its last reconcile read and its ``<agent>-config``,
+                       compares their resourceVersions
 modelconfig_event      a ModelConfig added/changed/deleted                         Agents using it
 mcpserver_event        a RemoteMCPServer added/changed/deleted                     Agents using it
-secret_event           a Secret added/changed/deleted                              Agents using it
-                       (our own ``<agent>-config`` or generated ``<agent>-access``  its Agent
-                       Secret: edited or deleted)
 deployment_event       a Deployment we manage changed (e.g. availableReplicas,     its Agent
                        or edited/deleted by hand)
 =====================  ==========================================================  =====================
 
+Secrets are never listed or watched (RBAC cannot narrow a watch by label, so a watch would need every Secret in
+the cluster): a reconcile reads the ones its Agent references by name (:mod:`gatehouse_operator.dependencies`),
+and ``agent_secret_check`` notices a rotated, created or deleted one -- the generated ``<agent>-access`` and the
+``<agent>-config`` edited by hand included -- within one interval. An Agent whose last reconcile read none, and
+has no config Secret yet, costs no request.
+
 The event handlers skip kopf's initial listing (``type is None``): ``agent_resume`` already covers every
-Agent at start-up. Other children (Service, ServiceAccount, Role, RoleBinding) are not watched, to keep
-the operator from caching every such object in the cluster: the periodic resync restores them. The Agent
+Agent at start-up. Other children (Service, ServiceAccount, Role, RoleBinding, the state PersistentVolumeClaim)
+are not watched, to keep the operator from caching every such object in the cluster: the periodic resync restores
+them (its Secrets: the Secret check; a claim's phase is read by each reconcile, such as the one a Deployment's
+status change starts). The Agent
 handlers are synchronous (kopf runs them in worker threads). The event handlers are ``async`` and decide in
-the event loop whether there is anything to do -- most events are echoes of our own writes, or concern
-Secrets no Agent uses -- and only a reconcile goes to a worker thread.
+the event loop whether there is anything to do -- most events are echoes of our own writes -- and only a
+reconcile goes to a worker thread.
 
 kopf passes ``namespace=None`` only for cluster-scoped objects. Every kind watched here is namespaced: should
 an Agent come without one, its reconciling handlers fail for good (:class:`kopf.PermanentError`, never retried);
@@ -39,7 +48,7 @@ import kopf
 
 from agent_runtime.resources import GROUP, VERSION
 from gatehouse_operator import access, builders
-from gatehouse_operator.dependencies import Dependencies
+from gatehouse_operator.dependencies import Dependencies, changed_secrets
 from gatehouse_operator.kube import ApiException
 from gatehouse_operator.reconcile import reconcile
 from gatehouse_operator.settings import OperatorState
@@ -49,11 +58,11 @@ __all__ = [
     "agent_delete",
     "agent_resume",
     "agent_resync",
+    "agent_secret_check",
     "agent_update",
     "deployment_event",
     "mcpserver_event",
     "modelconfig_event",
-    "secret_event",
 ]
 
 AGENTS = (GROUP, VERSION, "agents")
@@ -98,6 +107,7 @@ def agent_delete(memo: kopf.Memo, namespace: str | None, name: str, logger: kopf
                 binding = builders.tokenreview_binding_name(namespace, name)
                 raise kopf.TemporaryError(f"ClusterRoleBinding/{binding}: {exc.status} {exc.reason}", delay=10) from exc
         state.forget(namespace, name)
+    # The state claim has an ownerReference only with spec.state.sqlite.deleteClaimWithAgent: by default it stays.
     logger.info("agent %s/%s deleted; its children are garbage-collected through ownerReferences", namespace, name)
 
 
@@ -112,6 +122,32 @@ async def agent_resync(
             await asyncio.to_thread(_run, memo, agent_namespace, name, logger, kwargs)
         except Exception:  # a failed resync is retried at the next one; the trigger handlers report it
             logger.exception("resync of agent %s/%s failed", namespace, name)
+
+
+def _check_secrets(memo: kopf.Memo, namespace: str, name: str, logger: kopf.Logger, kwargs: dict[str, Any]) -> None:
+    state: OperatorState = memo.state
+    with state.lock_for(namespace, name):  # compared with a record no reconcile is filling meanwhile
+        versions = state.secret_versions(namespace, name, builders.config_secret_name(name))
+        changed = changed_secrets(state.kube, namespace, versions)
+    if changed:
+        logger.info("Secret %s of agent %s/%s changed: reconciling", ", ".join(sorted(changed)), namespace, name)
+        _run(memo, namespace, name, logger, kwargs)
+
+
+@kopf.daemon(*AGENTS, cancellation_timeout=5)
+async def agent_secret_check(
+    stopped: kopf.DaemonStopped, memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **kwargs: Any
+) -> None:
+    state: OperatorState = memo.state
+    agent_namespace = _agent_namespace(namespace, name)
+    config_secret = builders.config_secret_name(name)
+    while not await stopped.wait(state.config.secret_check_seconds):
+        if not state.secret_versions(agent_namespace, name, config_secret):
+            continue  # nothing read yet (e.g. its ModelConfig is missing): no request
+        try:
+            await asyncio.to_thread(_check_secrets, memo, agent_namespace, name, logger, kwargs)
+        except Exception:  # retried at the next check; the trigger handlers report a failing reconcile
+            logger.exception("Secret check of agent %s/%s failed", namespace, name)
 
 
 def _reconcile_dependents(kind: str, event_type: str, namespace: str, name: str, agents: list[str], memo: kopf.Memo,
@@ -171,15 +207,6 @@ async def _owner_changed(kind: str, type: str | None, body: kopf.Body, memo: kop
         return
     await asyncio.to_thread(_repair_unless_echo, kind, type, meta.namespace, meta.name, version, agent, memo, logger,
                             kwargs)
-
-
-@kopf.on.event("v1", "secrets")
-async def secret_event(type: str | None, body: kopf.Body, memo: kopf.Memo, namespace: str | None, name: str,
-                       labels: kopf.Labels, logger: kopf.Logger, **kwargs: Any) -> None:
-    if labels.get("app.kubernetes.io/managed-by") == builders.MANAGED_BY:
-        await _owner_changed("Secret", type, body, memo, logger, kwargs)
-    else:
-        await _dependents("Secret", type, namespace, name, memo, logger, kwargs)
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": builders.MANAGED_BY})

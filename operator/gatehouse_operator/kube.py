@@ -67,6 +67,11 @@ class ChildrenApi:
                 core.patch_namespaced_service_account,
             ),
             "Service": _Verbs(core.read_namespaced_service, core.create_namespaced_service, core.patch_namespaced_service),
+            "PersistentVolumeClaim": _Verbs(
+                core.read_namespaced_persistent_volume_claim,
+                core.create_namespaced_persistent_volume_claim,
+                core.patch_namespaced_persistent_volume_claim,
+            ),
             "Deployment": _Verbs(
                 apps.read_namespaced_deployment, apps.create_namespaced_deployment, apps.patch_namespaced_deployment
             ),

@@ -1,28 +1,34 @@
 """One reconcile of one Agent: read it, translate it, make its children match, write its status.
 
 Every trigger ends here: the Agent's own create/update/resume handlers, a changed dependency
-(ModelConfig, RemoteMCPServer, Secret), an event of its Deployment, and the periodic resync. Each run
+(ModelConfig, RemoteMCPServer; a Secret, found by the periodic Secret check), an event of its Deployment, and the
+periodic resync. Each run
 
 1. reads the Agent fresh from the API (under a per-Agent lock, so triggers never interleave);
 2. refuses a ``spec.deployment.serviceAccountName`` other than the Agent's own name (the runtime's identity is
    fixed, so that the admission policy can tell the runtime from users);
 3. translates it with :func:`agent_runtime.translator.translate` (``in_cluster``), reading the ModelConfig and
    RemoteMCPServers from the in-memory caches (:mod:`gatehouse_operator.dependencies`), generates the token
-   Secret if the Agent names none (:mod:`gatehouse_operator.access`), and checks the referenced Secrets exist;
+   Secret if the Agent names none (:mod:`gatehouse_operator.access`), and reads the referenced Secrets by name
+   (their resourceVersion and key names, never a value; the Postgres URL's included) to check they exist and to
+   compute the secrets hash;
 4. on success renders the children (:mod:`gatehouse_operator.builders`) and creates or patches each one
-   (:mod:`gatehouse_operator.apply`) -- for an Agent never applied before (no ``status.configHash``) it creates
-   them straight away instead of reading six 404s first -- then the TokenReview ClusterRoleBinding; on failure
-   leaves the last good children running;
+   (:mod:`gatehouse_operator.apply`; the state claim by :mod:`gatehouse_operator.claims`) -- for an Agent never
+   applied before (no ``status.configHash``) it creates them straight away instead of reading 404s first -- then
+   the TokenReview ClusterRoleBinding; on failure leaves the last good children running;
 5. checks the ToolApproval admission policy (:mod:`gatehouse_operator.admission`), writes ``status`` only if it
-   differs (:mod:`gatehouse_operator.status`) and posts one Event when anything was written.
+   differs (:mod:`gatehouse_operator.status`; ``Durable`` and ``StateReady`` from :mod:`gatehouse_operator.storage`
+   and the claim just read) and posts one Event when anything was written.
 
-With unchanged inputs a run costs one GET of the Agent, one per child, one of the ClusterRoleBinding and one or
-two of the admission policy and its binding, and writes nothing.
+With unchanged inputs a run costs one GET of the Agent, one per child (the state claim included), one per
+referenced Secret (the access Secret at least), one of the ClusterRoleBinding and one or two of the admission
+policy and its binding, and writes nothing.
 """
 
 from __future__ import annotations
 
 import datetime
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,10 +38,10 @@ from pydantic import ValidationError
 
 from agent_runtime.errors import Problem, TranslationError, problems_from_validation
 from agent_runtime.resources import Agent
-from agent_runtime.translator import access_files, translate
-from gatehouse_operator import access, apply, builders, status
+from agent_runtime.translator import access_files, database_env, translate
+from gatehouse_operator import access, apply, builders, claims, status, storage
 from gatehouse_operator.admission import admission_condition
-from gatehouse_operator.dependencies import Dependencies, digests, is_missing
+from gatehouse_operator.dependencies import Dependencies, ReferencedSecrets, is_missing
 from gatehouse_operator.kube import ApiException
 from gatehouse_operator.settings import OperatorState
 
@@ -94,12 +100,13 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
         return _reject(state, body, "InvalidSpec", problems_from_validation(exc), logger, now, admission)
     account = service_account_problem(agent)
     models, servers, problems = deps.resolve(agent)
+    secrets = state.referenced_secrets(agent.namespace, agent.name)
     try:
         config = translate(agent, models, servers, in_cluster=True)
     except TranslationError as exc:
         problems = problems + exc.problems
     else:
-        problems += deps.secret_problems(agent.namespace, config)
+        problems += secrets.problems(config) + _database_problems(secrets, agent)
     if account is not None:
         return _reject(state, body, "ServiceAccountNotAllowed", [account, *problems], logger, now, admission)
     if problems:
@@ -110,24 +117,27 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
     create_first = not (body.get("status") or {}).get("configHash")
     files = access_files(agent)
     try:
-        generated = access.ensure_access_secret(state.kube, deps, agent, body)
+        generated = access.ensure_access_secret(state.kube, secrets, agent, body, create_first=create_first)
     except ApiException as exc:
         raise _failed(state, body, "Secret", files[0].secret, exc, logger, now, admission) from exc
-    live: dict[str, dict[str, str]] = {}
     if generated is not None:
         _record(state, agent, generated, applied)
-        live[generated.name] = digests(generated.obj.get("data") or {})
-    problems = deps.secret_problems(agent.namespace, config, files, live)
+    problems = secrets.problems(config, files)
     if problems:
         return _reject(state, body, "DependencyMissing", problems, logger, now, admission)
 
     inputs = builders.BuildInputs(
-        runtime_image=state.config.runtime_image, secrets_hash=deps.secrets_hash(agent.namespace, config, files, live),
+        runtime_image=state.config.runtime_image, secrets_hash=_with_database(secrets.hash(config, files), secrets, agent),
         api_token_secret=state.config.api_token_secret, api_token_key=state.config.api_token_key,
     )
+    claim: claims.ClaimResult | None = None
     for child in builders.desired_children(agent, body, config, inputs):
         try:
-            _record(state, agent, apply.ensure(state.kube, child, create_first=create_first), applied)
+            if child["kind"] == "PersistentVolumeClaim":
+                claim = claims.ensure_claim(state.kube, child, create_first=create_first)
+                applied.append(claim.applied)  # not watched: nothing to record
+            else:
+                _record(state, agent, apply.ensure(state.kube, child, create_first=create_first), applied)
         except ApiException as exc:
             raise _failed(state, body, child["kind"], child["metadata"]["name"], exc, logger, now, admission) from exc
     binding = builders.tokenreview_binding_name(agent.namespace, agent.name)
@@ -147,13 +157,39 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
     digest = builders.config_hash(config)
     deployment = next(a.obj for a in applied if a.kind == "Deployment")
     accepted = status.StatusCondition("Accepted", True, "Reconciled", f"AgentConfig {digest[:12]} is applied")
-    written = _write_status(state, body, accepted, status.ready_condition(deployment), digest, now, admission)
+    conditions = (storage.durable_condition(agent), claims.state_condition(
+        storage.layout(agent), claim.applied.obj if claim else None, claim.notes if claim else ()))
+    written = _write_status(state, body, accepted, status.ready_condition(deployment), digest, now, admission, conditions)
     changes = tuple(str(a) for a in applied if a.action != "unchanged")
     if changes:
         # kopf annotates ``Body`` but reads only Mapping keys (apiVersion, kind, metadata): a raw dict works.
         kopf.info(body, reason="Reconciled", message="; ".join(changes))  # type: ignore[arg-type]
         logger.info("reconciled %s/%s: %s", agent.namespace, agent.name, "; ".join(changes))
     return Outcome(True, "Reconciled", changes, written)
+
+
+def _database_problems(secrets: ReferencedSecrets, agent: Agent) -> list[Problem]:
+    """A Problem when the Secret key holding the Postgres URL (``spec.state.postgres.urlSecretRef``) is absent."""
+    ref = database_env(agent)
+    if ref is None:
+        return []
+    found = secrets.get(ref.secret)
+    if found is None:
+        return [Problem("spec.state.postgres.urlSecretRef", f"Secret {ref.secret!r} not found in namespace {agent.namespace!r}")]
+    if ref.key not in found.keys:
+        return [Problem("spec.state.postgres.urlSecretRef", f"Secret {ref.secret!r} has no key {ref.key!r}")]
+    return []
+
+
+def _with_database(secrets_hash: str, secrets: ReferencedSecrets, agent: Agent) -> str:
+    """``secrets_hash`` extended by the Postgres URL Secret's version: the URL is read at start, so a rotated one
+    rolls the pods."""
+    ref = database_env(agent)
+    if ref is None:
+        return secrets_hash
+    found = secrets.get(ref.secret)
+    version = found.resource_version if found is not None else ""
+    return hashlib.sha256(f"{secrets_hash}\n{ref.secret}/{ref.key}@{version}".encode()).hexdigest()
 
 
 def _record(state: OperatorState, agent: Agent, done: apply.Applied, applied: list[apply.Applied]) -> None:
@@ -198,12 +234,13 @@ def _write_status(
     config_hash: str | None,
     now: str,
     admission: status.StatusCondition,
+    conditions: tuple[status.StatusCondition, ...] = (),
 ) -> bool:
     meta = body["metadata"]
     current = body.get("status") or {}
     wanted = status.agent_status(
         current, generation=meta.get("generation"), accepted=accepted, ready=ready, config_hash=config_hash, now=now,
-        admission=admission,
+        admission=admission, state=conditions,
     )
     if wanted == current:
         return False

@@ -14,6 +14,9 @@ Environment variables (all optional):
 ``GATEHOUSE_RUNTIME_IMAGE``   image of the agent pods (default ``ghcr.io/gatehouse-dev/gatehouse:0.1.0``),
                               overridden per Agent by ``spec.deployment.image``;
 ``GATEHOUSE_RESYNC_SECONDS``  how often every Agent is re-checked against the cluster (default 300);
+``GATEHOUSE_SECRET_CHECK_INTERVAL``  how often the Secrets each Agent references are read again by name to notice a
+                              change (a new resourceVersion) -- the operator does not watch Secrets; a duration,
+                              default ``60s``; ``gatehouse-operator --secret-check-interval 30s`` sets it;
 ``GATEHOUSE_RUNTIME_API_TOKEN_SECRET`` / ``..._KEY``  a Secret (in each Agent's namespace) and key holding the
                               runtime's REST bearer tokens, passed to agent pods as ``GATEHOUSE_API_TOKEN``;
 ``GATEHOUSE_ADMISSION_POLICY``  the ValidatingAdmissionPolicy that makes kubectl decisions trustworthy (default
@@ -35,12 +38,15 @@ from typing import Any
 
 import kopf
 
+from agent_runtime.durations import parse_duration
+from gatehouse_operator.dependencies import ReferencedSecrets
 from gatehouse_operator.kube import ChildrenApi, connect
 
 __all__ = [
     "DEFAULT_IMAGE_REPOSITORY",
     "DEFAULT_IMAGE_TAG",
     "DEFAULT_RUNTIME_IMAGE",
+    "SECRET_CHECK_ENV",
     "OperatorConfig",
     "OperatorState",
     "configure",
@@ -55,16 +61,29 @@ PREFIX = "gatehouse.dev"
 DEFAULT_ADMISSION_POLICY = "gatehouse-toolapproval-decision"
 DEFAULT_TOKENREVIEW_CLUSTER_ROLE = "gatehouse-tokenreview"
 TRUST_KUBECTL_ENV = "GATEHOUSE_TRUST_KUBECTL_WITHOUT_ADMISSION_POLICY"
+SECRET_CHECK_ENV = "GATEHOUSE_SECRET_CHECK_INTERVAL"
+DEFAULT_SECRET_CHECK_SECONDS = 60.0
 
 
 def _flag(value: str | None) -> bool:
     return (value or "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _duration(environ: Mapping[str, str], name: str, default: float) -> float:
+    value = environ.get(name)
+    if not value:
+        return default
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
 @dataclass(frozen=True)
 class OperatorConfig:
     runtime_image: str = DEFAULT_RUNTIME_IMAGE
     resync_seconds: float = 300.0
+    secret_check_seconds: float = DEFAULT_SECRET_CHECK_SECONDS
     api_token_secret: str = ""
     api_token_key: str = "token"
     admission_policy: str = DEFAULT_ADMISSION_POLICY
@@ -76,6 +95,7 @@ class OperatorConfig:
         return cls(
             runtime_image=environ.get("GATEHOUSE_RUNTIME_IMAGE") or DEFAULT_RUNTIME_IMAGE,
             resync_seconds=float(environ.get("GATEHOUSE_RESYNC_SECONDS") or 300.0),
+            secret_check_seconds=_duration(environ, SECRET_CHECK_ENV, DEFAULT_SECRET_CHECK_SECONDS),
             api_token_secret=environ.get("GATEHOUSE_RUNTIME_API_TOKEN_SECRET") or "",
             api_token_key=environ.get("GATEHOUSE_RUNTIME_API_TOKEN_KEY") or "token",
             admission_policy=environ.get("GATEHOUSE_ADMISSION_POLICY") or DEFAULT_ADMISSION_POLICY,
@@ -95,6 +115,7 @@ class OperatorState:
     _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
     _versions: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    _secrets: dict[tuple[str, str], ReferencedSecrets] = field(default_factory=dict)
 
     def lock_for(self, namespace: str, name: str) -> threading.Lock:
         """One lock per Agent: its own handlers, dependency events and resyncs never interleave."""
@@ -104,6 +125,7 @@ class OperatorState:
     def forget(self, namespace: str, name: str) -> None:
         with self._guard:
             self._locks.pop((namespace, name), None)
+            self._secrets.pop((namespace, name), None)
 
     def saw(self, kind: str, namespace: str, name: str, resource_version: str) -> None:
         """Remember the version of a child as the last reconcile left it."""
@@ -114,6 +136,26 @@ class OperatorState:
         """Whether a child's event only echoes what the last reconcile wrote or read (nothing to repair)."""
         with self._guard:
             return resource_version is not None and self._versions.get((kind, namespace, name)) == resource_version
+
+    def referenced_secrets(self, namespace: str, name: str) -> ReferencedSecrets:
+        """A fresh record of the Secrets one reconcile of the Agent reads; it replaces the last one as what the
+        periodic check compares against."""
+        secrets = ReferencedSecrets(self.kube, namespace)
+        with self._guard:
+            self._secrets[namespace, name] = secrets
+        return secrets
+
+    def secret_versions(self, namespace: str, name: str, *children: str) -> dict[str, str | None]:
+        """What the periodic check reads again for the Agent: the Secrets its last reconcile read (name ->
+        resourceVersion, ``None``: absent), and those of the child Secrets ``children`` it left a version of."""
+        with self._guard:
+            record = self._secrets.get((namespace, name))
+            versions = record.versions() if record is not None else {}
+            for child in children:
+                version = self._versions.get(("Secret", namespace, child))
+                if version:
+                    versions.setdefault(child, version)
+        return versions
 
 
 @kopf.on.startup()
@@ -133,6 +175,6 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf.Log
     settings.watching.server_timeout = 300  # re-list/re-watch regularly instead of trusting one stream forever
     config = OperatorConfig.from_env(os.environ)
     memo.state = OperatorState(config=config, kube=ChildrenApi(connect()))
-    logger.info("gatehouse operator: runtime image %s, resync every %ss, admission policy %s%s", config.runtime_image,
-                config.resync_seconds, config.admission_policy,
+    logger.info("gatehouse operator: runtime image %s, resync every %ss, Secrets checked every %ss, admission policy "
+                "%s%s", config.runtime_image, config.resync_seconds, config.secret_check_seconds, config.admission_policy,
                 " (kubectl trusted without it)" if config.trust_kubectl_without_admission_policy else "")

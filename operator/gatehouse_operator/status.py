@@ -1,7 +1,7 @@
 """The Agent's status, following Kubernetes conventions.
 
 ``observedGeneration`` says which spec the status describes; ``configHash`` is the sha256 of the
-``config.json`` the pods run; three conditions tell a user (and the runtime) what happened:
+``config.json`` the pods run; these conditions tell a user (and the runtime) what happened:
 
 - ``Accepted``: ``True``/``Reconciled`` when the Agent translated and its children are in place;
   ``False`` with reason ``DependencyMissing`` (a ModelConfig, RemoteMCPServer or Secret is absent),
@@ -9,6 +9,12 @@
   (``spec.deployment.serviceAccountName`` names another account than the Agent's own) or ``ReconcileFailed``
   (the API refused).
 - ``Ready``: from the Deployment's status, ``availableReplicas >= replicas``.
+- ``Durable``: whether pending approvals outlive the pod holding them: ``True`` with reason ``Sqlite`` (on a
+  PersistentVolumeClaim) or ``Postgres``; ``False`` with ``Ephemeral`` (``spec.state.ephemeral``) or
+  ``ReplicasNeedPostgres`` (an Agent from before ``spec.state`` with more than one replica)
+  (:mod:`gatehouse_operator.storage`).
+- ``StateReady``: whether the state's volume is there: ``ClaimBound``, or ``False`` with ``ClaimPending`` (the
+  message says why, e.g. no default StorageClass) or ``ClaimLost`` (:mod:`gatehouse_operator.claims`).
 - ``AdmissionPolicy``: whether the cluster enforces the ToolApproval admission policy, so that the runtime may
   trust a decision made with kubectl (:mod:`gatehouse_operator.admission`).
 
@@ -20,12 +26,13 @@ writes nothing. Other conditions (e.g. ones the runtime adds) and other status f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["OURS", "StatusCondition", "agent_status", "merge_conditions", "ready_condition"]
 
-OURS = ("Accepted", "Ready", "AdmissionPolicy")
+OURS = ("Accepted", "Ready", "Durable", "StateReady", "AdmissionPolicy")
 
 
 @dataclass(frozen=True)
@@ -86,13 +93,17 @@ def agent_status(
     config_hash: str | None,
     now: str,
     admission: StatusCondition | None = None,
+    state: Sequence[StatusCondition] = (),
 ) -> dict[str, Any]:
-    """The status to hold: the fields we own merged over ``existing`` (a no-op when nothing changed)."""
+    """The status to hold: the fields we own merged over ``existing`` (a no-op when nothing changed).
+
+    ``state``: the ``Durable`` and ``StateReady`` conditions, when this reconcile determined them (a rejected spec
+    leaves the last ones in place, as it leaves the last good children running)."""
     status = dict(existing or {})
     if generation is not None:
         status["observedGeneration"] = generation
     if config_hash:
         status["configHash"] = config_hash
-    ours = [accepted, ready] + ([admission] if admission is not None else [])
+    ours = [accepted, ready, *state] + ([admission] if admission is not None else [])
     status["conditions"] = merge_conditions(list(status.get("conditions") or []), ours, generation, now)
     return status

@@ -187,3 +187,13 @@ def test_trusting_kubectl_without_the_admission_policy_is_a_value(render: Render
     docs = render("--set", "operator.trustKubectlWithoutAdmissionPolicy=true")
     env = {e["name"]: e.get("value") for e in _operator_container(docs)["env"]}
     assert env["GATEHOUSE_TRUST_KUBECTL_WITHOUT_ADMISSION_POLICY"] == "true"
+
+
+def test_the_secret_check_interval_is_a_value(render: Render) -> None:
+    """How often the operator reads the referenced Secrets again (it does not watch them): a valid duration."""
+    from agent_runtime.durations import parse_duration
+
+    for args, expected in (((), "60s"), (("--set", "operator.secretCheckInterval=15s"), "15s")):
+        env = {e["name"]: e.get("value") for e in _operator_container(render(*args))["env"]}
+        assert env["GATEHOUSE_SECRET_CHECK_INTERVAL"] == expected
+        assert parse_duration(expected) > 0

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.chart.conftest import RELEASE_NAMESPACE, Render, of_kind
+from tests.chart.conftest import RELEASE_NAMESPACE, VALUES_SETS, Render, of_kind
 
 # (apiGroup, resource, verbs) the operator needs, by who needs it. Namespaced unless marked cluster.
 OPERATOR_NEEDS: list[tuple[str, str, tuple[str, ...]]] = [
@@ -18,8 +18,12 @@ OPERATOR_NEEDS: list[tuple[str, str, tuple[str, ...]]] = [
     ("gatehouse.dev", "remotemcpservers", ("get", "list", "watch", "patch")),
     ("gatehouse.dev", "agents/status", ("get", "patch", "update")),
     ("gatehouse.dev", "toolapprovals", ("get", "list", "watch")),
+    # Secrets: read by name (those Agents, ModelConfigs and RemoteMCPServers reference), and written (<agent>-config,
+    # <agent>-access); never listed or watched, checked below
+    ("", "secrets", ("get", "create", "patch")),
+    # an Agent's state claim: by name, never listed; deleted by the garbage collector when the Agent owns it
+    ("", "persistentvolumeclaims", ("get", "create", "patch")),
     # children of an Agent
-    ("", "secrets", ("get", "list", "watch", "create", "patch", "delete")),
     ("", "serviceaccounts", ("get", "list", "watch", "create", "patch", "delete")),
     ("", "services", ("get", "list", "watch", "create", "patch", "delete")),
     ("apps", "deployments", ("get", "list", "watch", "create", "patch", "delete")),
@@ -169,3 +173,21 @@ def test_the_runtime_grants_of_the_operator_builders_are_covered(render: Render)
               for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]]
     docs = render()
     assert _missing(_grants(docs, _operator_sa(docs))[None], [(g, r, (v,)) for g, r, v in wanted]) == []
+
+
+def test_the_operator_may_not_list_or_watch_secrets(render: Render) -> None:
+    """RBAC cannot narrow a list or watch by label: either would show the operator every Secret in its scope."""
+    for args in VALUES_SETS.values():
+        docs = render(*args)
+        for ns, granted in _grants(docs, _operator_sa(docs)).items():
+            on_secrets = {v for g, r, v in granted if (g, r) == ("", "secrets")}
+            assert on_secrets in (set(), {"get", "create", "patch"}), (ns or "cluster", args, on_secrets)
+
+
+def test_the_operator_itself_may_not_create_tokenreviews(render: Render) -> None:
+    """It binds `<release>-tokenreview` to the runtimes that check Kubernetes tokens through `bind` on that one role;
+    RBAC then does not ask it to hold the role's rights, and it does not."""
+    for args in VALUES_SETS.values():
+        docs = render(*args)
+        for ns, granted in _grants(docs, _operator_sa(docs)).items():
+            assert not {v for g, r, v in granted if r == "tokenreviews"}, (ns or "cluster", args)

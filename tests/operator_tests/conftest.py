@@ -4,6 +4,10 @@
 suites). ``operator`` runs ``kopf run -m gatehouse_operator`` with ``kopf.testing.KopfRunner`` in its own
 thread (never in the emulator's loop); it finds the emulator through ``$KUBECONFIG``. Tests talk to the API
 only over HTTP: with the ``kubernetes`` client (``kube``) and with ``/usr/bin/kubectl`` (``kubectl``).
+
+The operator notices a changed Secret only by its periodic check, which here runs once an hour, so that the tests
+that count requests count only what they cause; a test about Secret changes asks for a short interval with
+``@pytest.mark.secret_check("1s")``.
 """
 
 from __future__ import annotations
@@ -76,6 +80,8 @@ def operator(
 ) -> Iterator[OperatorProcess]:
     monkeypatch.setenv("GATEHOUSE_RESYNC_SECONDS", os.environ.get("GATEHOUSE_TEST_RESYNC_SECONDS", "3600"))
     monkeypatch.setenv("GATEHOUSE_RUNTIME_IMAGE", "ghcr.io/gatehouse-dev/gatehouse:test")
+    marker = request.node.get_closest_marker("secret_check")
+    monkeypatch.setenv("GATEHOUSE_SECRET_CHECK_INTERVAL", marker.args[0] if marker else "1h")
     process = OperatorProcess()
     process.start()
     try:
@@ -85,6 +91,12 @@ def operator(
         report = getattr(request.node, "rep_call", None)
         if report is not None and report.failed:  # the operator's log, shown with the failure
             print("\n".join(process.outputs)[-30000:])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "secret_check(interval): run the operator with GATEHOUSE_SECRET_CHECK_INTERVAL=interval (default 1h)"
+    )
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -1,5 +1,6 @@
 """Unit tests of the runtime's identity and access in the operator: the generated token Secret, the TokenReview
-binding, the AdmissionPolicy condition, the ServiceAccount rule, the Secrets an Agent names, and the settings."""
+binding, the AdmissionPolicy condition, the ServiceAccount rule, and the settings. (The Secrets an Agent names:
+tests/operator_tests/test_dependencies.py.)"""
 
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ from agent_runtime.translator import access_files
 from gatehouse_operator import __main__ as main_module
 from gatehouse_operator import access, builders
 from gatehouse_operator.admission import admission_condition
-from gatehouse_operator.dependencies import Dependencies, agent_dependencies, digests
+from gatehouse_operator.dependencies import ReferencedSecrets, SeenSecret
 from gatehouse_operator.kube import ApiException
 from gatehouse_operator.reconcile import service_account_problem
-from gatehouse_operator.settings import TRUST_KUBECTL_ENV, OperatorConfig
+from gatehouse_operator.settings import SECRET_CHECK_ENV, TRUST_KUBECTL_ENV, OperatorConfig
 
 POLICY = "gh-toolapproval-decision"
 
@@ -125,24 +126,30 @@ def test_the_generated_token_secret() -> None:
     assert secret["metadata"]["labels"][builders.AGENT_LABEL] == "a"  # its edits reach the Agent (child events)
 
 
-def _deps(**indexes: dict[Any, list[Any]]) -> Dependencies:
-    return Dependencies(**{name: indexes.get(name, {}) for name in Dependencies.__dataclass_fields__})  # type: ignore[arg-type]
+def _read(kube: FakeKube) -> ReferencedSecrets:
+    return ReferencedSecrets(kube, "team")  # type: ignore[arg-type]
 
 
 def test_the_token_secret_is_created_only_when_missing_and_never_overwritten() -> None:
     agent, owner = _agent(), {"apiVersion": "gatehouse.dev/v1alpha1", "kind": "Agent", "metadata": {"name": "a"}}
     kube = FakeKube()
-    done = access.ensure_access_secret(kube, _deps(), agent, owner)  # type: ignore[arg-type]
+    read = _read(kube)
+    done = access.ensure_access_secret(kube, read, agent, owner)  # type: ignore[arg-type]
     assert done is not None and done.action == "created"
+    assert kube.calls == ["get Secret/a-access", "create Secret/a-access"]
+    assert read.get("a-access") == SeenSecret("", frozenset({"tokens"}))  # as created: no read back
     first = kube.objects["Secret", "a-access"]["data"]["tokens"]
-    known = _deps(secret_digests={("team", "a-access"): [digests({"tokens": first})]})
-    assert access.ensure_access_secret(kube, known, agent, owner) is None  # type: ignore[arg-type]
-    again = access.ensure_access_secret(kube, _deps(), agent, owner)  # not yet in the index: 409, read, kept
-    assert again is not None and again.action == "unchanged"
+    kube.calls.clear()
+    assert access.ensure_access_secret(kube, _read(kube), agent, owner) is None  # type: ignore[arg-type]
+    assert kube.calls == ["get Secret/a-access"]
+    kube.calls.clear()
+    again = access.ensure_access_secret(kube, _read(kube), agent, owner, create_first=True)  # type: ignore[arg-type]
+    assert again is not None and again.action == "unchanged"  # a new Agent's first try: 409, read, kept
+    assert kube.calls == ["create Secret/a-access", "get Secret/a-access"]
     assert kube.objects["Secret", "a-access"]["data"]["tokens"] == first
-    assert not any(c.startswith("patch") for c in kube.calls)
     named = _agent(access={"tokenSecretRef": {"name": "mine"}})
-    assert access.ensure_access_secret(kube, _deps(), named, owner) is None  # type: ignore[arg-type]
+    assert access.ensure_access_secret(kube, _read(kube), named, owner) is None  # type: ignore[arg-type]
+    assert not any(c.startswith("patch") for c in kube.calls)
 
 
 def test_the_tokenreview_binding_is_created_replaced_deleted_and_never_taken_over() -> None:
@@ -177,43 +184,15 @@ def test_a_long_binding_name_is_shortened_with_a_digest() -> None:
     assert len(long_a) <= 253 and len(long_b) <= 253 and long_a != long_b
 
 
-async def test_the_secrets_an_agent_names_lead_back_to_it() -> None:
-    spec = {"modelConfig": "m", "access": {"tokenSecretRef": {"name": "tok"},
-                                           "jwt": {"issuer": "i", "audience": "a", "jwksSecretRef": {"name": "keys"}}}}
-    keys = await agent_dependencies(namespace="team", name="a", spec=spec)  # type: ignore[arg-type]
-    assert set(keys) == {("ModelConfig", "team", "m"), ("Secret", "team", "tok"), ("Secret", "team", "keys")}
-    deps = _deps(agent_dependencies={k: [v] for k, v in keys.items()})
-    assert deps.agents_using("Secret", "team", "tok") == deps.agents_using("Secret", "team", "keys") == {"a"}
-
-
-def test_missing_access_secrets_are_problems_and_their_values_feed_the_hash() -> None:
-    from agent_runtime.manifests import load_manifests
-    from agent_runtime.translator import translate
-    from tests.operator_tests.test_builders_golden import CASES
-
-    manifests = load_manifests([CASES / "secrets-and-overrides" / "input.yaml"])
-    (agent,) = manifests.agents.values()
-    config = translate(agent, manifests.model_configs, manifests.mcp_servers, in_cluster=True)
-    files = access_files(agent)
-    env = {("dev", "anthropic"): [{"api-key": "1"}], ("dev", "github-token"): [{"bearer": "1"}]}
-    problems = _deps(secret_digests={**env, ("dev", "gh-bot-tokens"): [{"tokens": "1"}]}).secret_problems("dev", config, files)
-    assert [str(p) for p in problems] == [
-        "spec.access.tokenSecretRef: Secret 'gh-bot-tokens' has no key 'api-tokens'",
-        "spec.access.jwt.jwksSecretRef: Secret 'login-jwks' not found in namespace 'dev'",
-    ]
-    live = {"login-jwks": {"jwks.json": "1"}}
-    one = _deps(secret_digests={**env, ("dev", "gh-bot-tokens"): [{"api-tokens": "1"}]})
-    two = _deps(secret_digests={**env, ("dev", "gh-bot-tokens"): [{"api-tokens": "2"}]})
-    assert one.secret_problems("dev", config, files, live) == []
-    assert one.secrets_hash("dev", config, files, live) != two.secrets_hash("dev", config, files, live)
-    assert one.secrets_hash("dev", config, files, live) != one.secrets_hash("dev", config)
-
-
 def test_settings_and_the_trust_flag(monkeypatch: pytest.MonkeyPatch) -> None:
     assert OperatorConfig.from_env({}) == OperatorConfig()
     assert OperatorConfig().admission_policy == "gatehouse-toolapproval-decision"
     assert OperatorConfig().tokenreview_cluster_role == "gatehouse-tokenreview"
     assert OperatorConfig().trust_kubectl_without_admission_policy is False
+    assert OperatorConfig().secret_check_seconds == 60
+    assert OperatorConfig.from_env({SECRET_CHECK_ENV: "1m30s"}).secret_check_seconds == 90
+    with pytest.raises(ValueError, match="GATEHOUSE_SECRET_CHECK_INTERVAL: invalid duration '90'"):
+        OperatorConfig.from_env({SECRET_CHECK_ENV: "90"})
     config = OperatorConfig.from_env({"GATEHOUSE_ADMISSION_POLICY": "p", "GATEHOUSE_TOKENREVIEW_CLUSTER_ROLE": "r",
                                       TRUST_KUBECTL_ENV: "true"})
     assert (config.admission_policy, config.tokenreview_cluster_role, config.trust_kubectl_without_admission_policy) == (
@@ -225,3 +204,10 @@ def test_settings_and_the_trust_flag(monkeypatch: pytest.MonkeyPatch) -> None:
     main_module.main(["--trust-kubectl-without-admission-policy", "--namespace=x"])
     assert seen == [["run", "-m", "gatehouse_operator", "--namespace=x"]]
     assert os.environ[TRUST_KUBECTL_ENV] == "true"
+    monkeypatch.setenv(SECRET_CHECK_ENV, "60s")
+    main_module.main(["--secret-check-interval", "15s", "-n", "x"])
+    main_module.main(["--secret-check-interval=2m"])
+    assert seen[1:] == [["run", "-m", "gatehouse_operator", "-n", "x"], ["run", "-m", "gatehouse_operator", "--all-namespaces"]]
+    assert os.environ[SECRET_CHECK_ENV] == "2m"
+    with pytest.raises(SystemExit, match="--secret-check-interval: invalid duration 'soon'"):
+        main_module.main(["--secret-check-interval", "soon"])

@@ -1,12 +1,19 @@
-"""The dependency lookups over kopf indexes (plain mappings of key -> values stand in for kopf.Index)."""
+"""The dependency lookups over kopf indexes (plain mappings of key -> values stand in for kopf.Index), and the
+Secrets an Agent references, read by name: problems, the secrets hash and the periodic check's comparison."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+import gatehouse_operator
+from agent_runtime.agent_config import AgentConfig
 from agent_runtime.manifests import load_manifests
-from agent_runtime.translator import translate
-from gatehouse_operator.dependencies import Dependencies, is_missing
+from agent_runtime.translator import access_files, translate
+from gatehouse_operator import dependencies
+from gatehouse_operator.dependencies import Dependencies, ReferencedSecrets, SeenSecret, changed_secrets, is_missing
+from gatehouse_operator.kube import ApiException
 from tests.operator_tests.test_builders_golden import CASES
 
 
@@ -15,33 +22,139 @@ def _deps(**indexes: dict[Any, list[Any]]) -> Dependencies:
     return Dependencies(**{name: indexes.get(name, {}) for name in names})  # type: ignore[arg-type]
 
 
-def test_a_secret_leads_to_the_agents_through_model_configs_and_mcp_servers() -> None:
-    deps = _deps(
-        agent_dependencies={("ModelConfig", "dev", "claude"): ["a", "b"], ("RemoteMCPServer", "dev", "github"): ["c"]},
-        model_config_secrets={("dev", "anthropic"): ["claude"]},
-        mcp_server_secrets={("dev", "shared"): ["github"]},
-    )
-    assert deps.agents_using("Secret", "dev", "anthropic") == {"a", "b"}
-    assert deps.agents_using("Secret", "dev", "shared") == {"c"}
-    assert deps.agents_using("Secret", "prod", "anthropic") == set()
-    assert deps.agents_using("ModelConfig", "dev", "claude") == {"a", "b"}
+class Secrets:
+    """Secrets by name in one namespace, as the API would answer a GET; counts the GETs."""
+
+    def __init__(self, **data: dict[str, str]) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.gets: list[str] = []
+        self.fail: int | None = None
+        for name, values in data.items():
+            self.put(name, values)
+
+    def put(self, name: str, data: dict[str, str]) -> None:
+        version = int(self.objects.get(name, {}).get("metadata", {}).get("resourceVersion", "0")) + 1
+        self.objects[name] = {"kind": "Secret", "metadata": {"name": name, "resourceVersion": str(version)}, "data": data}
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        assert (kind, namespace) == ("Secret", "dev")
+        self.gets.append(name)
+        if self.fail:
+            raise ApiException(status=self.fail, reason="Forbidden")
+        return self.objects.get(name)
 
 
-def test_missing_secrets_and_keys_are_problems_and_the_hash_follows_values() -> None:
+def _config() -> tuple[AgentConfig, list[Any]]:
     manifests = load_manifests([CASES / "secrets-and-overrides" / "input.yaml"])
     (agent,) = manifests.agents.values()
-    config = translate(agent, manifests.model_configs, manifests.mcp_servers)
-    deps = _deps(secret_digests={("dev", "anthropic"): [{"other": "x"}]})
-    problems = deps.secret_problems("dev", config)
-    assert [p.message for p in problems] == [
-        "Secret 'anthropic' has no key 'api-key'",
-        "Secret 'github-token' not found in namespace 'dev'",
+    return translate(agent, manifests.model_configs, manifests.mcp_servers, in_cluster=True), access_files(agent)
+
+
+def _read(kube: Secrets) -> ReferencedSecrets:
+    return ReferencedSecrets(kube, "dev")  # type: ignore[arg-type]
+
+
+ALL = {"anthropic": {"api-key": "czNjcjN0"}, "github-token": {"bearer": "czNjcjN0"},
+       "gh-bot-tokens": {"api-tokens": "czNjcjN0"}, "login-jwks": {"jwks.json": "czNjcjN0"}}
+
+
+def test_a_model_config_or_mcp_server_leads_to_the_agents_that_use_it() -> None:
+    deps = _deps(agent_dependencies={("ModelConfig", "dev", "claude"): ["a", "b"], ("RemoteMCPServer", "dev", "github"): ["c"]})
+    assert deps.agents_using("ModelConfig", "dev", "claude") == {"a", "b"}
+    assert deps.agents_using("RemoteMCPServer", "dev", "github") == {"c"}
+    assert deps.agents_using("ModelConfig", "prod", "claude") == set()
+
+
+async def test_an_agent_names_only_custom_resources_in_the_index() -> None:
+    spec = {"modelConfig": "m", "tools": [{"mcpServer": {"name": "s"}}],
+            "access": {"tokenSecretRef": {"name": "tok"}, "jwt": {"jwksSecretRef": {"name": "keys"}}}}
+    keys = await dependencies.agent_dependencies(namespace="team", name="a", spec=spec)  # type: ignore[arg-type]
+    assert keys == {("ModelConfig", "team", "m"): "a", ("RemoteMCPServer", "team", "s"): "a"}
+
+
+def test_nothing_indexes_or_watches_secrets() -> None:
+    """kopf lists and watches every resource a handler or index names: none may name Secrets."""
+    import kopf
+
+    registry = kopf.get_default_registry()
+    selectors = {str(h.selector) for handlers in (
+        registry._indexing, registry._watching, registry._spawning, registry._changing, registry._webhooks,
+    ) for h in handlers.get_all_handlers()}
+    assert gatehouse_operator.handlers and any("'agents'" in s for s in selectors), selectors
+    assert not [s for s in selectors if "secret" in s.lower()], selectors
+
+
+def test_missing_secrets_and_keys_are_problems_from_key_names_only() -> None:
+    config, files = _config()
+    kube = Secrets(anthropic={"other": "x"}, **{"gh-bot-tokens": {"tokens": "1"}})
+    problems = _read(kube).problems(config, files)
+    assert [str(p) for p in problems] == [
+        "env GATEHOUSE_MODEL_API_KEY: Secret 'anthropic' has no key 'api-key'",
+        "env GATEHOUSE_MCP_GITHUB_AUTHORIZATION: Secret 'github-token' not found in namespace 'dev'",
+        "spec.access.tokenSecretRef: Secret 'gh-bot-tokens' has no key 'api-tokens'",
+        "spec.access.jwt.jwksSecretRef: Secret 'login-jwks' not found in namespace 'dev'",
     ]
     assert is_missing(problems)
-    one = _deps(secret_digests={("dev", "anthropic"): [{"api-key": "1"}], ("dev", "github-token"): [{"bearer": "1"}]})
-    two = _deps(secret_digests={("dev", "anthropic"): [{"api-key": "2"}], ("dev", "github-token"): [{"bearer": "1"}]})
-    assert one.secret_problems("dev", config) == []
-    assert one.secrets_hash("dev", config) != two.secrets_hash("dev", config)
+    assert _read(Secrets(**ALL)).problems(config, files) == []
+
+
+def test_each_secret_is_read_once_and_only_versions_and_key_names_are_kept() -> None:
+    config, files = _config()
+    kube = Secrets(**ALL)
+    read = _read(kube)
+    read.problems(config)
+    assert kube.gets == ["anthropic", "github-token"]  # the environment's: no access file asked for yet
+    read.problems(config, files)
+    read.hash(config, files)
+    assert kube.gets == ["anthropic", "github-token", "gh-bot-tokens", "login-jwks"]
+    assert read.get("anthropic") == SeenSecret("1", frozenset({"api-key"}))
+    assert read.versions() == {"anthropic": "1", "github-token": "1", "gh-bot-tokens": "1", "login-jwks": "1"}
+    assert "czNjcjN0" not in repr(vars(read))  # the key names only, no value anywhere
+    missing = _read(Secrets())
+    missing.problems(config)
+    assert missing.versions() == {"anthropic": None, "github-token": None}
+
+
+def test_the_hash_follows_resource_versions_never_values() -> None:
+    config, files = _config()
+    kube = Secrets(**ALL)
+    first = _read(kube).hash(config, files)
+    assert first == _read(kube).hash(config, files) and len(first) == 64
+    kube.put("anthropic", ALL["anthropic"])  # the same value, written again: a new resourceVersion
+    second = _read(kube).hash(config, files)
+    assert second != first
+    same_versions = Secrets(**{name: {key: "other values" for key in data} for name, data in ALL.items()})
+    assert _read(same_versions).hash(config, files) == first  # values are not part of it
+    assert _read(kube).hash(config) != second  # the access files count
+    manifests = load_manifests([CASES / "file-manager" / "input.yaml"])
+    (agent,) = manifests.agents.values()
+    assert _read(kube).hash(translate(agent, manifests.model_configs, manifests.mcp_servers)) == ""  # none needed
+
+
+def test_a_secret_written_in_the_reconcile_is_known_without_a_read() -> None:
+    kube = Secrets()
+    read = _read(kube)
+    read.saw({"metadata": {"name": "a-access", "resourceVersion": "9"}, "data": {"tokens": "dG9r"}})
+    assert read.get("a-access") == SeenSecret("9", frozenset({"tokens"})) and kube.gets == []
+
+
+def test_a_secret_that_cannot_be_read_is_an_error_not_a_missing_secret() -> None:
+    config, _ = _config()
+    kube = Secrets(**ALL)
+    kube.fail = 403
+    with pytest.raises(ApiException):
+        _read(kube).problems(config)
+
+
+def test_the_check_names_the_secrets_whose_version_moved() -> None:
+    kube = Secrets(**ALL)
+    versions = {"anthropic": "1", "github-token": "1", "new-one": None}
+    assert changed_secrets(kube, "dev", versions) == []  # type: ignore[arg-type]
+    kube.put("anthropic", {"api-key": "2"})
+    kube.put("new-one", {"k": "v"})
+    del kube.objects["github-token"]
+    assert changed_secrets(kube, "dev", versions) == ["anthropic", "github-token", "new-one"]  # type: ignore[arg-type]
+    assert changed_secrets(kube, "dev", {}) == []  # type: ignore[arg-type]
 
 
 def test_resolve_reads_the_caches_and_reports_invalid_dependencies() -> None:

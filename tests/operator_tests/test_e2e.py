@@ -131,7 +131,12 @@ def test_applying_the_example_creates_owned_children_and_accepts(
     assert container["image"] == "ghcr.io/gatehouse-dev/gatehouse:test"  # GATEHOUSE_RUNTIME_IMAGE
     assert container["command"][:4] == ["gatehouse-runtime", "serve", "--config", "/config/config.json"]
     assert pod["service_account_name"] == "file-manager"
-    assert deployment["spec"]["strategy"]["rolling_update"]["max_unavailable"] == 0
+    assert deployment["spec"]["strategy"] == {"type": "Recreate", "rolling_update": None}  # sqlite: one writer
+    assert {"name": "state", "claim": "file-manager-state"} in [
+        {"name": v["name"], "claim": (v["persistent_volume_claim"] or {}).get("claim_name")} for v in pod["volumes"]]
+    claim = json.loads(kubectl("get", "pvc", "file-manager-state", "-o", "json"))
+    assert "ownerReferences" not in claim["metadata"]  # kept when the Agent is deleted
+    assert cluster.condition("file-manager", "Durable")["reason"] == "Sqlite"
     secret = cluster.core.read_namespaced_secret("file-manager-config", NS)
     config = json.loads(base64.b64decode(secret.data["config.json"]))
     assert config["name"] == "file-manager" and config["mcp_servers"][0]["require_approval"] == ["delete_file", "write_file"]
@@ -165,7 +170,8 @@ def test_a_new_agent_creates_its_children_without_reading_them_first(
     children = [(str(r.method.value), r.resource.plural) for r in operator_requests
                 if r.resource.plural not in ("agents", "validatingadmissionpolicies")]
     assert sorted(children) == sorted(("POST", plural) for plural in (
-        "secrets", "secrets", "serviceaccounts", "roles", "rolebindings", "deployments", "services", "clusterrolebindings"))
+        "secrets", "secrets", "serviceaccounts", "roles", "rolebindings", "persistentvolumeclaims", "deployments", "services",
+        "clusterrolebindings"))
 
 
 def test_a_new_agent_is_handled_once_even_when_the_watch_runs_behind(
@@ -250,6 +256,7 @@ def test_an_invalid_spec_is_reported_with_field_paths(
     assert accepted["message"].startswith("spec.approval.exempt[0]: unknown tool 'no_such_tool'")
 
 
+@pytest.mark.secret_check("1s")
 def test_drifted_children_are_repaired(
     kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster
 ) -> None:
@@ -262,6 +269,7 @@ def test_drifted_children_are_repaired(
              what="the config Secret to be restored")
 
 
+@pytest.mark.secret_check("1s")
 def test_missing_and_rotated_secret(
     kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -287,6 +295,33 @@ def test_missing_and_rotated_secret(
     cluster.core.patch_namespaced_secret("files-token", NS, {"data": {"bearer": base64.b64encode(b"two").decode()}})
     wait_for(lambda: cluster.deployment("file-manager")["spec"]["template"]["metadata"]["annotations"]  # type: ignore[index]
              [SECRETS_HASH_ANNOTATION] != first, what="pods to roll after the Secret rotated")
+
+
+@pytest.mark.secret_check("1s")
+def test_secrets_are_read_by_name_never_listed_or_watched(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster
+) -> None:
+    """The chart grants get/create/patch on Secrets, no list or watch: refused here as RBAC would refuse them, and
+    still the generated token Secret's edit rolls the pods and its deletion regenerates it."""
+    operator.stop()
+    kube_api.emulator.forbid("GET", r"/secrets/?$")  # list and watch, in a namespace or across the cluster
+    operator.start()
+    _apply_example(kubectl)
+    cluster.wait_accepted("file-manager")
+
+    def secrets_hash() -> str:
+        return cluster.deployment("file-manager")["spec"]["template"]["metadata"]["annotations"][  # type: ignore[index]
+            SECRETS_HASH_ANNOTATION]
+
+    first = secrets_hash()
+    cluster.core.patch_namespaced_secret("file-manager-access", NS, {"data": {"tokens": base64.b64encode(b"a:b\n").decode()}})
+    second = wait_for(lambda: secrets_hash() != first and secrets_hash(), what="pods to roll after the token Secret changed")
+    cluster.core.delete_namespaced_secret("file-manager-access", NS)
+    wait_for(lambda: secrets_hash() not in (first, second), what="a new token Secret, and the pods to roll")
+    assert cluster.core.read_namespaced_secret("file-manager-access", NS).data["tokens"] != base64.b64encode(b"a:b\n").decode()
+    collections = [f"{r.method.value} {r.url}" for r in kube_api.emulator.requests_since(0)
+                   if r.resource is not None and r.resource.plural == "secrets" and r.name is None and r.method.value == "GET"]
+    assert collections == []
 
 
 def test_changing_a_model_config_reconciles_only_the_agents_using_it(
@@ -359,10 +394,10 @@ def test_operator_restart_converges_and_a_noop_resync_writes_nothing(
     operator.stop()
     writes = kube_api.emulator.writes(mark)
     assert writes == [], [f"{r.method.value} {r.url.path} {r.text[:200]}" for r in writes]
-    # What one no-op reconcile costs: a GET of the Agent, one per child (6), one of the TokenReview ClusterRoleBinding
-    # and one of the admission policy (absent here, so no binding is read), nothing else. The generated token
-    # Secret is known from the operator's Secret index: no GET.
-    per_run = 9
+    # What one no-op reconcile costs: a GET of the Agent, one per child (7, the state claim included), one of the
+    # generated token Secret (read by name, as every Secret the Agent references), one of the TokenReview
+    # ClusterRoleBinding and one of the admission policy (absent here, so no binding is read), nothing else.
+    per_run = 11
     gets = [r for r in kube_api.emulator.requests_since(mark) if r.method.value == "GET" and r.name is not None
             and r.params.get("watch") is None]
     assert per_run * (reconciles() - 1) < len(gets) <= per_run * reconciles(), (len(gets), reconciles())

@@ -71,6 +71,7 @@ def _touch(kubectl: Kubectl, value: str) -> None:
     kubectl("label", "agent", "file-manager", f"touched={value}", "--overwrite")
 
 
+@pytest.mark.secret_check("2s")
 def test_the_generated_token_secret_is_created_once_reused_and_mounted(
     kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster
 ) -> None:
@@ -103,6 +104,7 @@ def test_the_generated_token_secret_is_created_once_reused_and_mounted(
     assert cluster.core.read_namespaced_secret(GENERATED, NS).data["tokens"] == mine
 
 
+@pytest.mark.secret_check("2s")
 def test_a_named_token_secret_is_mounted_and_its_rotation_rolls_the_pods(
     kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -116,7 +118,7 @@ def test_a_named_token_secret_is_mounted_and_its_rotation_rolls_the_pods(
     assert "spec.access.tokenSecretRef: Secret 'fm-tokens' not found in namespace 'default'" in accepted["message"]
     assert "spec.access.jwt.jwksSecretRef: Secret 'login-keys' not found" in accepted["message"]
 
-    # Their arrival alone re-reconciles the Agent (found through the index of the Secrets Agents name).
+    # Their arrival alone re-reconciles the Agent (the periodic check reads the Secrets it named again).
     cluster.core.create_namespaced_secret(NS, {"metadata": {"name": "login-keys"},
                                                "data": {"jwks.json": base64.b64encode(b'{"keys": []}').decode()}})
     cluster.core.create_namespaced_secret(NS, {"metadata": {"name": "fm-tokens"},

@@ -6,8 +6,15 @@ Used by the CRD tests and available to the emulated API server, which has no val
 The emulated API server validates every write, so the work is cached where that changes no answer: one
 compiled ``jsonschema`` validator per kind, one compiled CEL program per rule, and each rule's verdict per
 value it was evaluated on (a CEL rule without ``oldSelf`` is a pure function of ``self``; the key is the
-value's canonical JSON). Defaults are applied once per write (:func:`problems` takes an already defaulted
-object).
+value's canonical JSON, and for a transition rule the old value's too). Defaults are applied once per write
+(:func:`problems` takes an already defaulted object).
+
+Transition rules follow the API server: given the stored object (``old``, on an update), ``oldSelf`` is the
+value at the same place in it -- through object properties and ``x-kubernetes-list-type: map`` items (matched
+by their keys), not through other lists. A rule that uses ``oldSelf`` is skipped where there is none (a create),
+unless it sets ``optionalOldSelf: true``: then ``oldSelf`` is an optional (``hasValue()``, ``value()``,
+``orValue(x)``), empty on a create. A rule's ``fieldPath`` names the field its failure is reported at.
+Ratcheting (an unchanged invalid value passes) is not modelled.
 """
 
 from __future__ import annotations
@@ -71,16 +78,43 @@ def _path(parts: Any) -> str:
     return out
 
 
+class _Optional:
+    """CEL's optional, as ``oldSelf`` is under ``optionalOldSelf: true`` (empty on a create)."""
+
+    def __init__(self, *value: Any) -> None:
+        self.present = bool(value)
+        self.inner = value[0] if value else None
+
+
+def _has_value(opt: _Optional) -> Any:
+    return celpy.celtypes.BoolType(opt.present)
+
+
+def _value(opt: _Optional) -> Any:
+    if not opt.present:
+        raise ValueError("optional.none() dereference")
+    return opt.inner
+
+
+def _or_value(opt: _Optional, default: Any) -> Any:
+    return opt.inner if opt.present else default
+
+
+_OPTIONAL_FUNCTIONS = {"hasValue": _has_value, "value": _value, "orValue": _or_value}
+_ABSENT = object()  # no old value at this place (a create, or an item of a list that is not a map)
+
+
 @functools.cache
 def _program(rule: str) -> Any:
     env = celpy.Environment()
-    return env.program(env.compile(rule))
+    return env.program(env.compile(rule), functions=_OPTIONAL_FUNCTIONS)
 
 
-def cel_errors(obj: dict[str, Any]) -> list[str]:
-    """Messages of every CEL rule that evaluates to false (or fails to evaluate) on ``obj``."""
+def cel_errors(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[str]:
+    """Messages of every CEL rule that evaluates to false (or fails to evaluate) on ``obj``; ``old``: the stored
+    object an update replaces (for transition rules)."""
     out: list[str] = []
-    _walk(schema_for(obj["kind"]), obj, "", out)
+    _walk(schema_for(obj["kind"]), obj, _ABSENT if old is None else old, "", out)
     return out
 
 
@@ -89,11 +123,22 @@ _verdicts: OrderedDict[tuple[str, str], str | None] = OrderedDict()  # (rule, JS
 _verdicts_lock = threading.Lock()  # the emulator validates in its own thread, tests in theirs
 
 
-def _evaluate(check: dict[str, Any], value: Any) -> str | None:
-    """``None`` when ``check`` holds on ``value``, else its message; memoised per (rule, value)."""
+def _evaluate(check: dict[str, Any], value: Any, old: Any = _ABSENT) -> str | None:
+    """``None`` when ``check`` holds on ``value`` (and ``old``, for a transition rule), else its message; memoised
+    per (rule, value, old value)."""
     rule = check["rule"]
+    activation: dict[str, Any] = {}
+    memo_old = ""
+    if "oldSelf" in rule:
+        if check.get("optionalOldSelf"):
+            activation["oldSelf"] = _Optional() if old is _ABSENT else _Optional(celpy.json_to_cel(old))
+        elif old is _ABSENT:
+            return None  # a transition rule is not evaluated without an old value
+        else:
+            activation["oldSelf"] = celpy.json_to_cel(old)
+        memo_old = "absent" if old is _ABSENT else json.dumps(old, sort_keys=True, separators=(",", ":"), default=str)
     try:
-        key: tuple[str, str] | None = (rule, json.dumps(value, sort_keys=True, separators=(",", ":")))
+        key: tuple[str, str] | None = (rule, json.dumps(value, sort_keys=True, separators=(",", ":")) + memo_old)
     except (TypeError, ValueError):  # not JSON (e.g. a YAML timestamp in a test document): not memoised
         key = None
     if key is not None:
@@ -103,7 +148,7 @@ def _evaluate(check: dict[str, Any], value: Any) -> str | None:
                 return _verdicts[key]
     failure: str | None = None
     try:
-        ok = _program(rule).evaluate({"self": celpy.json_to_cel(value)})
+        ok = _program(rule).evaluate({"self": celpy.json_to_cel(value), **activation})
     except Exception as exc:  # a rule that cannot evaluate rejects the object, as in the API server
         failure = f"{check.get('message', rule)} ({exc})"
     else:
@@ -118,25 +163,39 @@ def _evaluate(check: dict[str, Any], value: Any) -> str | None:
     return failure
 
 
-def _walk(schema: dict[str, Any], value: Any, path: str, out: list[str]) -> None:
+def _walk(schema: dict[str, Any], value: Any, old: Any, path: str, out: list[str]) -> None:
     for check in schema.get("x-kubernetes-validations", []):
-        failure = _evaluate(check, value)
+        failure = _evaluate(check, value, old)
         if failure is not None:
-            out.append(f"{path or '<root>'}: {failure}")
+            at = path + check["fieldPath"] if check.get("fieldPath") and path else (path or "<root>")
+            out.append(f"{at}: {failure}")
     if isinstance(value, dict):
         for name, sub in schema.get("properties", {}).items():
             if name in value:
-                _walk(sub, value[name], f"{path}.{name}" if path else name, out)
+                old_value = old.get(name, _ABSENT) if isinstance(old, dict) else _ABSENT
+                _walk(sub, value[name], old_value, f"{path}.{name}" if path else name, out)
     elif isinstance(value, list) and "items" in schema:
+        keys = schema.get("x-kubernetes-list-map-keys") if schema.get("x-kubernetes-list-type") == "map" else None
+        olds: dict[Any, Any] = {}
+        if keys and isinstance(old, list):
+            olds = {_map_key(item, keys): item for item in old if isinstance(item, dict)}
         for i, item in enumerate(value):
-            _walk(schema["items"], item, f"{path}[{i}]", out)
+            old_item = olds.get(_map_key(item, keys), _ABSENT) if keys and isinstance(item, dict) else _ABSENT
+            _walk(schema["items"], item, old_item, f"{path}[{i}]", out)
 
 
-def validate(obj: dict[str, Any]) -> list[str]:
-    """All schema and CEL problems of one object after defaulting; empty when the API server would accept it."""
-    return problems(apply_defaults(schema_for(obj["kind"]), copy.deepcopy(obj)))
+def _map_key(item: dict[str, Any], keys: list[str]) -> str:
+    return json.dumps([item.get(k) for k in keys], default=str)
 
 
-def problems(defaulted: dict[str, Any]) -> list[str]:
+def validate(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[str]:
+    """All schema and CEL problems of one object after defaulting; empty when the API server would accept it.
+    ``old``: the stored object, when ``obj`` is an update of it."""
+    kind_schema = schema_for(obj["kind"])
+    stored = None if old is None else apply_defaults(kind_schema, copy.deepcopy(old))
+    return problems(apply_defaults(kind_schema, copy.deepcopy(obj)), stored)
+
+
+def problems(defaulted: dict[str, Any], old: dict[str, Any] | None = None) -> list[str]:
     """:func:`validate` for an object whose defaults are already applied (it is not copied or changed)."""
-    return schema_errors(defaulted) + cel_errors(defaulted)
+    return schema_errors(defaulted) + cel_errors(defaulted, old)

@@ -434,7 +434,7 @@ class KubeEmulator(identity.IdentityMixin, kmock.KubernetesEmulator):
             self._admit(request, "UPDATE", new, current)
             await self._remove(key, new)
             return new
-        new = self._validate(res, new)
+        new = self._validate(res, new, current)
         self._admit(request, "UPDATE", new, current)
         self._objects[key].create(new)
         await self._emit(res, "MODIFIED", new)
@@ -530,12 +530,13 @@ class KubeEmulator(identity.IdentityMixin, kmock.KubernetesEmulator):
             new.pop("status", None)
         return new
 
-    def _validate(self, res: references.resource, obj: dict[str, Any]) -> dict[str, Any]:
+    def _validate(self, res: references.resource, obj: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Defaults and validation; ``old``: the stored object an update replaces (for CEL transition rules)."""
         kind = self._validated.get(res)
         if kind is None:
             return obj
         obj = crd_validation.apply_defaults(crd_validation.schema_for(kind), obj)
-        problems = crd_validation.problems(obj)
+        problems = crd_validation.problems(obj, old)
         if problems:
             name = obj.get("metadata", {}).get("name")
             raise kmock.KubernetesError(

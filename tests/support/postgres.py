@@ -111,8 +111,13 @@ def _wait_ready(server: PostgresServer, timeout: float) -> None:
 
 
 @contextlib.contextmanager
-def running_postgres(bin_dir: Path, timeout: float = 60.0) -> Iterator[PostgresServer]:
-    """initdb + postgres in a fresh temp dir, on a free port of 127.0.0.1; everything removed afterwards."""
+def running_postgres(
+    bin_dir: Path, timeout: float = 60.0, also_listen: str | None = None, allow_from: str | None = None
+) -> Iterator[PostgresServer]:
+    """initdb + postgres in a fresh temp dir, on a free port of 127.0.0.1; everything removed afterwards.
+
+    ``also_listen``: one more address to listen on (the kubelet stand-in's gateway, which its pods reach);
+    ``allow_from``: a CIDR whose clients are trusted too (the pods' subnet)."""
     user = SYSTEM_USER if os.geteuid() == 0 else None
     if user is not None:
         try:
@@ -134,10 +139,14 @@ def running_postgres(bin_dir: Path, timeout: float = 60.0) -> Iterator[PostgresS
         done = subprocess.run(initdb, capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"initdb failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+        if allow_from:
+            with (data / "pg_hba.conf").open("a") as hba:
+                hba.write(f"host all all {allow_from} trust\n")
         port = free_port()
         args = [
             *_as_user(user), str(bin_dir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(sockets),
-            "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200",
+            "-c", f"listen_addresses={','.join(['127.0.0.1', *([also_listen] if also_listen else [])])}",
+            "-c", "max_connections=200",
             # A throwaway server: durability against power loss is not what these tests are about.
             "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "synchronous_commit=off",
         ]

@@ -48,7 +48,10 @@ app.kubernetes.io/component: operator
 {{/*
 What the operator needs in every namespace it serves. It creates a Role per Agent that grants the
 runtime toolapprovals (+ status) and events; Kubernetes only lets it grant what it holds itself
-(RBAC escalation prevention), so it holds those too. No wildcards: tests/chart/test_rbac.py checks.
+(RBAC escalation prevention), so it holds those too. Secrets: get (it reads the Secrets Agents and ModelConfigs
+reference by name) and create/patch (the Secrets it writes, <agent>-config and <agent>-access), never list or
+watch (RBAC cannot narrow those by label: they would show it every Secret). No wildcards: tests/chart/test_rbac.py
+checks.
 */}}
 {{- define "gatehouse.operatorNamespacedRules" -}}
 - apiGroups: [gatehouse.dev]
@@ -64,7 +67,14 @@ runtime toolapprovals (+ status) and events; Kubernetes only lets it grant what 
   resources: [toolapprovals/status]
   verbs: [get, patch, update]
 - apiGroups: [""]
-  resources: [secrets, serviceaccounts, services]
+  resources: [secrets]
+  verbs: [get, create, patch]
+# an Agent's state claim (<agent>-state): read by name, created, grown; deleted only by the garbage collector
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [get, create, patch]
+- apiGroups: [""]
+  resources: [serviceaccounts, services]
   verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [events]
