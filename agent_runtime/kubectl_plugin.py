@@ -5,11 +5,20 @@ caller's vote, appended to ``spec.votes`` by a merge patch guarded by the object
 voters at once: one is asked to retry). ``by`` and ``groups`` are the caller's identity from a
 SelfSubjectReview, which the chart's admission policy checks again server-side; the agent's runtime counts
 the vote against the request's approvers (``APPROVALS 1/2``).
+
+Writing the vote is not the end: ``approve`` and ``deny`` then wait (``--wait``, 10 s) until the runtime
+acknowledged it in the status (:func:`verdict`): the vote listed in ``status.votes`` (found by ``seenAs``,
+the name the API server gave the voter), counted or not, or the phase no longer Pending. Exit 0 when the
+vote counted; 1 with the runtime's note when it did not, when the ToolApproval is Orphaned or was decided
+otherwise, when a Warning Event ``VotesIgnored`` appears on it, and when no runtime answered in time.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +31,11 @@ from agent_runtime.resources.tool_approval import KIND_APPROVAL, KIND_HITL, LABE
 app = typer.Typer(help="Decide Gatehouse tool approvals.", no_args_is_help=True)
 out = Console(soft_wrap=True, highlight=False)
 err = Console(stderr=True, soft_wrap=True, highlight=False)
+
+ORPHANED = "Orphaned"
+IGNORED = "VotesIgnored"  # the Warning Event the runtime leaves on a ToolApproval whose votes it ignores
+_DONE = {"Approve": "Approved", "Deny": "Denied"}
+_NOUN = {"Approve": "approval", "Deny": "denial"}
 
 
 class PluginError(Exception):
@@ -97,11 +111,6 @@ def kind_of(obj: dict[str, Any]) -> str:
 
 def phase_of(obj: dict[str, Any]) -> str:
     return (obj.get("status") or {}).get("phase") or "Pending"
-
-
-def whoami(client: Any) -> str:
-    """The caller's username as the API server sees it (SelfSubjectReview, Kubernetes 1.28+)."""
-    return identity(client)[0]
 
 
 def identity(client: Any) -> tuple[str, list[str]]:
@@ -190,18 +199,26 @@ def describe(
     out.print(f"[bold]Requested:[/]   {spec.get('requestedAt', '')}\n[bold]Expires:[/]     {spec.get('expiresAt', '')}")
     out.print("[bold]Arguments:[/]")
     out.print_json(json.dumps(spec.get("arguments") or {}, sort_keys=True))
-    if status.get("decidedBy") or spec.get("decision"):
+    if status.get("approvals"):
+        waiting = f", waiting for {status['waitingFor']}" if status.get("waitingFor") else ""
+        out.print(f"[bold]Approvals:[/]   {status['approvals']}{waiting}")
+    if phase_of(obj) == ORPHANED:
+        out.print(f"[bold]Reason:[/]      {status.get('reason', '')}")
+    elif status.get("decidedBy") or spec.get("decision"):
         out.print(f"[bold]Decided by:[/]  {status.get('decidedBy') or spec['decision'].get('decidedBy')}")
         out.print(f"[bold]Decided at:[/]  {status.get('decidedAt', '')}\n[bold]Source:[/]      {status.get('source', '')}")
         out.print(f"[bold]Reason:[/]      {status.get('reason') or (spec.get('decision') or {}).get('reason', '')}")
 
 
-def decide(client: Any, name: str, namespace: str, action: str, reason: str) -> dict[str, Any]:
-    """Write the decision; raise PluginError when it is not found, already decided or forbidden."""
+def cast_vote(client: Any, name: str, namespace: str, action: str, reason: str) -> tuple[dict[str, Any], str]:
+    """Append the caller's vote; return the object as written and the caller's username. Raise PluginError when it is
+    not found, already decided, orphaned or forbidden."""
     obj = _get(client, name, namespace)
     if kind_of(obj) == KIND_HITL:
         raise PluginError(f'toolapproval "{name}" is a hitl_request: this is a question from the model; answer it in '
                           "the chat (A2A). Nothing changed")
+    if phase_of(obj) == ORPHANED:
+        raise PluginError(f'toolapproval "{name}" is Orphaned: {(obj.get("status") or {}).get("reason", "")}; nothing changed')
     if phase_of(obj) != "Pending":
         decided = obj["spec"].get("decision") or {}
         by = (obj.get("status") or {}).get("decidedBy") or decided.get("decidedBy") or "?"
@@ -213,9 +230,146 @@ def decide(client: Any, name: str, namespace: str, action: str, reason: str) -> 
     votes.append({"by": username, "groups": groups, "action": action, "reason": reason})
     patch = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": {"votes": votes}}
     try:
-        return client.CustomObjectsApi().patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, patch)
+        written = client.CustomObjectsApi().patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, patch)
     except Exception as exc:
         raise _explain(exc, name, namespace) from None
+    return written, username
+
+
+def seconds(text: str) -> float:
+    """``--wait``: ``10s``, ``1m``, ``2.5`` (seconds), ``0`` (do not wait)."""
+    text = text.strip()
+    if re.fullmatch(r"\d+(\.\d*)?", text):
+        return float(text)
+    if re.fullmatch(r"0+[smh]", text):
+        return 0.0
+    from agent_runtime.durations import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise PluginError(f"--wait {text}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What became of a vote: ``ok`` (it counted, or the request ended the way it asked) and what to tell."""
+
+    ok: bool
+    message: str
+
+
+def my_vote(status: dict[str, Any], username: str) -> dict[str, Any] | None:
+    """The caller's vote as the runtime judged it: its entry in ``status.votes`` (the newest, if several)."""
+    mine = None
+    for vote in status.get("votes") or []:
+        if vote.get("seenAs") is not None:
+            if vote.get("seenAs") == username and vote.get("via", "kubectl") == "kubectl":
+                mine = vote
+        elif vote.get("by") == username:  # a runtime from before seenAs
+            mine = vote
+    return mine
+
+
+def _progress(status: dict[str, Any]) -> str:
+    got, _, required = str(status.get("approvals") or "").partition("/")
+    return f"{got} of {required}" if required else ""
+
+
+def verdict(obj: dict[str, Any], username: str, action: str) -> Verdict | None:
+    """What the ToolApproval's status says of the caller's vote; None while the runtime has not acknowledged it."""
+    name, status = obj["metadata"]["name"], obj.get("status") or {}
+    phase, mine = phase_of(obj), my_vote(status, username)
+    if phase == ORPHANED:
+        return Verdict(False, f'toolapproval "{name}" is Orphaned: {status.get("reason", "")}; your vote changes nothing')
+    if mine is not None and not mine.get("counted", False):
+        return Verdict(False, f"your vote does not count: {mine.get('note') or 'the runtime did not count it'} "
+                              f'(toolapproval "{name}" stays {phase})')
+    progress = _progress(status)
+    if phase == "Pending":
+        if mine is None:
+            return None
+        waiting = status.get("waitingFor") or "more approvals"
+        counted = f"{progress} approvals, " if progress else ""
+        return Verdict(True, f'toolapproval "{name}": {_NOUN[action]} recorded: {counted}waiting for {waiting}')
+    by = status.get("decidedBy") or "?"
+    if phase == _DONE[action]:
+        shown = f" ({progress})" if action == "Approve" and progress else f" (by {by})"
+        return Verdict(True, f'toolapproval "{name}" {phase.lower()}{shown}')
+    if mine is not None:  # counted, and then someone else decided otherwise
+        return Verdict(True, f'toolapproval "{name}": your {_NOUN[action]} counted, but it is {phase} (by {by})')
+    return Verdict(False, f'toolapproval "{name}" is {phase} (by {by}); your vote did not decide it')
+
+
+def ignored_events(client: Any, obj: dict[str, Any]) -> dict[str, str]:
+    """``{event name: message}`` of the ``VotesIgnored`` Warning Events on this very object (empty when the caller
+    may not read Events: the chart's approver role does not need to)."""
+    meta = obj["metadata"]
+    try:
+        events = client.CoreV1Api().list_namespaced_event(
+            meta["namespace"], field_selector=f"involvedObject.name={meta['name']}", _preload_content=False,
+        )
+        items = json.loads(events.data).get("items", [])
+    except Exception:
+        return {}
+    uid = meta.get("uid")  # none given: any object of that name
+    return {
+        e["metadata"]["name"]: e.get("message", "") for e in items
+        if e.get("reason") == IGNORED and (e.get("involvedObject") or {}).get("name") == meta["name"]
+        and (not uid or (e.get("involvedObject") or {}).get("uid") in (None, uid))
+    }
+
+
+def await_runtime(
+    client: Any, written: dict[str, Any], username: str, action: str, wait: float, seen: dict[str, str],
+    poll: float = 0.25,
+) -> Verdict:
+    """Poll the ToolApproval until :func:`verdict` has one, a new ``VotesIgnored`` Event appears (``seen``: the ones
+    there before the vote), or ``wait`` seconds passed."""
+    meta = written["metadata"]
+    name, namespace, agent = meta["name"], meta["namespace"], (written.get("spec") or {}).get("agentRef", "")
+    deadline, events_at = time.monotonic() + wait, 0.0
+    obj = written
+    while True:
+        found = verdict(obj, username, action)
+        if found is not None:
+            return found
+        now = time.monotonic()
+        if now >= events_at:
+            events_at = now + 1.0
+            ignored = ignored_events(client, obj)
+            why = [m for n, m in ignored.items() if n not in seen] or (list(ignored.values()) if now >= deadline else [])
+            if why:
+                return Verdict(False, f'the runtime ignores the votes on toolapproval "{name}": {why[0]}')
+        if now >= deadline:
+            return Verdict(False, f"no runtime acknowledged your vote within {wait:g}s: is the agent running? (kubectl get "
+                                  f"agent {agent} -n {namespace}; the ToolApproval stays Pending, with your vote on it)")
+        time.sleep(poll)
+        try:
+            obj = client.CustomObjectsApi().get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+        except Exception as exc:
+            if getattr(exc, "status", None) == 404:
+                return Verdict(False, f'toolapproval "{name}" was deleted while waiting for the runtime to count your vote')
+            raise _explain(exc, name, namespace, "read") from None
+
+
+def vote(name: str, namespace: str | None, context: str | None, action: str, reason: str, wait: str) -> None:
+    """Cast the vote, then (unless ``--wait 0``) wait for the runtime's verdict; a failure exits 1."""
+    timeout = seconds(wait)
+    ns = _namespace(namespace, context)
+    client = _api(context)
+    seen = ignored_events(client, {"metadata": {"name": name, "namespace": ns}}) if timeout > 0 else {}
+    written, username = cast_vote(client, name, ns, action, reason)
+    if timeout <= 0:
+        out.print(f'toolapproval "{name}": {_NOUN[action]} sent (not waiting for the runtime to count it)')
+        return
+    result = await_runtime(client, written, username, action, timeout, seen)
+    if not result.ok:
+        raise PluginError(result.message)
+    out.print(result.message)
+
+
+WAIT_HELP = "How long to wait for the runtime to count the vote (10s, 1m; 0: do not wait)."
 
 
 @app.command()
@@ -224,11 +378,10 @@ def approve(
     reason: str = typer.Option("", "--reason"),
     namespace: str | None = typer.Option(None, "-n", "--namespace"),
     context: str | None = typer.Option(None, "--context"),
+    wait: str = typer.Option("10s", "--wait", help=WAIT_HELP),
 ) -> None:
     """Approve one pending tool call; the agent runs it exactly once."""
-    ns = _namespace(namespace, context)
-    decide(_api(context), name, ns, "Approve", reason)
-    out.print(f'toolapproval "{name}" approved')
+    vote(name, namespace, context, "Approve", reason, wait)
 
 
 @app.command()
@@ -237,13 +390,12 @@ def deny(
     reason: str = typer.Option(..., "--reason", help="Told to the model so it can adapt."),
     namespace: str | None = typer.Option(None, "-n", "--namespace"),
     context: str | None = typer.Option(None, "--context"),
+    wait: str = typer.Option("10s", "--wait", help=WAIT_HELP),
 ) -> None:
     """Deny one pending tool call with a reason."""
     if not reason.strip():
         raise PluginError("--reason must not be empty: the model is told why its call did not run")
-    ns = _namespace(namespace, context)
-    decide(_api(context), name, ns, "Deny", reason)
-    out.print(f'toolapproval "{name}" denied')
+    vote(name, namespace, context, "Deny", reason, wait)
 
 
 def main() -> None:

@@ -8,8 +8,9 @@ parts they use from here.
 (creates every table once), lists the MCP tools once (readiness), and starts the timeout sweeper.
 
 Routes: A2A JSON-RPC at ``/``, the agent card at ``/.well-known/agent-card.json``, ``/healthz``,
-``/readyz`` (200 once the stores are open and the MCP tools listed), ``/metrics`` (Prometheus), and the REST
-approvals API with its event stream (:mod:`agent_runtime.rest`).
+``/readyz`` (200 once the stores are open and the MCP tools listed; else 503 with the reason:
+:mod:`agent_runtime.app.readiness`, which the Kubernetes side also reports on the Agent as ``RuntimeReady``),
+``/metrics`` (Prometheus), and the REST approvals API with its event stream (:mod:`agent_runtime.rest`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import logging
 import re
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 def _import_a2a_server_without_grpc() -> None:
@@ -70,6 +71,7 @@ from agent_runtime.access.methods import BearerMethod, TokenFileMethod
 from agent_runtime.access.middleware import PrincipalContextBuilder, RequirePrincipal
 from agent_runtime.access.settings import is_loopback
 from agent_runtime.agent_config import AgentConfig
+from agent_runtime.app.readiness import STARTING, STOPPING, Readiness, database_unavailable, ready, tools_unreachable
 from agent_runtime.app.settings import RuntimeSettings
 from agent_runtime.approvals import ApprovalService
 from agent_runtime.database import Database
@@ -141,10 +143,18 @@ class Runtime:
     sweeper: TimeoutSweeper
     decide_one: DecideOne
     kube: KubeBridge | None = None
-    ready: bool = False
-    problems: list[str] = field(default_factory=list)
+    readiness: Readiness = STARTING
     _lister: asyncio.Task[None] | None = None
     hitl: HitlRuntime | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.readiness.ready
+
+    @property
+    def problems(self) -> list[str]:
+        """Why the runtime is not ready (what /readyz lists): empty while ready."""
+        return [] if self.readiness.ready else [self.readiness.message]
 
     async def open(self) -> None:
         await self.sessions.create_tables()
@@ -156,7 +166,7 @@ class Runtime:
         self.metrics.pending.set(await self.approvals.pending_count())
         self.sweeper.start()
         if self.kube is not None:
-            self.kube.start()
+            self.kube.start(lambda: self.readiness)
         self._lister = asyncio.create_task(self._list_tools(), name="gatehouse-list-tools")
 
     async def _adopt_unowned(self, version_found: int) -> None:
@@ -175,16 +185,21 @@ class Runtime:
         while True:
             try:
                 self.gate.register_tools(await list_tool_servers(self.toolsets))
-                self.problems.clear()
-                self.ready = True
+                self.readiness = ready(sorted(self.toolsets))
                 return
             except Exception as exc:
-                self.problems[:] = [f"listing MCP tools: {type(exc).__name__}: {exc}"]
+                self.readiness = tools_unreachable(f"{type(exc).__name__}: {exc}")
                 log.warning("MCP tools not listed yet: %s", exc)
                 await asyncio.sleep(1.0)
 
+    async def failed(self, exc: BaseException) -> None:
+        """Opening failed (the process exits next): say why on /readyz and, with a cluster, on the Agent."""
+        self.readiness = database_unavailable(f"{type(exc).__name__}: {exc}")
+        if self.kube is not None:
+            await self.kube.report_failure(self.readiness)
+
     async def close(self) -> None:
-        self.ready = False
+        self.readiness = STOPPING
         if self._lister is not None:
             self._lister.cancel()
         if self.kube is not None:
@@ -291,7 +306,8 @@ def build_app(settings: RuntimeSettings) -> Starlette:
         warning = {"warning": "anonymous access allowed (--insecure-allow-anonymous)"} if insecure else {}
         if runtime.ready:
             return JSONResponse({"status": "ready", **warning})
-        return JSONResponse({"status": "starting", "problems": runtime.problems, **warning}, status_code=503)
+        body = {"status": "starting", "reason": runtime.readiness.reason, "problems": runtime.problems, **warning}
+        return JSONResponse(body, status_code=503)
 
     async def metrics(_: Request) -> Response:
         body, content_type = runtime.metrics.render()
@@ -302,8 +318,8 @@ def build_app(settings: RuntimeSettings) -> Starlette:
         try:
             await runtime.open()
         except Exception as exc:
-            runtime.problems.append(f"{type(exc).__name__}: {exc}")
             log.exception("runtime failed to start")
+            await runtime.failed(exc)
             raise
         await rest.start()
         try:

@@ -2,9 +2,11 @@
 written on them (``kubectl gatehouse approve``).
 
 Modules: ``settings`` (on or off, read once at start-up) → ``bridge`` (assembles the parts) → ``mirror``
-(queued writes: ToolApprovals, their status, Events, the Agent's ``pendingApprovals``, retention) and
-``watcher`` (list + watch, decisions → :class:`~agent_runtime.server.resume.Resumer`); ``objects`` (pure
-builders), ``client`` (a small async API client over httpx).
+(queued writes: ToolApprovals, their status, Events, the Agent's ``pendingApprovals``, retention),
+``watcher`` (list + watch, decisions → :class:`~agent_runtime.server.resume.Resumer`), ``orphans``
+(ToolApprovals whose request the runtime has no record of become ``Orphaned``) and ``runtime_ready`` (the
+runtime's readiness as the Agent's condition ``RuntimeReady``); ``objects`` (pure builders), ``client`` (a
+small async API client over httpx), ``token_review`` (Kubernetes tokens as credentials).
 """
 
 from agent_runtime.kube.settings import KubeSettings, detect

@@ -11,7 +11,9 @@ refuses for good — a 4xx other than 409/429 — is logged and dropped). What i
   it never made it to the API; a status is set to Pending only right after the object was created, so a
   late retry can never undo an outcome;
 - an Event on the Agent per request and per outcome (best effort: three tries);
-- the Agent's ``status.pendingApprovals`` when the count changed, once the queue is drained.
+- the Agent's ``status.pendingApprovals`` when it differs from the count in the store, once the queue is drained
+  (compared with the Agent as it is, not with what this replica wrote last: replicas sharing a database, a pod
+  that restarted and the operator all write that status), and again at every orphan check (``orphans``).
 
 A ``hitl_request`` question is mirrored the same way (:meth:`Mirror.hitl_listener`, subscribed to the
 :class:`~agent_runtime.questions.store.HitlStore`): a ToolApproval labelled ``gatehouse.dev/kind:
@@ -20,7 +22,8 @@ Denied, Canceled or Expired (:func:`~agent_runtime.kube.objects.hitl_status`). I
 not count in ``pendingApprovals`` (which counts tool approvals only), and kubectl cannot answer it.
 
 Finished ToolApprovals are deleted ``retention_seconds`` after their decision; at start-up
-:meth:`Mirror.reconcile` catches up with what happened while the runtime or the API was down.
+:meth:`Mirror.reconcile` catches up with what happened while the runtime or the API was down. A status is
+always written whole (:func:`~agent_runtime.kube.objects.replacing`), so nothing of an earlier one lingers.
 """
 
 from __future__ import annotations
@@ -76,12 +79,11 @@ class Mirror:
         self._retention = retention_seconds
         self._clock = clock
         self._max_backoff = max_backoff
-        self._instance = socket.gethostname()
+        self.instance = socket.gethostname()  # the pod's name, in a pod
         self._queue: asyncio.Queue[tuple[str, Op, int]] = asyncio.Queue()
         self._deciders: dict[str, str] = {}
         self._owner: dict[str, Any] | None = None
         self._owner_looked_up = False
-        self._pending_count: int | None = None
         self._count_dirty = True
         self._finished: dict[str, float] = {}  # ToolApproval name -> when it was decided
         self._tasks: list[asyncio.Task[None]] = []
@@ -137,6 +139,15 @@ class Mirror:
     def _put(self, what: str, op: Op, attempts: int) -> None:
         self._idle.clear()
         self._queue.put_nowait((what, op, attempts))
+
+    def enqueue(self, what: str, op: Op, attempts: int = 0) -> None:
+        """Queue another write (``attempts`` 0: retried until it succeeds), in order with the mirror's own."""
+        self._put(what, op, attempts)
+
+    def recount(self) -> None:
+        """Queue: make the Agent's ``status.pendingApprovals`` match the store."""
+        self._count_dirty = True
+        self._put("pendingApprovals", self._sync_count, attempts=0)
 
     # -- life ---------------------------------------------------------------------------------------
 
@@ -235,7 +246,7 @@ class Mirror:
 
         finished = None if record.status == "pending" else record.decided_at or self._clock()
         cast = (await self._approvals.cast_votes([record.id])).get(record.id, []) if finished is not None else []
-        status = objects.status(record, decided_by or await self._decider(record, cast), cast)
+        status = objects.status(record, decided_by or await self.decider(record, cast), cast)
         await self._write(objects.approval_name(self.agent, record.id), body, status, finished)
 
     async def _sync_hitl(self, record: HitlRecord) -> None:
@@ -249,33 +260,34 @@ class Mirror:
         self, name: str, body: Callable[[], Awaitable[dict[str, Any]]], status: dict[str, Any], finished: float | None
     ) -> None:
         """Create-if-missing and set the status; a Pending status only right after creating (never undoes an outcome)."""
+        patch = {"status": objects.replacing(status)}
         if finished is None:
             if await self._create(await body()):
-                await self._client.merge_patch(f"{self.path(name)}/status", {"status": status})
+                await self._client.merge_patch(f"{self.path(name)}/status", patch)
             elif status.get("reason"):  # a question waiting for its confirmation says what was chosen
-                await self._client.merge_patch(f"{self.path(name)}/status", {"status": status})
+                await self._client.merge_patch(f"{self.path(name)}/status", patch)
             return
         try:
-            await self._client.merge_patch(f"{self.path(name)}/status", {"status": status})
+            await self._client.merge_patch(f"{self.path(name)}/status", patch)
         except KubeError as exc:
             if exc.status != 404:
                 raise
             await self._create(await body())
-            await self._client.merge_patch(f"{self.path(name)}/status", {"status": status})
+            await self._client.merge_patch(f"{self.path(name)}/status", patch)
         self._finished[name] = finished
 
     def warn(self, obj: dict[str, Any], reason: str, message: str) -> None:
         """Queue: a Warning Event on the ToolApproval ``obj`` (best effort: three tries)."""
         namespace = (obj.get("metadata") or {}).get("namespace") or self.namespace
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body = objects.warning_event(obj, self._instance, now, reason, message)
+        body = objects.warning_event(obj, self.instance, now, reason, message)
 
         async def create() -> None:
             await self._client.create(f"/api/v1/namespaces/{namespace}/events", body)
 
         self._put(f"warning {reason}", create, attempts=3)
 
-    async def _decider(self, record: ApprovalRecord, cast: Sequence[CastVote]) -> str:
+    async def decider(self, record: ApprovalRecord, cast: Sequence[CastVote]) -> str:
         """Who decided a finished request: the voters, or for a call run under a session grant who granted it."""
         if record.source == "grant":
             return (await self._approvals.deciders_of([record.id])).get(record.id, "")
@@ -284,30 +296,31 @@ class Mirror:
     async def _event(self, record: ApprovalRecord, decided_by: str = "") -> None:
         agent = await self._agent() or {"metadata": {"name": self.agent, "namespace": self.namespace}}
         if not decided_by and record.status != "pending":  # who decided, as in the status
-            decided_by = await self._decider(record, (await self._approvals.cast_votes([record.id])).get(record.id, []))
+            decided_by = await self.decider(record, (await self._approvals.cast_votes([record.id])).get(record.id, []))
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body = objects.event(record, agent, self._instance, now, decided_by)
+        body = objects.event(record, agent, self.instance, now, decided_by)
         await self._client.create(f"/api/v1/namespaces/{self.namespace}/events", body)
 
     async def _sync_count(self) -> None:
+        """Write the count when the Agent shows another one: what this replica wrote last proves nothing (another
+        replica, or an operator writing back the status it read a moment ago, may have changed it since)."""
         self._count_dirty = False
         count = await self._approvals.pending_count()
-        if count == self._pending_count:
-            return
         try:
-            await self._client.merge_patch(self.agent_status_path, {"status": {"pendingApprovals": count}})
+            agent = await self._client.get(self.agent_status_path)
+            if (agent.get("status") or {}).get("pendingApprovals") != count:
+                await self._client.merge_patch(self.agent_status_path, {"status": {"pendingApprovals": count}})
         except KubeError as exc:
             if exc.status == 404:
-                self._pending_count = count  # no Agent object to report on
-                return
+                return  # no Agent object to report on
             self._count_dirty = True
             raise
-        self._pending_count = count
 
     # -- catching up and cleaning up ------------------------------------------------------------------
 
     async def reconcile(self) -> None:
-        """Queue what the cluster missed: every pending request, and outcomes of ToolApprovals still Pending."""
+        """Queue what the cluster missed: every pending request, outcomes of ToolApprovals still Pending, and the
+        Agent's ``pendingApprovals`` (ToolApprovals of requests the runtime does not know: ``orphans``)."""
         pending = await self._approvals.expired(now=float("inf"), limit=100_000)
         for records in pending.values():
             for record in records:
@@ -333,8 +346,7 @@ class Mirror:
                     if record.source == "kubectl" and who:
                         self.note_decider(record.id, who)
                     self.sync(record)
-        self._count_dirty = True
-        self._put("pendingApprovals", self._sync_count, attempts=0)
+        self.recount()
 
     def observe(self, obj: dict[str, Any]) -> None:
         """Remember a finished ToolApproval seen in the cluster, for deletion after the retention."""

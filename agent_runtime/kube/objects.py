@@ -14,13 +14,14 @@ from typing import Any, Literal
 
 from agent_runtime.approvals import ApprovalRecord, iso_utc
 from agent_runtime.approvals.votes import CastVote
-from agent_runtime.authority import tally
+from agent_runtime.authority import tally, who_may_decide
 from agent_runtime.questions.store import HitlRecord
 from agent_runtime.resources import API_VERSION
 from agent_runtime.resources.tool_approval import KIND_APPROVAL, KIND_HITL, LABEL_AGENT, LABEL_CONTEXT, LABEL_KIND
 
 COMPONENT = "gatehouse.dev"
-FINAL_PHASES = frozenset({"Approved", "Denied", "Expired", "Canceled", "Granted"})
+FINAL_PHASES = frozenset({"Approved", "Denied", "Expired", "Canceled", "Granted", "Orphaned"})
+STATUS_FIELDS = ("phase", "decidedBy", "decidedAt", "reason", "source", "approvals", "required", "waitingFor", "votes")
 SOURCES = frozenset({"a2a", "kubectl", "rest", "timeout", "grant", "cancel"})
 
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
@@ -204,18 +205,23 @@ def phase(record: ApprovalRecord) -> str:
 
 
 def votes_status(record: ApprovalRecord, cast: Sequence[CastVote] = ()) -> dict[str, Any]:
-    """``approvals: "1/2"``, ``required`` and every vote with whether it counted (and why not)."""
+    """``approvals: "1/2"``, ``required``, every vote with whether it counted (and why not), the channel it came
+    through and the name that channel authenticated (``seenAs``: how ``kubectl gatehouse`` finds its own vote);
+    while the request is pending and has approvers, ``waitingFor``: who may still decide, in words."""
     required = record.approvers.required if record.approvers is not None else 1
     counted = tally(record.approvers, record.requested_by, [c.vote for c in cast if c.counted])
-    return {
+    out: dict[str, Any] = {
         "approvals": f"{len(counted.approvals)}/{required}",
         "required": required,
         "votes": [
             {"by": c.vote.principal, "action": "Approve" if c.vote.ballot == "approve" else "Deny", "counted": c.counted,
-             "note": c.note}
+             "note": c.note, "via": c.vote.channel, "seenAs": c.vote.seen_as or c.vote.principal}
             for c in cast
         ],
     }
+    if record.status == "pending" and record.approvers is not None:
+        out["waitingFor"] = who_may_decide(record.approvers, record.requested_by)
+    return out
 
 
 def voters(record: ApprovalRecord, cast: Sequence[CastVote]) -> str:
@@ -237,6 +243,22 @@ def status(record: ApprovalRecord, decided_by: str = "", cast: Sequence[CastVote
         out["decidedAt"] = iso_utc(record.decided_at)
     out["reason"] = record.reason
     return out
+
+
+def replacing(status: dict[str, Any]) -> dict[str, Any]:
+    """The merge patch that makes a ToolApproval's status exactly ``status``: the fields it lacks are set to null
+    (removed), so nothing of an earlier status lingers (a ``waitingFor`` once decided, an Orphaned ``reason``)."""
+    return {**{name: None for name in STATUS_FIELDS if name not in status}, **status}
+
+
+def orphaned_status(request_id: str, instance: str, now: str) -> dict[str, Any]:
+    """``Orphaned``: the runtime has no record of ``request_id`` (found by pod ``instance`` at ``now``)."""
+    return {
+        "phase": "Orphaned",
+        "decidedAt": now,
+        "reason": f"the runtime has no record of request {request_id}: its state was lost (an ephemeral volume, a deleted "
+                  f"database) or it belongs to another runtime; nothing will decide it (found by {instance})",
+    }
 
 
 def default_decider(source: str) -> str:
@@ -321,8 +343,10 @@ __all__ = [
     "hitl_status",
     "is_hitl",
     "label_value",
+    "orphaned_status",
     "owner_reference",
     "phase",
+    "replacing",
     "same_request",
     "selector",
     "status",

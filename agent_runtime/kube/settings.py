@@ -22,6 +22,9 @@ class KubeSettings:
     in_cluster: bool = False
     retention_seconds: float = 3600.0  # finished ToolApprovals are deleted this long after the decision
     watch_seconds: float = 300.0  # one watch request's length before it is renewed
+    # How often the runtime looks for orphaned ToolApprovals, recounts the Agent's pendingApprovals and checks its
+    # RuntimeReady condition is still there (besides at start-up and on change); 0: at start-up only.
+    check_seconds: float = 60.0
     # Count kubectl votes even when the operator does not report the admission policy as enforcing (the policy is
     # what makes a vote's "by" the real user): for clusters that check it another way, and for local tests.
     trust_kubectl: bool = False
@@ -35,17 +38,19 @@ def detect(
     environ: Mapping[str, str] | None = None,
     service_account: Path = SERVICE_ACCOUNT,
     trust_kubectl: bool = False,
+    check_seconds: float = 60.0,
 ) -> KubeSettings | None:
     """The Kubernetes settings for this process, or None when it should not touch a cluster."""
     env = os.environ if environ is None else environ
     if kubeconfig is None and namespace and env.get("KUBECONFIG"):
         kubeconfig = Path(env["KUBECONFIG"].split(os.pathsep)[0])
     if kubeconfig is not None:
-        return KubeSettings(namespace or default_namespace, kubeconfig, False, retention_seconds, trust_kubectl=trust_kubectl)
+        return KubeSettings(namespace or default_namespace, kubeconfig, False, retention_seconds,
+                            trust_kubectl=trust_kubectl, check_seconds=check_seconds)
     if env.get("KUBERNETES_SERVICE_HOST") and (service_account / "token").exists():
         ns_file = service_account / "namespace"
         ns = namespace or (ns_file.read_text().strip() if ns_file.exists() else "") or default_namespace
-        return KubeSettings(ns, None, True, retention_seconds, trust_kubectl=trust_kubectl)
+        return KubeSettings(ns, None, True, retention_seconds, trust_kubectl=trust_kubectl, check_seconds=check_seconds)
     return None
 
 

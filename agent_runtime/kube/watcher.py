@@ -15,7 +15,9 @@ resumed once none of its requests is pending. A vote counts only when
   honoured while the operator reports the policy as enforcing on our Agent (condition ``AdmissionPolicy``),
   unless the runtime is told to trust kubectl anyway (``--trust-kubectl-without-admission-policy``).
 
-The mirror then writes the votes and the outcome into the ToolApproval's status.
+The mirror then writes the votes and the outcome into the ToolApproval's status. Votes on a ToolApproval
+whose request the runtime has no record of make it ``Orphaned`` at once (``on_unknown``:
+:meth:`~agent_runtime.kube.orphans.Orphans.orphan`), so the voter learns that nothing will decide it.
 
 Votes on a ToolApproval that mirrors a ``hitl_request`` question (label ``gatehouse.dev/kind:
 hitl_request``) is never applied: a question is answered in the chat (A2A), not approved or denied; the
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from agent_runtime.approvals import AlreadyDecided, ApprovalService
@@ -53,6 +56,7 @@ class DecisionWatcher:
         *,
         identities: Identities | None = None,
         trust_kubectl: bool = False,
+        on_unknown: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self._client = client
         self._mirror = mirror
@@ -60,6 +64,7 @@ class DecisionWatcher:
         self._decide_one = decide_one
         self._identities = identities or Identities()
         self._trust_kubectl = trust_kubectl
+        self._on_unknown = on_unknown  # a Pending ToolApproval with votes whose request the store does not hold
         self._policy_checked: tuple[float, bool] | None = None
         self._latest: dict[str, dict[str, Any]] = {}  # the newest object seen per request, not applied yet
         self._watch_seconds = watch_seconds
@@ -175,6 +180,8 @@ class DecisionWatcher:
             record = await self._approvals.get(request_id)
             if record is None or record.task_id != task_id:
                 log.warning("kube: votes on unknown request %s (task %s) ignored", request_id, task_id)
+                if record is None and self._on_unknown is not None:
+                    self._on_unknown(obj)
                 return
             if record.status != "pending":
                 if record.source != "kubectl":

@@ -49,16 +49,21 @@ class ToolApprovalSpec(SpecModel):
     votes: list[ApprovalVote] = Field(default_factory=list)
 
 
-Phase = Literal["Pending", "Approved", "Denied", "Expired", "Canceled", "Granted"]
+Phase = Literal["Pending", "Approved", "Denied", "Expired", "Canceled", "Granted", "Orphaned"]
+"""``Orphaned``: the runtime has no record of the request (its state was lost, or another runtime made the object);
+nothing will ever decide it (agent_runtime/kube/orphans.py)."""
 
 
 class CountedVote(SpecModel):
-    """How the runtime judged one vote: ``counted``, or why not (``note``)."""
+    """How the runtime judged one vote: ``counted``, or why not (``note``); ``by`` is the principal it counted as,
+    ``seenAs`` the name the channel (``via``) authenticated (``kubectl gatehouse`` finds its own vote by it)."""
 
     by: str
     action: Literal["Approve", "Deny"]
     counted: bool
     note: str = ""
+    via: str = ""
+    seen_as: str = ""
 
 
 class ToolApprovalStatus(SpecModel):
@@ -70,6 +75,7 @@ class ToolApprovalStatus(SpecModel):
     approvals: str | None = None  # "1/2": counted approvals of required
     required: int | None = None
     votes: list[CountedVote] = Field(default_factory=list)
+    waiting_for: str | None = None  # while Pending with approvers: who may still decide, in words
 
 
 class ToolApproval(Resource):

@@ -102,13 +102,22 @@ class Stack:
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PATH": self.plugin_path}
         return subprocess.run([self.admin.binary, "gatehouse", *args], env=env, capture_output=True, text=True, timeout=120)
 
-    def approve(self, who: str, name: str, reason: str = "") -> None:
+    def approve(self, who: str, name: str, reason: str = "") -> str:
+        """``kubectl gatehouse approve`` as ``who``, which waits until the runtime counted the vote: what it said."""
         done = self.gatehouse(who, "approve", name, "--reason", reason)
-        assert done.returncode == 0 and f'toolapproval "{name}" approved' in done.stdout, done.stderr
+        assert done.returncode == 0 and f'toolapproval "{name}"' in done.stdout, done.stderr
+        return done.stdout.strip()
 
-    def deny(self, who: str, name: str, reason: str) -> None:
+    def deny(self, who: str, name: str, reason: str) -> str:
         done = self.gatehouse(who, "deny", name, "--reason", reason)
         assert done.returncode == 0 and f'toolapproval "{name}" denied' in done.stdout, done.stderr
+        return done.stdout.strip()
+
+    def refused(self, who: str, *args: str) -> str:
+        """``kubectl gatehouse ARGS`` as ``who``: the vote is written, the runtime does not count it; exit 1, and why."""
+        done = self.gatehouse(who, *args)
+        assert done.returncode == 1 and done.stderr.startswith("error: "), (done.stdout, done.stderr)
+        return done.stderr.removeprefix("error: ").strip()
 
     def approval(self, name: str) -> dict[str, Any]:
         return self.api.emulator.get_object(TA, "default", name) or {}
@@ -213,13 +222,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 def test_a_vote_from_outside_the_approvers_is_recorded_not_counted_and_names_who_may_decide(stack: Stack) -> None:
     s = stack
     task, rid, name = s.pause("carol", "outside.txt")
-    s.approve("mallory", name, "looks fine to me")
+    note = f"mallory@example.com may not decide this request; who may decide: {WHO_FOR.format('carol')}"
+    # kubectl gatehouse waits for the runtime's verdict, and fails with its note.
+    assert s.refused("mallory", "approve", name, "--reason", "looks fine to me") == \
+        f'your vote does not count: {note} (toolapproval "{name}" stays Pending)'
     # The vote is on the object, in mallory's name (the policy saw to that) …
     assert [(v["by"], v["action"]) for v in s.approval(name)["spec"]["votes"]] == [("mallory@example.com", "Approve")]
     # … and the runtime judged it: not counted, with a note naming who may decide.
     (vote,) = s.votes_shown(name, 1)
-    assert vote == {"by": "mallory@example.com", "action": "Approve", "counted": False,
-                    "note": f"mallory@example.com may not decide this request; who may decide: {WHO_FOR.format('carol')}"}
+    assert vote == {"by": "mallory@example.com", "action": "Approve", "counted": False, "note": note, "via": "kubectl",
+                    "seenAs": "mallory@example.com"}
     status = s.status(name)
     assert (status["phase"], status["approvals"], status["required"]) == ("Pending", "0/2", 2)
     assert "decidedBy" not in status
@@ -232,18 +244,21 @@ def test_a_vote_from_outside_the_approvers_is_recorded_not_counted_and_names_who
 def test_two_of_two_needs_two_principals_on_kubectl_and_the_call_runs_once(stack: Stack) -> None:
     s = stack
     task, rid, name = s.pause("carol", "two.txt")
-    s.approve("alice", name, "first")
+    assert s.approve("alice", name, "first") == \
+        f'toolapproval "{name}": approval recorded: 1 of 2 approvals, waiting for {WHO_FOR.format("carol")}'
     (first,) = s.votes_shown(name, 1)
-    assert first == {"by": "alice", "action": "Approve", "counted": True, "note": ""}  # alice@example.com is alice
+    assert first == {"by": "alice", "action": "Approve", "counted": True, "note": "", "via": "kubectl",
+                     "seenAs": "alice@example.com"}  # alice@example.com is alice
     status = s.status(name)
     assert (status["phase"], status["approvals"]) == ("Pending", "1/2")
     assert [r.split()[:6] for r in s.users["bob"]("get", "toolapproval", name).splitlines()][1] == \
         [name, AGENT, "tool_approval", "delete_file", "Pending", "1/2"]
     assert s.waiting("carol", task) and not s.tools.executions("delete_file", "two.txt")
-    s.approve("bob", name, "second")
-    wait_for(lambda: s.status(name).get("phase") == "Approved", 30, f"{name} Approved")
+    assert s.approve("bob", name, "second") == f'toolapproval "{name}" approved (2 of 2)'
+    assert s.status(name).get("phase") == "Approved"  # the plugin returned once the runtime said so
     status = s.status(name)
     assert (status["approvals"], status["decidedBy"], status["source"]) == ("2/2", "alice, bob@example.com", "kubectl")
+    assert "waitingFor" not in status
     assert [(v["by"], v["counted"]) for v in status["votes"]] == [("alice", True), ("bob@example.com", True)]
     done = s.finished("carol", task)
     assert "Delete of two.txt: deleted" in status_text(done)
@@ -254,12 +269,14 @@ def test_two_of_two_needs_two_principals_on_kubectl_and_the_call_runs_once(stack
 def test_one_allowed_deny_denies_and_the_model_is_told_why(stack: Stack) -> None:
     s = stack
     task, rid, name = s.pause("carol", "keep.txt")
-    s.deny("mallory", name, "I say no")  # not an approver: recorded, denies nothing
+    why = s.refused("mallory", "deny", name, "--reason", "I say no")  # not an approver: recorded, denies nothing
+    assert why.startswith("your vote does not count: mallory@example.com may not decide this request")
     (outsider,) = s.votes_shown(name, 1)
     assert (outsider["by"], outsider["action"], outsider["counted"]) == ("mallory@example.com", "Deny", False)
     assert s.status(name)["phase"] == "Pending" and s.waiting("carol", task)
-    s.deny("bob", name, "not during the freeze")  # one allowed deny, with no approval yet, decides
-    wait_for(lambda: s.status(name).get("phase") == "Denied", 30, f"{name} Denied")
+    # one allowed deny, with no approval yet, decides
+    assert s.deny("bob", name, "not during the freeze") == f'toolapproval "{name}" denied (by bob@example.com)'
+    assert s.status(name).get("phase") == "Denied"
     status = s.status(name)
     assert (status["decidedBy"], status["source"], status["reason"]) == ("bob@example.com", "kubectl", "not during the freeze")
     done = s.finished("carol", task)
@@ -277,14 +294,16 @@ def test_one_person_on_rest_and_kubectl_counts_once(stack: Stack) -> None:
     assert DecisionResult.model_validate_json(first.content).message == \
         "recorded alice's approval: 1 of 2 approvals; the request is still pending"
     # The ToolApproval shows a vote from any channel: kubectl users see the REST vote.
-    assert s.votes_shown(name, 1) == [{"by": "alice", "action": "Approve", "counted": True, "note": ""}]
+    rest_shown = {"by": "alice", "action": "Approve", "counted": True, "note": "", "via": "rest", "seenAs": "alice"}
+    assert s.votes_shown(name, 1) == [rest_shown]
     assert s.status(name)["approvals"] == "1/2"
-    s.approve("alice", name)  # alice@example.com: alice again
-    rest_vote, kubectl_vote = s.votes_shown(name, 2)
-    assert rest_vote == {"by": "alice", "action": "Approve", "counted": True, "note": ""}
-    assert kubectl_vote == {"by": "alice", "action": "Approve", "counted": False,
-                            "note": "alice has already voted on this request; a person counts once; 1 of 2 approvals; "
-                                    f"who may decide: {WHO_FOR.format('carol')}"}
+    note = ("alice has already voted on this request; a person counts once; 1 of 2 approvals; "
+            f"who may decide: {WHO_FOR.format('carol')}")
+    assert s.refused("alice", "approve", name) == f'your vote does not count: {note} (toolapproval "{name}" stays Pending)'
+    rest_vote, kubectl_vote = s.votes_shown(name, 2)  # alice@example.com: alice again
+    assert rest_vote == rest_shown
+    assert kubectl_vote == {"by": "alice", "action": "Approve", "counted": False, "note": note, "via": "kubectl",
+                            "seenAs": "alice@example.com"}
     assert (s.status(name)["phase"], s.status(name)["approvals"]) == ("Pending", "1/2")
     view = s.rest_view("alice", rid)
     assert view.status == "pending" and view.approvers is not None
@@ -292,8 +311,7 @@ def test_one_person_on_rest_and_kubectl_counts_once(stack: Stack) -> None:
     assert view.approvers.waiting_for.startswith("1 of 2 approvals")
     assert s.waiting("carol", task) and not s.tools.executions("delete_file", "once.txt")
     # A second person makes it 2 of 2; the call runs once.
-    s.approve("bob", name)
-    wait_for(lambda: s.status(name).get("phase") == "Approved", 30, f"{name} Approved")
+    assert s.approve("bob", name) == f'toolapproval "{name}" approved (2 of 2)'
     assert s.status(name)["decidedBy"] == "alice, bob@example.com"
     assert "Delete of once.txt: deleted" in status_text(s.finished("carol", task))
     assert len(s.tools.executions("delete_file", "once.txt")) == 1
@@ -302,11 +320,12 @@ def test_one_person_on_rest_and_kubectl_counts_once(stack: Stack) -> None:
 def test_the_requester_may_not_approve_on_kubectl(stack: Stack) -> None:
     s = stack
     task, rid, name = s.pause("dave", "mine.txt")  # dave is in sre: only separation of duties stops him
-    s.approve("dave", name, "my own call")  # as dave@example.com, an alias of dave
-    (vote,) = s.votes_shown(name, 1)
-    assert vote == {"by": "dave", "action": "Approve", "counted": False,
-                    "note": "dave started this task and may not decide its calls (separation of duties); "
-                            f"who may decide: {WHO_FOR.format('dave')}"}
+    note = ("dave started this task and may not decide its calls (separation of duties); "
+            f"who may decide: {WHO_FOR.format('dave')}")
+    assert s.refused("dave", "approve", name, "--reason", "my own call").startswith(f"your vote does not count: {note}")
+    (vote,) = s.votes_shown(name, 1)  # as dave@example.com, an alias of dave
+    assert vote == {"by": "dave", "action": "Approve", "counted": False, "note": note, "via": "kubectl",
+                    "seenAs": "dave@example.com"}
     assert (s.status(name)["phase"], s.status(name)["approvals"]) == ("Pending", "0/2")
     assert s.waiting("dave", task) and not s.tools.executions("delete_file", "mine.txt")
     assert f"kube: dave@example.com's vote on {rid} does not count: dave started this task" in s.log()
@@ -362,7 +381,9 @@ def test_a_toolapproval_the_runtime_did_not_create_decides_nothing(stack: Stack)
     # What the policy does let through: the runtime's token plants a second ToolApproval for the same request, and
     # a real approver votes on it. The runtime counts votes only on the object whose uid it stored: ignored, logged.
     assert create(s.runtime_sa, planted(copy_name, forged=False)).returncode == 0
-    s.approve("alice", copy_name)
+    # The plugin sees the runtime's Warning Event and says why at once.
+    assert s.refused("alice", "approve", copy_name) == \
+        f'the runtime ignores the votes on toolapproval "{copy_name}": {ignored(copy_name)}'
     wait_for(lambda: ignored(copy_name) in s.log(), 30, f"the runtime's warning about {copy_name}")
     still_pending()
     assert s.status(copy_name) == {} and s.status(name)["votes"] == []
@@ -413,7 +434,7 @@ def test_the_policy_refuses_a_forged_vote_on_update(stack: Stack) -> None:
     assert f"{DENIED}: a vote's groups must be the groups of the user who casts it" in refused.stderr
     assert "votes" not in s.approval(name)["spec"]
     # An honest vote goes in; nobody can then rewrite it (here: alice turning bob's approval into a deny).
-    s.approve("bob", name)
+    assert s.approve("bob", name).startswith(f'toolapproval "{name}": approval recorded: 1 of 2 approvals')
     (counted,) = s.votes_shown(name, 1)
     assert (counted["by"], counted["counted"]) == ("bob@example.com", True)
     bobs = s.approval(name)["spec"]["votes"][0]

@@ -136,6 +136,7 @@ def test_approve_from_kubectl_resumes_the_task(shared: Stack) -> None:
 
     approved = s.gatehouse("approve", name, "--reason", "fine")
     assert approved.returncode == 0, approved.stderr
+    assert approved.stdout.strip() == f'toolapproval "{name}" approved (1 of 1)'  # the runtime counted it
     done = wait_for(lambda: s.completed(task["id"]), timeout=60)
     assert "Delete of x.txt: deleted" in status_text(done)
     assert done["status"]["message"]["metadata"]["decisions"][rid]["source"] == "kubectl"
@@ -156,6 +157,7 @@ def test_deny_from_kubectl_tells_the_model_why(shared: Stack) -> None:
     assert s.gatehouse("deny", name, "--reason", "").returncode == 1  # an empty reason is refused
     denied = s.gatehouse("deny", name, "--reason", "needed for the audit")
     assert denied.returncode == 0, denied.stderr
+    assert denied.stdout.strip() == f'toolapproval "{name}" denied (by tester)'
     done = wait_for(lambda: s.completed(task["id"]), timeout=60)
     assert "rejected by the user: needed for the audit" in status_text(done)
     assert s.tools.executions("delete_file", "keep.txt") == [] and (s.tools.sandbox / "keep.txt").exists()
@@ -216,3 +218,39 @@ def test_timeout_shows_expired(tmp_path: Path) -> None:
         late = s.gatehouse("approve", approval_name("file-manager", rid))
         assert late.returncode == 1 and "already Expired" in late.stderr
         wait_for(lambda: s.pending_count() == 0, timeout=30)
+
+
+def test_pods_rolled_onto_an_empty_volume_leave_no_pending_approval(tmp_path: Path) -> None:
+    """The runtime's sqlite database lives on an emptyDir: a new pod starts with none. What the old one left Pending
+    becomes Orphaned (it is not listed as pending any more, kubectl says why), and the Agent counts 0 pending."""
+    with stack(tmp_path) as s:
+        _, rid = _gated(s, "rolled.txt")
+        name = approval_name("file-manager", rid)
+        wait_for(lambda: s.pending_count() == 1, timeout=30)
+        s.runtime.stop()
+        s.runtime.state_dir = tmp_path / "new-pod-state"
+        s.runtime.start(timeout=90)
+        wait_for(lambda: s.phase(rid) == "Orphaned", timeout=30)
+        assert f"the runtime has no record of request {rid}" in s.approval(rid)["status"]["reason"]
+        wait_for(lambda: s.pending_count() == 0, timeout=30)
+        listed = s.gatehouse("approvals")
+        assert listed.returncode == 0 and name not in listed.stdout, listed.stdout
+        refused = s.gatehouse("approve", name)
+        assert refused.returncode == 1 and f'toolapproval "{name}" is Orphaned: the runtime has no record' in refused.stderr
+        assert s.tools.executions("delete_file", "rolled.txt") == []
+
+
+def test_a_vote_nobody_counts_fails_with_the_reason(tmp_path: Path) -> None:
+    """The plugin waits for the runtime: when it is down, the vote stays on the object and the plugin says so."""
+    with stack(tmp_path) as s:
+        _, rid = _gated(s, "down.txt")
+        name = approval_name("file-manager", rid)
+        s.runtime.stop()
+        late = s.gatehouse("approve", name, "--wait", "2s")
+        assert (late.returncode, late.stderr.strip()) == (1, (
+            "error: no runtime acknowledged your vote within 2s: is the agent running? (kubectl get agent file-manager "
+            "-n default; the ToolApproval stays Pending, with your vote on it)")), late.stdout
+        assert s.phase(rid) == "Pending" and [v["by"] for v in s.approval(rid)["spec"]["votes"]] == ["tester"]
+        s.runtime.start(timeout=90)  # the same pod (its state kept) counts it once back
+        wait_for(lambda: s.phase(rid) == "Approved", timeout=30)
+        wait_for(lambda: len(s.tools.executions("delete_file", "down.txt")) == 1, timeout=30)

@@ -1,7 +1,9 @@
 """``kubectl gatehouse`` (agent_runtime/kubectl_plugin.py) against the emulated API server.
 
 Most commands run in-process through the plugin's ``main()`` (fast); one test runs the real plugin path,
-``kubectl gatehouse …`` with the virtualenv's bin on PATH so kubectl finds ``kubectl-gatehouse``.
+``kubectl gatehouse …`` with the virtualenv's bin on PATH so kubectl finds ``kubectl-gatehouse``. No runtime
+runs here: a vote is written with ``--wait 0``, or a stand-in (:func:`runtime_answers`) writes what a runtime
+would into the status; the real runtime's answers are in test_e2e.py and test_access_kubectl_e2e.py.
 """
 
 from __future__ import annotations
@@ -11,9 +13,14 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
 
 from agent_runtime import kubectl_plugin
@@ -100,8 +107,8 @@ def test_describe_pretty_prints_the_arguments(cluster: RunningEmulator, capsys: 
 
 
 def test_approve_writes_the_decision_with_the_callers_identity(cluster: RunningEmulator, capsys: Cap) -> None:
-    code, out, err = plugin(capsys, "approve", "fm-1", "--reason", "checked")
-    assert (code, err) == (0, "") and 'toolapproval "fm-1" approved' in out
+    code, out, err = plugin(capsys, "approve", "fm-1", "--reason", "checked", "--wait", "0")
+    assert (code, err) == (0, "") and 'toolapproval "fm-1": approval sent (not waiting for the runtime to count it)' in out
     obj = cluster.emulator.get_object(TA, "default", "fm-1")
     (vote,) = obj["spec"]["votes"]
     assert (vote["by"], vote["action"], vote["reason"]) == ("alice@example.com", "Approve", "checked")
@@ -132,8 +139,8 @@ def test_deny_needs_a_reason(cluster: RunningEmulator, capsys: Cap) -> None:
     code, _, err = plugin(capsys, "deny", "fm-1")
     assert code == 2 and "--reason" in err
     assert "votes" not in cluster.emulator.get_object(TA, "default", "fm-1")["spec"]
-    code, out, _ = plugin(capsys, "deny", "fm-1", "--reason", "keep it")
-    assert code == 0 and 'toolapproval "fm-1" denied' in out
+    code, out, _ = plugin(capsys, "deny", "fm-1", "--reason", "keep it", "--wait", "0")
+    assert code == 0 and 'toolapproval "fm-1": denial sent' in out
     (vote,) = cluster.emulator.get_object(TA, "default", "fm-1")["spec"]["votes"]
     assert (vote["by"], vote["action"], vote["reason"]) == ("alice@example.com", "Deny", "keep it")
 
@@ -212,9 +219,134 @@ def test_the_real_plugin_path(cluster: RunningEmulator, kubectl: Kubectl) -> Non
     listed = run("approvals", "--agent", "file-manager")
     assert listed.returncode == 0, listed.stderr
     assert lines(listed.stdout)[1][:4] == ["fm-1", "file-manager", "tool_approval", "delete_file"]
-    approved = run("approve", "fm-1")
-    assert approved.returncode == 0 and 'toolapproval "fm-1" approved' in approved.stdout
+    started = time.monotonic()
+    unanswered = run("approve", "fm-1", "--wait", "1s")  # no runtime runs here
+    assert unanswered.returncode == 1 and time.monotonic() - started < 10
+    assert unanswered.stderr.startswith("error: no runtime acknowledged your vote within 1s: is the agent running? "
+                                        "(kubectl get agent file-manager -n default; the ToolApproval stays Pending"), \
+        unanswered.stderr
     again = run("approve", "fm-1")
     assert again.returncode == 1 and 'you (alice@example.com) have already voted on toolapproval "fm-1"' in again.stderr
     votes = json.loads(kubectl("get", "toolapproval", "fm-1", "-o", "jsonpath={.spec.votes}"))
     assert [(v["by"], v["action"]) for v in votes] == [("alice@example.com", "Approve")]
+
+
+# -- waiting for the runtime ---------------------------------------------------------------------------------
+
+ALICE = {"by": "alice", "action": "Approve", "via": "kubectl", "seenAs": "alice@example.com"}  # alice@example.com is alice
+
+
+@contextmanager
+def runtime_answers(kube: kubernetes.client.ApiClient, name: str, status: Callable[[dict[str, Any]], dict[str, Any]]
+                    ) -> Iterator[None]:
+    """A stand-in for the runtime: once a vote is on ``name``, it writes ``status(vote)`` into the status."""
+    api = kubernetes.client.CustomObjectsApi(kube)
+
+    def answer() -> None:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            obj = api.get_namespaced_custom_object("gatehouse.dev", "v1alpha1", "default", "toolapprovals", name)
+            if votes := obj["spec"].get("votes"):
+                api.patch_namespaced_custom_object_status("gatehouse.dev", "v1alpha1", "default", "toolapprovals", name,
+                                                          {"status": status(votes[-1])})
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    yield
+    thread.join(20)
+
+
+WHO = "a member of sre, not the requester carol; 2 approvals needed"
+NOTE = f"alice may not decide this request; who may decide: {WHO}"
+
+
+@pytest.mark.parametrize(("status", "args", "code", "said"), [
+    ({"phase": "Approved", "approvals": "1/1", "required": 1, "decidedBy": "alice", "source": "kubectl",
+      "votes": [{**ALICE, "counted": True, "note": ""}]},
+     ["approve", "fm-1"], 0, 'toolapproval "fm-1" approved (1 of 1)'),
+    ({"phase": "Denied", "approvals": "0/1", "required": 1, "decidedBy": "alice", "source": "kubectl",
+      "votes": [{**ALICE, "action": "Deny", "counted": True, "note": ""}]},
+     ["deny", "fm-1", "--reason", "no"], 0, 'toolapproval "fm-1" denied (by alice)'),
+    ({"phase": "Pending", "approvals": "1/2", "required": 2, "waitingFor": WHO,
+      "votes": [{**ALICE, "counted": True, "note": ""}]},
+     ["approve", "fm-1"], 0, f'toolapproval "fm-1": approval recorded: 1 of 2 approvals, waiting for {WHO}'),
+    ({"phase": "Pending", "approvals": "0/2", "required": 2, "waitingFor": WHO,
+      "votes": [{"by": "alice", "action": "Approve", "via": "rest", "seenAs": "alice@example.com", "counted": True},
+                {**ALICE, "counted": False, "note": NOTE}]},
+     ["approve", "fm-1"], 1, f'error: your vote does not count: {NOTE} (toolapproval "fm-1" stays Pending)'),
+    ({"phase": "Orphaned", "reason": "the runtime has no record of request apr-fm-1: its state was lost"},
+     ["approve", "fm-1"], 1, 'error: toolapproval "fm-1" is Orphaned: the runtime has no record of request apr-fm-1: '
+                             "its state was lost; your vote changes nothing"),
+    ({"phase": "Expired", "decidedBy": "gatehouse (onTimeout)", "source": "timeout"},
+     ["approve", "fm-1"], 1, 'error: toolapproval "fm-1" is Expired (by gatehouse (onTimeout)); your vote did not decide it'),
+])
+def test_approve_and_deny_wait_for_the_runtimes_verdict(
+    cluster: RunningEmulator, kube: kubernetes.client.ApiClient, capsys: Cap,
+    status: dict[str, Any], args: list[str], code: int, said: str,
+) -> None:
+    with runtime_answers(kube, "fm-1", lambda vote: status):
+        got, out, err = plugin(capsys, *args, "--wait", "10s")
+    assert got == code and said in (out if code == 0 else err), (out, err)
+
+
+def test_a_votes_ignored_event_is_reported_at_once(
+    cluster: RunningEmulator, kube: kubernetes.client.ApiClient, capsys: Cap
+) -> None:
+    uid = cluster.emulator.get_object(TA, "default", "fm-1")["metadata"]["uid"]
+    why = ("kube: votes on fm-1 ignored: this runtime did not create that ToolApproval, or its request was changed "
+           "(only objects the runtime created, unchanged, count)")
+    event = {"metadata": {"generateName": "fm-1."}, "type": "Warning", "reason": "VotesIgnored", "message": why,
+             "involvedObject": {"apiVersion": "gatehouse.dev/v1alpha1", "kind": "ToolApproval", "name": "fm-1",
+                                "namespace": "default", "uid": uid}}
+    core = kubernetes.client.CoreV1Api(kube)
+    started = time.monotonic()
+    with runtime_answers(kube, "fm-1", lambda vote: core.create_namespaced_event("default", event) and {}):
+        got, _, err = plugin(capsys, "approve", "fm-1", "--wait", "30s")
+    assert got == 1 and f'error: the runtime ignores the votes on toolapproval "fm-1": {why}' in err
+    assert time.monotonic() - started < 10  # at once, not after the 30 s
+
+
+def test_an_older_votes_ignored_event_does_not_hide_a_counted_vote(
+    cluster: RunningEmulator, kube: kubernetes.client.ApiClient, capsys: Cap
+) -> None:
+    """The runtime warns once per object: an Event from before this vote (say, before the admission policy was
+    reported as enforcing) says nothing about it."""
+    uid = cluster.emulator.get_object(TA, "default", "fm-1")["metadata"]["uid"]
+    kubernetes.client.CoreV1Api(kube).create_namespaced_event("default", {
+        "metadata": {"generateName": "fm-1."}, "type": "Warning", "reason": "VotesIgnored", "message": "earlier",
+        "involvedObject": {"kind": "ToolApproval", "name": "fm-1", "namespace": "default", "uid": uid}})
+    counted = {"phase": "Approved", "approvals": "1/1", "required": 1, "votes": [{**ALICE, "counted": True, "note": ""}]}
+    with runtime_answers(kube, "fm-1", lambda vote: (time.sleep(1.5), counted)[1]):
+        code, out, err = plugin(capsys, "approve", "fm-1", "--wait", "10s")
+    assert (code, err) == (0, "") and 'toolapproval "fm-1" approved (1 of 1)' in out
+
+
+def test_without_a_runtime_the_vote_stays_and_the_plugin_fails(cluster: RunningEmulator, capsys: Cap) -> None:
+    code, out, err = plugin(capsys, "deny", "fm-1", "--reason", "no", "--wait", "0.5")
+    assert (code, out) == (1, "")
+    assert err.strip() == ("error: no runtime acknowledged your vote within 0.5s: is the agent running? (kubectl get agent "
+                           "file-manager -n default; the ToolApproval stays Pending, with your vote on it)")
+    assert [v["by"] for v in cluster.emulator.get_object(TA, "default", "fm-1")["spec"]["votes"]] == ["alice@example.com"]
+
+
+def test_an_orphaned_toolapproval_is_not_listed_and_cannot_be_voted_on(
+    cluster: RunningEmulator, kubectl: Kubectl, capsys: Cap
+) -> None:
+    reason = "the runtime has no record of request apr-fm-2: its state was lost"
+    kubectl("patch", "toolapproval", "fm-2", "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": {"phase": "Orphaned", "reason": reason}}))
+    code, out, _ = plugin(capsys, "approvals", "--agent", "file-manager")
+    assert [r[0] for r in lines(out)[1:]] == ["fm-1"]
+    code, _, err = plugin(capsys, "approve", "fm-2")
+    assert code == 1 and f'toolapproval "fm-2" is Orphaned: {reason}; nothing changed' in err
+    assert "votes" not in cluster.emulator.get_object(TA, "default", "fm-2")["spec"]
+    code, out, _ = plugin(capsys, "describe", "fm-2")
+    assert code == 0 and "Phase:       Orphaned" in out and f"Reason:      {reason}" in out
+
+
+def test_a_bad_wait_is_refused(cluster: RunningEmulator, capsys: Cap) -> None:
+    code, _, err = plugin(capsys, "approve", "fm-1", "--wait", "soon")
+    assert code == 1 and "--wait soon" in err
+    assert "votes" not in cluster.emulator.get_object(TA, "default", "fm-1")["spec"]

@@ -71,20 +71,24 @@ def phase(obj: dict[str, Any] | None) -> str | None:
 
 
 async def _app(
-    tmp_path: Path, api: RunningEmulator, kubectl: Kubectl, with_agent: bool = True, **kube: Any
+    tmp_path: Path, api: RunningEmulator, kubectl: Kubectl, with_agent: bool = True, *, state: str = "state",
+    mcp_url: str | None = None, wait_ready: bool = True, database_url: str | None = None, **kube: Any,
 ) -> AsyncIterator[App]:
+    """The runtime in-process with its state in ``tmp_path/state`` (another ``state``: a pod that lost its volume),
+    the demo tools (or ``mcp_url`` instead: e.g. one nothing listens on), and the kube settings ``kube``."""
     with demo_tools(tmp_path / "tools") as tools:
-        files = write_manifests(tmp_path / "m", tools.url)
+        files = write_manifests(tmp_path / "m", mcp_url or tools.url)
         if with_agent:
             for f in files:
                 kubectl("apply", "--validate=false", "-f", str(f))
         config = select_agent_config(files)
         options = {"retention_seconds": 3600.0, "trust_kubectl": True, **kube}
         settings = KubeSettings("default", tmp_path / "kubeconfig", **options)
-        starlette = build_app(RuntimeSettings(config=config, state_dir=tmp_path / "state", kube=settings))
+        starlette = build_app(RuntimeSettings(config=config, state_dir=tmp_path / state, kube=settings,
+                                              database_url=database_url))
         runtime: Runtime = starlette.state.runtime
         async with starlette.router.lifespan_context(starlette):
-            while not runtime.ready:
+            while wait_ready and not runtime.ready:
                 await asyncio.sleep(0.05)
             transport = httpx.ASGITransport(app=starlette)
             async with httpx.AsyncClient(transport=transport, base_url="http://t", headers={"A2A-Version": "1.0"}) as client:
