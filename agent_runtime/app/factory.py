@@ -90,7 +90,7 @@ from agent_runtime.server.resume import GatehouseRequestHandler, Resumer
 from agent_runtime.server.sessions import DurableSessionService
 from agent_runtime.server.sweeper import TimeoutSweeper
 from agent_runtime.server.task_store import CachedTaskStore
-from agent_runtime.server.toolsets import build_toolset, list_tool_servers
+from agent_runtime.server.toolsets import ToolServerUnreachable, build_toolset, list_tool_servers
 from agent_runtime.server.turns import LEGACY_USER_ID, TurnRunner
 
 log = logging.getLogger(__name__)
@@ -187,6 +187,11 @@ class Runtime:
                 self.gate.register_tools(await list_tool_servers(self.toolsets))
                 self.readiness = ready(sorted(self.toolsets))
                 return
+            except ToolServerUnreachable as exc:  # names the server; its URL says where it was looked for
+                urls = {server.name: server.url for server in self.settings.config.mcp_servers}
+                self.readiness = tools_unreachable(f"{exc} (at {urls.get(exc.server, '?')})")
+                log.warning("MCP tools not listed yet: %s", self.readiness.message)
+                await asyncio.sleep(1.0)
             except Exception as exc:
                 self.readiness = tools_unreachable(f"{type(exc).__name__}: {exc}")
                 log.warning("MCP tools not listed yet: %s", exc)

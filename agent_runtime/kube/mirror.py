@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -79,7 +80,8 @@ class Mirror:
         self._retention = retention_seconds
         self._clock = clock
         self._max_backoff = max_backoff
-        self.instance = socket.gethostname()  # the pod's name, in a pod
+        # the pod's name: the operator passes it from the downward API; else the hostname (a pod's, in a pod)
+        self.instance = os.environ.get("GATEHOUSE_POD_NAME") or socket.gethostname()
         self._queue: asyncio.Queue[tuple[str, Op, int]] = asyncio.Queue()
         self._deciders: dict[str, str] = {}
         self._owner: dict[str, Any] | None = None

@@ -102,13 +102,28 @@ def build_toolset(server: McpServerConfig, env: Mapping[str, str] | None = None)
     )
 
 
+class ToolServerUnreachable(Exception):
+    """Listing one MCP server's tools failed; says which server, and why."""
+
+    def __init__(self, server: str, cause: BaseException) -> None:
+        self.server = server
+        super().__init__(f"MCP server {server}: {type(cause).__name__}: {cause}")
+
+
 async def list_tool_servers(toolsets: Mapping[str, McpToolset]) -> dict[str, str | None]:
     """List each server's tools (fills the cache); return tool name → server name."""
     servers: dict[str, str | None] = {}
     for server_name, toolset in toolsets.items():
-        for tool in await toolset.get_tools():
+        try:
+            tools = await toolset.get_tools()
+        except Exception as exc:
+            raise ToolServerUnreachable(server_name, exc) from exc
+        for tool in tools:
             servers[tool.name] = server_name
     return servers
 
 
-__all__ = ["CachingMcpToolset", "DeclaredOnceMcpTool", "MissingHeaderSecret", "build_toolset", "list_tool_servers"]
+__all__ = [
+    "CachingMcpToolset", "DeclaredOnceMcpTool", "MissingHeaderSecret", "ToolServerUnreachable", "build_toolset",
+    "list_tool_servers",
+]

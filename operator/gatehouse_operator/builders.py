@@ -229,6 +229,8 @@ def _env(agent: Agent, config: AgentConfig, inputs: BuildInputs, plan: storage.S
     if inputs.api_token_secret:  # REST approvals need a bearer token in a cluster; never copied, only referenced
         ref = {"name": inputs.api_token_secret, "key": inputs.api_token_key}
         env.append({"name": "GATEHOUSE_API_TOKEN", "valueFrom": {"secretKeyRef": ref}})
+    # Which pod wrote a condition, an Event or an Orphaned verdict (the downward API; the hostname may differ).
+    env.append({"name": "GATEHOUSE_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
     return env + [dict(item) for item in agent.spec.deployment.env]
 
 

@@ -47,7 +47,7 @@ from typing import Any
 import kopf
 
 from agent_runtime.resources import GROUP, VERSION
-from gatehouse_operator import access, builders
+from gatehouse_operator import access, builders, status
 from gatehouse_operator.dependencies import Dependencies, changed_secrets
 from gatehouse_operator.kube import ApiException
 from gatehouse_operator.reconcile import reconcile
@@ -56,6 +56,7 @@ from gatehouse_operator.settings import OperatorState
 __all__ = [
     "agent_create",
     "agent_delete",
+    "agent_event",
     "agent_resume",
     "agent_resync",
     "agent_secret_check",
@@ -109,6 +110,17 @@ def agent_delete(memo: kopf.Memo, namespace: str | None, name: str, logger: kopf
         state.forget(namespace, name)
     # The state claim has an ownerReference only with spec.state.sqlite.deleteClaimWithAgent: by default it stays.
     logger.info("agent %s/%s deleted; its children are garbage-collected through ownerReferences", namespace, name)
+
+
+@kopf.on.event(*AGENTS)
+async def agent_event(type: str | None, body: kopf.Body, memo: kopf.Memo, namespace: str | None, name: str,
+                      logger: kopf.Logger, **kwargs: Any) -> None:
+    """The runtime wrote its own readiness (``RuntimeReady``, a status change no update handler sees): fold it into
+    ``Ready`` now rather than at the next resync."""
+    if type is None or namespace is None:
+        return
+    if status.ready_needs_runtime_reason((body.get("status") or {}).get("conditions") or []):
+        await asyncio.to_thread(_run, memo, namespace, name, logger, kwargs)
 
 
 @kopf.daemon(*AGENTS, cancellation_timeout=5)

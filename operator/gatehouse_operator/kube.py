@@ -142,10 +142,15 @@ class ChildrenApi:
             raise
         return _json(raw)
 
-    def patch_agent_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
+    def patch_agent_status(
+        self, namespace: str, name: str, status: dict[str, Any], resource_version: str | None = None
+    ) -> dict[str, Any]:
+        """Merge ``status`` into the Agent's; with ``resource_version``, only if nobody wrote in between (else 409)."""
+        body: dict[str, Any] = {"status": status}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
         raw = self._custom.patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, "agents", name, {"status": status},
-            _preload_content=False, _content_type=MERGE_PATCH,
+            GROUP, VERSION, namespace, "agents", name, body, _preload_content=False, _content_type=MERGE_PATCH,
         )
         return _json(raw)
 

@@ -236,13 +236,24 @@ def _write_status(
     admission: status.StatusCondition,
     conditions: tuple[status.StatusCondition, ...] = (),
 ) -> bool:
-    meta = body["metadata"]
-    current = body.get("status") or {}
-    wanted = status.agent_status(
-        current, generation=meta.get("generation"), accepted=accepted, ready=ready, config_hash=config_hash, now=now,
-        admission=admission, state=conditions,
-    )
-    if wanted == current:
-        return False
-    state.kube.patch_agent_status(meta["namespace"], meta["name"], wanted)
-    return True
+    """Write the status fields the operator owns (never the runtime's: ``pendingApprovals``, ``RuntimeReady``), guarded
+    by the Agent's resourceVersion; when the runtime wrote in between (409), read the Agent again and merge anew."""
+    for attempt in range(3):
+        meta = body["metadata"]
+        current = body.get("status") or {}
+        wanted = status.agent_status(
+            current, generation=meta.get("generation"), accepted=accepted, ready=ready, config_hash=config_hash, now=now,
+            admission=admission, state=conditions,
+        )
+        if wanted == current:
+            return False
+        patch = {key: wanted[key] for key in status.OWNED_FIELDS if key in wanted}
+        try:
+            state.kube.patch_agent_status(meta["namespace"], meta["name"], patch, meta.get("resourceVersion"))
+            return True
+        except ApiException as exc:
+            fresh = state.kube.get_agent(meta["namespace"], meta["name"]) if exc.status == 409 and attempt < 2 else None
+            if fresh is None:
+                raise
+            body = fresh
+    return False

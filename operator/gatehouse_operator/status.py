@@ -8,7 +8,8 @@
   ``InvalidSpec`` (the translator's field-pathed problems), ``ServiceAccountNotAllowed``
   (``spec.deployment.serviceAccountName`` names another account than the Agent's own) or ``ReconcileFailed``
   (the API refused).
-- ``Ready``: from the Deployment's status, ``availableReplicas >= replicas``.
+- ``Ready``: from the Deployment's status, ``availableReplicas >= replicas``; when not ready and the runtime reports
+  its own reason (condition ``RuntimeReady`` False, written by the runtime), that reason and message.
 - ``Durable``: whether pending approvals outlive the pod holding them: ``True`` with reason ``Sqlite`` (on a
   PersistentVolumeClaim) or ``Postgres``; ``False`` with ``Ephemeral`` (``spec.state.ephemeral``) or
   ``ReplicasNeedPostgres`` (an Agent from before ``spec.state`` with more than one replica)
@@ -20,8 +21,8 @@
 
 A condition's ``lastTransitionTime`` moves only when its ``status`` flips; reason, message and
 ``observedGeneration`` are updated in place. So the same inputs render the same status, and a resync
-writes nothing. Other conditions (e.g. ones the runtime adds) and other status fields
-(``pendingApprovals``) are kept as they are.
+writes nothing. Only :data:`OWNED_FIELDS` are ever written, guarded by the Agent's resourceVersion, so the
+runtime's own fields (``pendingApprovals``, the ``RuntimeReady`` condition) are never written back stale.
 """
 
 from __future__ import annotations
@@ -30,7 +31,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["OURS", "StatusCondition", "agent_status", "merge_conditions", "ready_condition"]
+__all__ = [
+    "OURS", "OWNED_FIELDS", "RUNTIME_READY", "StatusCondition", "agent_status", "merge_conditions", "ready_condition",
+    "ready_needs_runtime_reason",
+]
+
+# The status fields the operator writes; the runtime writes ``pendingApprovals`` and its ``RuntimeReady`` condition.
+OWNED_FIELDS = ("observedGeneration", "configHash", "conditions")
+RUNTIME_READY = "RuntimeReady"
 
 OURS = ("Accepted", "Ready", "Durable", "StateReady", "AdmissionPolicy")
 
@@ -66,6 +74,29 @@ def ready_condition(deployment: dict[str, Any] | None) -> StatusCondition:
     if available >= wanted:
         return StatusCondition("Ready", True, "Available", message)
     return StatusCondition("Ready", False, "Unavailable", message)
+
+
+def with_runtime_reason(ready: StatusCondition, conditions: Sequence[dict[str, Any]]) -> StatusCondition:
+    """A not-Ready condition carries the runtime's own reason when the runtime reports one (``RuntimeReady`` False,
+    written by the runtime: the MCP server unreachable, the database down), not only a replica count."""
+    runtime = next((c for c in conditions if c.get("type") == RUNTIME_READY), None)
+    if ready.status or runtime is None or runtime.get("status") != "False":
+        return ready
+    return StatusCondition("Ready", False, str(runtime.get("reason") or ready.reason),
+                           f"{ready.message}; {runtime.get('message') or 'the runtime is not ready'}")
+
+
+def ready_needs_runtime_reason(conditions: Sequence[dict[str, Any]]) -> bool:
+    """Whether ``Ready`` no longer says what the runtime's ``RuntimeReady`` says (the runtime wrote it after the last
+    reconcile): an Agent not Ready that lacks the runtime's reason, or still shows one the runtime took back."""
+    by_type = {c.get("type"): c for c in conditions}
+    ready, runtime = by_type.get("Ready"), by_type.get(RUNTIME_READY)
+    if ready is None or runtime is None or ready.get("status") != "False":
+        return False
+    if runtime.get("status") == "False":
+        said = str(runtime.get("message", ""))
+        return ready.get("reason") != runtime.get("reason") or said not in str(ready.get("message", ""))
+    return ready.get("reason") not in ("Unavailable", "NotDeployed")
 
 
 def merge_conditions(
@@ -104,6 +135,7 @@ def agent_status(
         status["observedGeneration"] = generation
     if config_hash:
         status["configHash"] = config_hash
+    ready = with_runtime_reason(ready, status.get("conditions") or [])
     ours = [accepted, ready, *state] + ([admission] if admission is not None else [])
     status["conditions"] = merge_conditions(list(status.get("conditions") or []), ours, generation, now)
     return status

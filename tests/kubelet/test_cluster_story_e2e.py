@@ -120,7 +120,14 @@ def test_apply_the_example_approve_with_kubectl_roll_out_and_move_to_postgres(
     kube_api: RunningEmulator, kubectl: Kubectl, policy: None, operator: OperatorProcess, kubelet: Kubelet, tmp_path: Path
 ) -> None:
     s = Story(kube_api, kubectl, kubelet, tmp_path)
-    kubectl("apply", "--validate=false", "-f", str(EXAMPLE))  # the folder as shipped
+    # The Agent alone first: Ready means ready, and without its tools server it says why, in the runtime's words.
+    for name in ("modelconfig", "mcp-server", "agent"):
+        kubectl("apply", "--validate=false", "-f", str(EXAMPLE / f"{name}.yaml"))
+    down = wait_for(lambda: (c := s.condition("Ready")).get("reason") == "ToolsUnreachable" and c, timeout=90,
+                    what="the Agent not Ready, with the runtime's reason")
+    assert down["status"] == "False" and "0/1 replicas available; pod file-manager-" in down["message"], down
+    assert "file-tools" in down["message"], down
+    kubectl("apply", "--validate=false", "-f", str(EXAMPLE))  # the folder as shipped, its tools server included
     kubelet.wait_ready("file-tools", timeout=60)
     try:
         kubelet.wait_ready(AGENT, timeout=120)
@@ -150,11 +157,17 @@ def test_apply_the_example_approve_with_kubectl_roll_out_and_move_to_postgres(
     wait_for(lambda: [p for p in kubelet.pods(deployment=AGENT) if p.name != before.name and p.ready], timeout=120,
              what="the new runtime pod Ready")
     assert before.name not in [p.name for p in kubelet.pods(deployment=AGENT)]
+    # The new pod reports itself and the waiting call; the operator's status writes leave both alone.
+    wait_for(lambda: s.agent()["status"].get("pendingApprovals") == 1, timeout=60, what="pendingApprovals 1")
+    runtime_ready = wait_for(lambda: before.name not in (c := s.condition("RuntimeReady")).get("message", before.name)
+                             and c, timeout=60, what="RuntimeReady from the new pod")
+    assert runtime_ready["status"] == "True" and runtime_ready["reason"] == "Ready", runtime_ready
     approved = s.approve(waiting_id)
     assert approved.returncode == 0, approved.stderr + s.runtime_logs()
     after = s.rpc()
     assert "Delete of notes.txt: deleted" in status_text(_finished(after, waiting))
     assert s.deleted("notes.txt")
+    wait_for(lambda: s.agent()["status"].get("pendingApprovals") == 0, timeout=60, what="pendingApprovals 0")
 
     # Postgres from a Secret, two replicas: decided through either pod.
     bin_dir = find_bin_dir()

@@ -9,7 +9,7 @@ import pytest
 
 from gatehouse_operator.apply import ensure, owned_equal
 from gatehouse_operator.kube import ApiException
-from gatehouse_operator.status import StatusCondition, agent_status, ready_condition
+from gatehouse_operator.status import StatusCondition, agent_status, ready_condition, ready_needs_runtime_reason
 
 
 def test_server_defaults_do_not_count_as_drift() -> None:
@@ -51,6 +51,43 @@ def test_foreign_status_fields_and_conditions_are_kept() -> None:
     )
     assert status["pendingApprovals"] == 3
     assert [c["type"] for c in status["conditions"]] == ["Accepted", "Ready", "RuntimeHealthy"]
+
+
+def test_not_ready_carries_the_runtime_s_own_reason() -> None:
+    runtime = {"type": "RuntimeReady", "status": "False", "reason": "ToolsUnreachable",
+               "message": "pod fm-1: MCP server file-tools unreachable"}
+    unavailable = ready_condition({"spec": {"replicas": 1}, "status": {"availableReplicas": 0}})
+    status = agent_status({"conditions": [runtime]}, generation=1, accepted=StatusCondition("Accepted", True, "Reconciled", "ok"),
+                          ready=unavailable, config_hash="h", now="T")
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "ToolsUnreachable")
+    assert ready["message"] == "0/1 replicas available; pod fm-1: MCP server file-tools unreachable"
+    assert runtime in status["conditions"]  # the runtime's condition stays as it wrote it
+    healthy = {**runtime, "status": "True", "reason": "Ready"}
+    plain = agent_status({"conditions": [healthy]}, generation=1, accepted=StatusCondition("Accepted", True, "R", "ok"),
+                         ready=unavailable, config_hash="h", now="T")
+    assert next(c for c in plain["conditions"] if c["type"] == "Ready")["reason"] == "Unavailable"
+
+
+@pytest.mark.parametrize(
+    ("ready", "runtime", "needed"),
+    [
+        ({"status": "False", "reason": "Unavailable", "message": "0/1 replicas available"},
+         {"status": "False", "reason": "ToolsUnreachable", "message": "pod p: MCP server t: down"}, True),
+        ({"status": "False", "reason": "ToolsUnreachable", "message": "0/1 replicas available; pod p: MCP server t: down"},
+         {"status": "False", "reason": "ToolsUnreachable", "message": "pod p: MCP server t: down"}, False),
+        ({"status": "False", "reason": "ToolsUnreachable", "message": "0/1 replicas available; pod p: MCP server t: down"},
+         {"status": "True", "reason": "Ready", "message": "pod p: ready"}, True),  # the runtime took its reason back
+        ({"status": "True", "reason": "Available", "message": "1/1 replicas available"},
+         {"status": "False", "reason": "ToolsUnreachable", "message": "pod q: down"}, False),  # available wins
+        ({"status": "False", "reason": "Unavailable", "message": "0/1 replicas available"}, None, False),
+    ],
+)
+def test_a_runtime_readiness_change_calls_for_a_reconcile(
+    ready: dict[str, str], runtime: dict[str, str] | None, needed: bool
+) -> None:
+    conditions = [{"type": "Ready", **ready}] + ([{"type": "RuntimeReady", **runtime}] if runtime else [])
+    assert ready_needs_runtime_reason(conditions) is needed
 
 
 def test_ready_follows_available_replicas() -> None:

@@ -150,7 +150,7 @@ def test_every_child_is_valid_for_kubernetes(name: str, k8s_version: str) -> Non
 def test_secret_values_never_appear_only_references() -> None:
     children, config = _render(CASES / "secrets-and-overrides")
     (container,) = next(c for c in children if c["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"]
-    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e}
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "secretKeyRef" in e.get("valueFrom", {})}
     expected = {r.env: {"name": r.secret, "key": r.key} for r in secret_env(config)}
     assert refs == {**expected, "GATEHOUSE_API_TOKEN": {"name": "gatehouse-api-token", "key": "token"},
                     DATABASE_URL_ENV: {"name": "gh-bot-db", "key": "url"}}
