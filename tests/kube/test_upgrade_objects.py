@@ -1,0 +1,46 @@
+"""A ToolApproval written by the release before issue 14 (tests/testdata/toolapproval-v2, see its README), read by
+today's code: the new CRD admits it as stored, today's model parses it, and the runtime still finds in it the request
+it wrote and the vote a user cast — so an upgrade in the middle of a pending approval loses nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from agent_runtime.agent_config import ApproversConfig
+from agent_runtime.approvals import ApprovalRecord, args_hash
+from agent_runtime.kube import objects
+from agent_runtime.resources.tool_approval import ToolApproval, ToolApprovalStatus
+from tests.support import crd_validation
+
+STORED = json.loads((Path(__file__).parents[1] / "testdata" / "toolapproval-v2" / "pending.json").read_text())
+
+
+def _record() -> ApprovalRecord:
+    args = {"path": "old.txt"}
+    return ApprovalRecord(
+        id="apr-0123456789abcdef", task_id="task-1", context_id="ctx-1", confirmation_id="conf-1", call_id="call-1",
+        tool="delete_file", server="file-tools", args=args, args_hash=args_hash("delete_file", args),
+        hint="delete_file on file-tools requires approval (requireApproval)", created_at=1_795_000_000.0,
+        expires_at=1_795_000_900.0, requested_by="carol",
+        approvers=ApproversConfig(groups=["sre"], required=2, allow_requester=False),
+    )
+
+
+def test_the_new_crd_and_model_accept_a_stored_toolapproval() -> None:
+    assert crd_validation.validate(STORED) == []
+    parsed = ToolApproval.model_validate(STORED)
+    assert parsed.spec.request_id == "apr-0123456789abcdef" and len(parsed.spec.votes) == 1
+    assert ToolApprovalStatus.model_validate(STORED["status"]).phase == "Pending"
+
+
+def test_the_runtime_finds_its_request_and_the_vote_in_it() -> None:
+    spec = STORED["spec"]
+    assert objects.same_request(spec, _record())
+    (ballot,) = objects.ballots(spec)
+    assert (ballot.by, ballot.ballot, ballot.reason) == ("alice@example.com", "approve", "fine")
+    assert "sre" in ballot.groups
+    # Today's status of the same request renders over the stored one as an update the CRD admits.
+    updated = {**STORED, "status": objects.status(_record())}
+    assert crd_validation.validate(updated, old=STORED) == []
+    assert updated["status"]["approvals"] == "0/2" and updated["status"]["phase"] == "Pending"
