@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from agent_runtime import wire
+from agent_runtime.rest import signing
 from agent_runtime.rest.models import ApprovalEventData, ApprovalList, ApprovalView, DecisionResult, ProblemDetails, StreamReset
-from agent_runtime.rest.webhooks import SIGNATURE_HEADER, verify
 from tests.support.processes import free_port
 from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, request_ids, runtime, state, status_text, wait_for
 from tests.support.webhook_receiver import Receiver, webhook_receiver
@@ -251,8 +251,11 @@ def test_events_stream_then_webhooks(env: Env, rpc: Rpc, alice: Rest) -> None:
     (requested,) = receiver.wait(lambda: delivered("requested"))
     (outcome,) = receiver.wait(lambda: delivered("decided"))
     for delivery in (requested, outcome):
-        assert verify(SECRET, delivery.body, delivery.headers[SIGNATURE_HEADER.lower()])
-        assert not verify(b"other-secret", delivery.body, delivery.headers[SIGNATURE_HEADER.lower()])
+        verified = signing.verify(SECRET, delivery.headers, delivery.body)  # within 300 s of now, binding the headers
+        assert verified.delivery == delivery.headers["x-gatehouse-delivery"]
+        assert verified.event == delivery.headers["x-gatehouse-event"]
+        with pytest.raises(signing.SignatureError, match="mismatch"):
+            signing.verify(b"other-secret", delivery.headers, delivery.body)
         assert delivery.headers["content-type"] == "application/json"
     assert ApprovalEventData.model_validate_json(requested.body).approval.status == "pending"
     body = ApprovalEventData.model_validate_json(outcome.body)
@@ -343,4 +346,6 @@ def test_metrics_follow_requests_and_decisions(env: Env, rpc: Rpc, alice: Rest) 
                  "gatehouse_webhook_deliveries_total"):
         assert name in text
     assert wait_for(lambda: rpc.metric("gatehouse_webhook_deliveries_total", result="ok") >= 1, 30)
+    # /fail (500) and /refused (nothing listens) give up after 5 attempts, 7.5 s of backoff: dead letters.
+    assert wait_for(lambda: rpc.metric("gatehouse_webhook_deliveries_total", result="dead_letter") >= 2, 60)
 

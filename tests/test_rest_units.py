@@ -1,9 +1,7 @@
-"""Pure parts of REST, webhooks and metrics: signing, tokens, bodies, views, settings, drop-when-full, latency."""
+"""Pure parts of REST, webhooks and metrics: tokens, bodies, views, settings, drop-when-full, latency."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +15,7 @@ from agent_runtime.metrics import Metrics
 from agent_runtime.rest.idempotency import IdempotencyKeys
 from agent_runtime.rest.models import ApprovalEventData, ApprovalView, BodyError, DecisionBody
 from agent_runtime.rest.settings import RestSettings, load_rest_settings
-from agent_runtime.rest.webhooks import Webhooks, render, sign, slack_text, verify
+from agent_runtime.rest.webhooks import Webhooks, render, slack_text
 from agent_runtime.server.executor import with_decided_siblings
 
 
@@ -30,17 +28,7 @@ def _record(rid: str = "apr-1", created: float = 1_000.0, position: int = 0, **c
     return replace(record, **changes)  # type: ignore[arg-type]
 
 
-# --- signing ----------------------------------------------------------------------------------
-
-
-def test_signature_is_hmac_sha256_of_the_exact_body() -> None:
-    body = b'{"event":"requested"}'
-    expected = hmac.new(b"s3cret", body, hashlib.sha256).hexdigest()
-    assert sign(b"s3cret", body) == f"sha256={expected}"
-    assert verify(b"s3cret", body, f"sha256={expected}")
-    assert not verify(b"s3cret", body + b" ", f"sha256={expected}")
-    assert not verify(b"other", body, f"sha256={expected}")
-    assert not verify(b"s3cret", body, None) and not verify(b"s3cret", body, "")
+# --- webhook bodies (signing and delivery: test_rest_webhooks.py) ---------------------------------
 
 
 def test_webhook_bodies_json_and_slack() -> None:
