@@ -286,6 +286,7 @@ def test_missing_and_rotated_secret(
     cluster.wait_accepted("file-manager")
     deployment = cluster.deployment("file-manager")
     env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]  # type: ignore[index]
+    env = [e for e in env if e["name"] != "GATEHOUSE_POD_NAME"]  # the downward API's pod name, in every pod
     assert env == [{"name": "GATEHOUSE_MCP_FILE_TOOLS_AUTHORIZATION", "value": None,
                     "value_from": {"config_map_key_ref": None, "field_ref": None, "file_key_ref": None,
                                    "resource_field_ref": None,

@@ -116,6 +116,12 @@ PYTHON = Image(cmd=("python3",), env={"LANG": "C.UTF-8"})  # python:3.11-slim (i
 BASES = {"python": PYTHON}
 
 
+def own_files() -> list[Path]:
+    """Where the gatehouse image's files really are: this checkout and the venv its executables come from."""
+    repo, venv = DOCKERFILE.parent, Path(sys.prefix)
+    return [repo] if venv == repo or repo in venv.parents else [repo, venv]
+
+
 def builtin_images() -> dict[str, Image]:
     """Repository name (the image ref without registry, tag or digest) → configuration."""
     return {"gatehouse": from_dockerfile(), "python": PYTHON}

@@ -256,6 +256,9 @@ class Pod:
             mounts.append({"source": str(source), "target": vm["mountPath"], "readOnly": read_only})
         if automount and not any(m["target"].rstrip("/") == SA_DIR for m in mounts):
             mounts.append({"source": str(self.dir / "serviceaccount"), "target": SA_DIR, "readOnly": True})
+        # The image's executables are this checkout's venv: a checkout under /tmp would vanish under the pod's fresh
+        # /tmp, so it is bound back (read-only) at its own path.
+        mounts += [{"source": str(p), "target": str(p), "readOnly": True} for p in images.own_files() if _under_tmp(p)]
         mounts.append({"source": str(self.dir / "hosts"), "target": "/etc/hosts", "readOnly": False})
         mounts.append({"source": str(self.dir / "resolv.conf"), "target": "/etc/resolv.conf", "readOnly": False})
         assert self.sandbox is not None
@@ -383,3 +386,7 @@ class Pod:
             await asyncio.sleep(0.02)
         self.node.processes.discard(process.pid)
         c.state, c.reason = "terminated", "Completed" if process.returncode == 0 else "Error"
+
+
+def _under_tmp(path: Path) -> bool:
+    return path == Path("/tmp") or Path("/tmp") in path.parents
