@@ -1,9 +1,10 @@
 """Settings of the REST API, the event stream and the webhooks, read once at start-up (by ``serve``).
 
 ``load_rest_settings`` turns the command line and environment into a :class:`RestSettings`: webhook URLs,
-their format and the signing secret. A webhook URL may itself be a secret (a Slack incoming webhook's is), so
-logs and errors name it by :func:`webhook_name` only: scheme and host. Who may call the API is the runtime's one authenticator
-(:mod:`agent_runtime.access`), the same for every channel.
+their format and the signing secret, and how long an ``Idempotency-Key`` is remembered. A webhook URL may itself
+be a secret (a Slack incoming webhook's is), so logs and errors name it by :func:`webhook_name` only: scheme and
+host. Who may call the API is the runtime's one authenticator (:mod:`agent_runtime.access`), the same for every
+channel.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
+
+from agent_runtime.durations import parse_duration
 
 WebhookFormat = Literal["json", "slack"]
 
@@ -28,6 +31,7 @@ class RestSettings:
     webhook_timeout: float = 5.0
     webhook_queue: int = 1000
     retry_after: int = 5  # seconds, the Retry-After of a pending approval
+    idempotency_ttl: float = 24 * 3600.0  # seconds an Idempotency-Key is remembered (rest/idempotency.py)
 
 
 def webhook_name(url: str) -> str:
@@ -54,9 +58,11 @@ def load_rest_settings(
     webhooks: Sequence[str] = (),
     webhook_format: str = "json",
     webhook_secret_file: Path | None = None,
+    idempotency_ttl: str = "24h",
     env: Mapping[str, str] | None = None,
 ) -> RestSettings:
-    """From options, else the environment: ``GATEHOUSE_WEBHOOKS`` (space-separated), ``GATEHOUSE_WEBHOOK_SECRET``."""
+    """From options, else the environment: ``GATEHOUSE_WEBHOOKS`` (space-separated), ``GATEHOUSE_WEBHOOK_SECRET``.
+    ``idempotency_ttl``: a duration (``24h``, ``90m``)."""
     env = os.environ if env is None else env
     urls = tuple(webhooks) or tuple(env.get("GATEHOUSE_WEBHOOKS", "").split())
     for n, url in enumerate(urls, 1):
@@ -68,7 +74,13 @@ def load_rest_settings(
         secret = webhook_secret_file.read_text().strip().encode()
     else:
         secret = env.get("GATEHOUSE_WEBHOOK_SECRET", "").strip().encode()
-    return RestSettings(webhooks=urls, webhook_format=webhook_format, webhook_secret=secret)  # type: ignore[arg-type]
+    try:
+        ttl = parse_duration(idempotency_ttl)
+    except ValueError as exc:
+        raise ValueError(f"--idempotency-ttl: {exc}") from None
+    return RestSettings(
+        webhooks=urls, webhook_format=webhook_format, webhook_secret=secret, idempotency_ttl=ttl,  # type: ignore[arg-type]
+    )
 
 
 __all__ = ["RestSettings", "WebhookFormat", "load_rest_settings", "webhook_name"]
