@@ -15,8 +15,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /src
 COPY . .
-# The postgres extra (asyncpg): an Agent with spec.state.postgres runs this same image.
-RUN pip install ".[postgres]" \
+# The postgres extra (asyncpg): an Agent with spec.state.postgres runs this same image. The otel extra (the OTLP
+# exporter): approval waits become spans wherever OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/audit.md).
+RUN pip install ".[postgres,otel]" \
     && rm -rf /src \
     && useradd --uid 10001 --user-group --create-home --home-dir /home/gatehouse gatehouse
 

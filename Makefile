@@ -10,6 +10,7 @@ BENCH_STAMP := $(VENV)/.bench-stamp
 # `make soak` counts (each overridable: `make soak GATEHOUSE_SOAK_CYCLES=20`)
 GATEHOUSE_SOAK_CYCLES ?= 100
 GATEHOUSE_SOAK_CONVERSATIONS ?= 60
+GATEHOUSE_SOAK_RACES ?= 500
 GATEHOUSE_FUZZ_EXAMPLES ?= 10000
 
 $(STAMP): pyproject.toml
@@ -54,10 +55,10 @@ postgres-bin:
 		echo "      replica tests then fail instead of being skipped."; \
 	fi
 
-## soak: the reliability tests with large counts (kill -9 cycles, concurrent conversations) and 10000 fuzz examples
+## soak: the reliability tests with large counts (kill -9 cycles, concurrent conversations, cancel-vs-approve races) and 10000 fuzz examples
 soak: $(STAMP)
 	GATEHOUSE_SOAK_CYCLES=$(GATEHOUSE_SOAK_CYCLES) GATEHOUSE_SOAK_CONVERSATIONS=$(GATEHOUSE_SOAK_CONVERSATIONS) \
-	GATEHOUSE_FUZZ_EXAMPLES=$(GATEHOUSE_FUZZ_EXAMPLES) \
+	GATEHOUSE_SOAK_RACES=$(GATEHOUSE_SOAK_RACES) GATEHOUSE_FUZZ_EXAMPLES=$(GATEHOUSE_FUZZ_EXAMPLES) \
 		$(PY) -m pytest -q --timeout=7200 tests/reliability tests/test_fuzz.py
 
 ## e2e-kind: the chart and image on a real kind cluster (needs a Docker engine and kind; skipped, with why, without)

@@ -8,8 +8,10 @@ Every call returns a :class:`TurnResult`, a small typed summary of the events on
 ``status_text`` is the text of the last status message (for a pause: what the server says is pending, or what
 was wrong with the last decision). A pause for approval (``input-required`` with ``interrupt_type:
 tool_approval`` in the status metadata or in the data part) is parsed with :class:`wire.ApprovalInterrupt`,
-a question (``interrupt_type: hitl_request``) with :class:`question_wire.HitlInterrupt`.
-Used by ``gatehouse chat``, the demo and the tests alike.
+a question (``interrupt_type: hitl_request``) with :class:`question_wire.HitlInterrupt`. A message to a task that
+finished meanwhile is refused by the server (``UnsupportedOperationError``, -32004): its result is the task's final
+state with the server's explanation ("Already decided: …") as ``message_text`` and the task's context, in which the
+next message (a new task) goes on. Used by ``gatehouse chat``, the demo and the tests alike.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import httpx
 from a2a.client import Client, ClientConfig, ClientFactory
 from a2a.helpers.proto_helpers import get_data_parts, get_text_parts, new_data_part, new_text_part
 from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, StreamResponse, Task, TaskState
+from a2a.utils.errors import UnsupportedOperationError
 from google.protobuf.json_format import MessageToDict
 from pydantic import ValidationError
 
@@ -150,12 +153,28 @@ async def send_message(
         task_id=task_id or "",
     )
     collector = _Collector(on_text)
-    async for event in client.send_message(SendMessageRequest(message=message)):
-        collector.add(event)
+    try:
+        async for event in client.send_message(SendMessageRequest(message=message)):
+            collector.add(event)
+    except UnsupportedOperationError as exc:
+        if not task_id or not isinstance(exc.data, dict) or "state" not in exc.data:
+            raise
+        return _finished(task_id, context_id, exc.data)
     result = collector.result()
     result.context_id = result.context_id or context_id
     result.task_id = result.task_id or task_id
     return result
+
+
+def _finished(task_id: str, context_id: str | None, data: dict[str, Any]) -> TurnResult:
+    """The task was finished before the message came (a replayed decision, one that lost to a timeout or a cancel):
+    the server's explanation, the task's final state, and its context, in which a new message goes on."""
+    try:
+        state = state_name(TaskState.Value(str(data["state"])))
+    except ValueError:
+        state = "unknown"
+    return TurnResult(task_id=task_id, context_id=str(data.get("contextId") or context_id or "") or None, state=state,
+                      message_text=str(data.get("explanation", "")))
 
 
 async def get_task(client: Client, task_id: str) -> TurnResult:

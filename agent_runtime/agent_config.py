@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agent_runtime import redaction
 
 SCHEMA_VERSION: Literal["gatehouse.dev/agent-config/v1"] = "gatehouse.dev/agent-config/v1"
 MODEL_API_KEY_ENV = "GATEHOUSE_MODEL_API_KEY"
@@ -100,6 +102,20 @@ class RuleConfig(ConfigModel):
     approvers: ApproversConfig | None = None  # a require rule's own approvers (else the tool's, else the default)
 
 
+class RedactConfig(ConfigModel):
+    """What of a gated call's arguments is shown as ``«redacted»`` wherever the approval leaves the runtime's
+    database for a broader audience (:mod:`agent_runtime.redaction`); fixed on a request when its call pauses."""
+
+    paths: list[str] = Field(default_factory=list)  # argument names or simple JSON paths: token, $.headers.authorization
+    patterns: list[str] = Field(default_factory=list)  # regular expressions searched in every string value
+    builtins: bool = True  # also the built-in secret shapes (redaction.BUILTIN_PATTERNS)
+
+    @model_validator(mode="after")
+    def _readable(self) -> RedactConfig:
+        redaction.check(self)
+        return self
+
+
 class ApprovalPolicy(ConfigModel):
     """The effective policy. Per-server ``require_approval`` lives on :class:`McpServerConfig`."""
 
@@ -112,6 +128,7 @@ class ApprovalPolicy(ConfigModel):
     approvers: ApproversConfig | None = None  # the default for every gated call; None: whoever reaches the task decides alone
     tool_approvers: dict[str, ApproversConfig] = Field(default_factory=dict)  # per tool name
     grant_ttl_seconds: float = 3600.0  # a session grant lasts at most this long (and never beyond its context)
+    redact: RedactConfig = Field(default_factory=RedactConfig)  # what approvers and viewers do not see of the arguments
 
 
 class IdentityConfig(ConfigModel):
@@ -141,6 +158,21 @@ class AccessConfig(ConfigModel):
     kubernetes_tokens: bool = False  # ServiceAccount tokens checked with a TokenReview (in a cluster)
     identities: list[IdentityConfig] = Field(default_factory=list)
     unowned_tasks_owner: str | None = None  # who owns tasks written before tasks had owners
+
+
+class AuditorsConfig(ConfigModel):
+    """Principals who may read the audit log: these users, and members of these groups."""
+
+    users: list[str] = Field(default_factory=list)
+    groups: list[str] = Field(default_factory=list)
+
+
+class AuditConfig(ConfigModel):
+    """The audit log (:mod:`agent_runtime.approvals.audit`): who may read it (``GET /audit``; nobody when no auditor
+    is named) and how long its events are kept."""
+
+    auditors: AuditorsConfig = Field(default_factory=AuditorsConfig)
+    retention_seconds: float = 90 * 86400.0
 
 
 class HumanTools(ConfigModel):
@@ -173,6 +205,7 @@ class AgentConfig(ConfigModel):
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
     human_tools: HumanTools = Field(default_factory=HumanTools)
     access: AccessConfig = Field(default_factory=AccessConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
     card: CardConfig
 
     def to_json(self) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from agent_runtime.errors import TranslationError
 
@@ -37,8 +38,8 @@ def _fail(exc: Exception) -> None:
         err.print("[bold red]invalid manifests:[/]")
         for problem in exc.problems:
             err.print(f"  - {problem}")
-    else:
-        err.print(f"[bold red]error:[/] {exc}")
+    else:  # one line, however long (rich would wrap it at 80 columns when stderr is no terminal)
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -68,6 +69,10 @@ def serve(
     webhook_secret_file: Path | None = typer.Option(
         None, "--webhook-secret-file", help="HMAC-SHA256 key for X-Gatehouse-Signature (or env GATEHOUSE_WEBHOOK_SECRET)."
     ),
+    idempotency_ttl: str = typer.Option(
+        "24h", "--idempotency-ttl", envvar="GATEHOUSE_IDEMPOTENCY_TTL",
+        help="How long a REST decision's Idempotency-Key is remembered (per principal), e.g. 24h, 90m.",
+    ),
     kubeconfig: Path | None = typer.Option(None, "--kubeconfig", help="Mirror approvals as ToolApprovals in this cluster."),
     kube_namespace: str | None = typer.Option(None, "--kube-namespace", help="Their namespace (with $KUBECONFIG: turns it on)."),
     approval_retention: str = typer.Option("1h", "--approval-retention", help="Delete finished ToolApprovals after this."),
@@ -81,6 +86,14 @@ def serve(
     ),
     tls_cert: Path | None = typer.Option(None, "--tls-cert", help="Serve HTTPS with this certificate (PEM; with --tls-key)."),
     tls_key: Path | None = typer.Option(None, "--tls-key", help="The certificate's private key (PEM)."),
+    otel: bool = typer.Option(
+        False, "--otel", help="Export each approval wait as an OpenTelemetry span over OTLP/HTTP (on by itself when "
+        "OTEL_EXPORTER_OTLP_ENDPOINT is set; the standard OTEL_* variables configure it; needs gatehouse[otel]).",
+    ),
+    max_body_bytes: int = typer.Option(
+        1 << 20, "--max-body-bytes", envvar="GATEHOUSE_MAX_BODY_BYTES", min=1,
+        help="Refuse request bodies (A2A, REST) over this many bytes: a JSON-RPC error, or 413.",
+    ),
 ) -> None:
     """Serve one agent over A2A with the approval gate (JSON-RPC at /, card, /healthz, /readyz, /metrics, /approvals)."""
     import os
@@ -97,9 +110,17 @@ def serve(
         access = load_access_settings(
             agent_config.access, token_file=api_token_file, insecure_allow_anonymous=insecure_allow_anonymous
         )
-        rest = load_rest_settings(webhooks=webhooks, webhook_format=webhook_format, webhook_secret_file=webhook_secret_file)
+        rest = load_rest_settings(webhooks=webhooks, webhook_format=webhook_format, webhook_secret_file=webhook_secret_file,
+                                  idempotency_ttl=idempotency_ttl)
         tls = _tls_files(tls_cert, tls_key)
     except (TranslationError, FileNotFoundError, ValueError) as exc:
+        _fail(exc)
+    from agent_runtime.database import LocationError, check_location, default_database_url
+
+    try:  # before anything is built: a state directory the runtime cannot use is one line, not a traceback
+        check_location(database_url or default_database_url(state_dir),
+                       "the state directory" if database_url is None else "the database directory")
+    except LocationError as exc:
         _fail(exc)
     import uvicorn
 
@@ -122,12 +143,13 @@ def serve(
     settings = RuntimeSettings(
         config=agent_config, host=host, port=port, state_dir=state_dir, database_url=database_url, public_url=public_url,
         rest=rest, access=access, kube=kube, tls=tls is not None,
+        otel=_otel(otel), max_body_bytes=max_body_bytes,
     )
     from agent_runtime.kube.client import KubeConfigError
 
     try:
         app = build_app(settings)
-    except (KubeConfigError, ValueError) as exc:
+    except (KubeConfigError, ValueError, RuntimeError) as exc:
         _fail(exc)
     _settle_heap()
     # Idle keep-alive connections stay open longer than clients' and load balancers' own idle timeouts (uvicorn's
@@ -135,6 +157,22 @@ def serve(
     cert, key = tls or (None, None)
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, timeout_keep_alive=75,
                 ssl_certfile=cert, ssl_keyfile=key)
+
+
+def _otel(flag: bool) -> bool:
+    """Approval spans on? ``--otel`` without the exporter installed is an error; an OTLP endpoint in the environment
+    (which a cluster may set for every pod) without it is a warning, and the runtime serves without spans."""
+    import os
+
+    from agent_runtime import tracing
+
+    if not tracing.enabled(flag, os.environ) or tracing.exporter_installed():
+        return tracing.enabled(flag, os.environ)
+    missing = "the OTLP exporter is not installed (pip install 'gatehouse[otel]')"
+    if flag:
+        _fail(ValueError(f"--otel: {missing}"))
+    err.print(f"[yellow]warning:[/] OTEL_EXPORTER_OTLP_ENDPOINT is set but {missing}: approval spans are off", soft_wrap=True)
+    return False
 
 
 def _tls_files(cert: Path | None, key: Path | None) -> tuple[str, str] | None:
@@ -242,3 +280,56 @@ def chat(
         raise typer.Exit(EXIT_INTERRUPTED) from None
     if code:
         raise typer.Exit(code)
+
+
+audit_app = typer.Typer(help="The audit log of approvals.", no_args_is_help=True)
+app.add_typer(audit_app, name="audit")
+
+
+@audit_app.command("export")
+def audit_export(
+    since: str | None = typer.Option(
+        None, "--since", help="From this time: a date (2026-11-01, midnight UTC), a time (2026-11-01T08:00:00Z) or a "
+        "duration back from now (24h, 7d); default: the oldest kept.",
+    ),
+    until: str | None = typer.Option(None, "--until", help="Up to (not including) this time, in the same forms."),
+    fmt: str = typer.Option("jsonl", "--format", help="jsonl (one JSON object a line) or csv (with a header row)."),
+    url: str | None = typer.Option(None, "--url", help="The runtime's base URL: read GET /audit (needs an auditor's token)."),
+    token: str | None = typer.Option(None, "--token", envvar="GATEHOUSE_TOKEN", help="An auditor's bearer token."),
+    state_dir: Path | None = typer.Option(None, "--state-dir", help="Read the runtime's sqlite state directly instead."),
+    database_url: str | None = typer.Option(
+        None, "--database-url", help="Read this database directly instead (e.g. postgresql+asyncpg://…)."
+    ),
+    agent: str | None = typer.Option(None, "--agent", help="Only this agent's events (with a database: the name to label them)."),
+    tool: str | None = typer.Option(None, "--tool", help="Only calls of this tool."),
+    principal: str | None = typer.Option(None, "--principal", help="Only events this principal made (asked, voted, decided)."),
+    requested_by: str | None = typer.Option(None, "--requested-by", help="Only calls this principal asked for."),
+    event: str | None = typer.Option(None, "--event", help="Only this event (requested, voted, decided, timed_out, …)."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write here instead of stdout."),
+) -> None:
+    """Export the audit log (who asked, voted and decided what, when, through which channel) as JSON lines or CSV;
+    progress goes to stderr."""
+    import asyncio
+    import sys
+    import time
+
+    from agent_runtime import audit_export as ax
+
+    try:
+        if fmt not in ("jsonl", "csv"):
+            raise ValueError(f"--format must be jsonl or csv, not {fmt!r}")
+        filters = ax.make_filters(since=since, until=until, agent=agent, tool=tool, principal=principal,
+                                  requested_by=requested_by, event=event, now=time.time())
+        pages = ax.pages(url=url, token=token, state_dir=state_dir, database_url=database_url, agent=agent, filters=filters)
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+    form: ax.Format = "csv" if fmt == "csv" else "jsonl"
+    out = output.open("w", newline="", encoding="utf-8") if output is not None else sys.stdout
+    try:
+        count = asyncio.run(ax.export(pages, form, out, progress=lambda line: err.print(line, soft_wrap=True)))
+    except ax.ExportError as exc:
+        _fail(exc)
+    finally:
+        if output is not None:
+            out.close()
+    err.print(f"exported {count} entr{'y' if count == 1 else 'ies'}{f' to {output}' if output else ''}", soft_wrap=True)

@@ -199,6 +199,10 @@ def describe(
     out.print(f"[bold]Requested:[/]   {spec.get('requestedAt', '')}\n[bold]Expires:[/]     {spec.get('expiresAt', '')}")
     out.print("[bold]Arguments:[/]")
     out.print_json(json.dumps(spec.get("arguments") or {}, sort_keys=True))
+    if spec.get("redacted"):  # spec.approval.redact: the approval is bound to the real arguments, by their hash
+        out.print(f"[bold]Redacted:[/]    {', '.join(spec['redacted'])}")
+    if spec.get("argumentsHash"):
+        out.print(f"[bold]Args hash:[/]   {spec['argumentsHash']}")
     if status.get("approvals"):
         waiting = f", waiting for {status['waitingFor']}" if status.get("waitingFor") else ""
         out.print(f"[bold]Approvals:[/]   {status['approvals']}{waiting}")

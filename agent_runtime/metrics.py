@@ -42,7 +42,10 @@ class Metrics:
             buckets=LATENCY_BUCKETS, registry=self.registry,
         )
         self.webhook_deliveries = Counter(
-            "gatehouse_webhook_deliveries", "Outgoing webhook deliveries (result ok|failed|dropped).", ["result"],
+            "gatehouse_webhook_deliveries",
+            "Outgoing webhook deliveries by how they ended: ok; refused (a 4xx, not retried); dead_letter (every attempt "
+            "failed); dropped (the webhook's queue was full); error (it could not be rendered or sent).",
+            ["result"],
             registry=self.registry,
         )
 

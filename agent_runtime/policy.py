@@ -33,6 +33,7 @@ class Decision:
     verdict: PolicyAction
     hint: str
     approvers: ApproversConfig | None = None  # for a require verdict: who may decide
+    rule: str = ""  # which part of the Agent decided (spec.approval.rules[0], …; "" when nothing did): for the audit
 
 
 
@@ -64,18 +65,22 @@ def _approvers(config: AgentConfig, tool: str) -> ApproversConfig | None:
 
 def evaluate(config: AgentConfig, server: str | None, tool: str, args: dict[str, Any]) -> Decision:
     """Decide one call of ``tool`` (offered by MCP server ``server``, or None for built-in tools)."""
-    for rule in config.approval.rules:
+    for i, rule in enumerate(config.approval.rules):
         if rule.tool == tool and _rule_matches(rule, args):
+            where = f"spec.approval.rules[{i}]"
             if rule.action == "deny":
-                return Decision("deny", f"refused by policy: {_describe(rule)}")
+                return Decision("deny", f"refused by policy: {_describe(rule)}", rule=where)
             if rule.action == "require":
-                return Decision("require", f"approval required: {_describe(rule)}", rule.approvers or _approvers(config, tool))
-            return Decision("allow", f"allowed by policy: {_describe(rule)}")
+                approvers = rule.approvers or _approvers(config, tool)
+                return Decision("require", f"approval required: {_describe(rule)}", approvers, where)
+            return Decision("allow", f"allowed by policy: {_describe(rule)}", rule=where)
     for mcp in config.mcp_servers:
         if mcp.name == server and tool in mcp.require_approval:
-            return Decision("require", f"{tool} on {mcp.name} requires approval (requireApproval)", _approvers(config, tool))
+            hint = f"{tool} on {mcp.name} requires approval (requireApproval)"
+            return Decision("require", hint, _approvers(config, tool), f"spec.tools[{mcp.name}].mcpServer.requireApproval")
     if config.approval.require_for_all_tools and tool not in config.approval.exempt:
-        return Decision("require", "every tool requires approval (requireForAllTools)", _approvers(config, tool))
+        hint = "every tool requires approval (requireForAllTools)"
+        return Decision("require", hint, _approvers(config, tool), "spec.approval.requireForAllTools")
     return Decision("allow", "not gated")
 
 

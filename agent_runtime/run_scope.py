@@ -13,7 +13,7 @@ from typing import Any
 
 from google.adk.tools.base_tool import BaseTool
 
-from agent_runtime.agent_config import ApproversConfig
+from agent_runtime.agent_config import ApproversConfig, RedactConfig
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,8 @@ class PendingCall:
     args: dict[str, Any]
     hint: str
     approvers: ApproversConfig | None = None  # who may decide it (policy.py), fixed when the call pauses
+    redact: RedactConfig | None = None  # what others do not see of its arguments (spec.approval.redact), fixed likewise
+    rule: str = ""  # the policy rule that gated it (policy.Decision.rule), for the audit
 
 
 @dataclass

@@ -19,12 +19,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agent_runtime import agent_config as ac
-from agent_runtime import wire
+from agent_runtime import redaction, wire
 from agent_runtime.durations import parse_duration
 from agent_runtime.errors import Problem, TranslationError
 from agent_runtime.globs import glob_to_regex
 from agent_runtime.resources import Agent, ModelConfig, RemoteMCPServer
-from agent_runtime.resources.agent import ApproversSpec
+from agent_runtime.resources.agent import ApproversSpec, RedactSpec
 
 # Where the operator mounts the access Secrets in the runtime's pod (read-only), and the file names there.
 ACCESS_DIR = "/var/run/gatehouse/access"
@@ -262,7 +262,26 @@ def _policy(agent: Agent, problems: list[Problem]) -> ac.ApprovalPolicy:
         approvers=default_approvers,
         tool_approvers=tool_approvers,
         grant_ttl_seconds=grant_ttl,
+        redact=_redact(spec.redact, problems),
     )
+
+
+def _redact(spec: RedactSpec, problems: list[Problem]) -> ac.RedactConfig:
+    """``spec.approval.redact``; a path that cannot be read or a pattern that does not compile is named with its path
+    (and left out: the translation fails anyway)."""
+    paths, patterns = [], []
+    for i, path in enumerate(spec.paths):
+        try:
+            redaction.parse_path(path)
+            paths.append(path)
+        except ValueError as exc:
+            problems.append(Problem(f"spec.approval.redact.paths[{i}]", str(exc)))
+    for i, pattern in enumerate(spec.patterns):
+        before = len(problems)
+        _check_regex(pattern, f"spec.approval.redact.patterns[{i}]", problems)
+        if len(problems) == before:
+            patterns.append(pattern)
+    return ac.RedactConfig(paths=list(dict.fromkeys(paths)), patterns=list(dict.fromkeys(patterns)), builtins=spec.builtins)
 
 
 def _approvers(spec: ApproversSpec | None, path: str, problems: list[Problem]) -> ac.ApproversConfig | None:
@@ -343,6 +362,12 @@ def _access(agent: Agent, in_cluster: bool, problems: list[Problem]) -> ac.Acces
     )
 
 
+def _audit(agent: Agent, problems: list[Problem]) -> ac.AuditConfig:
+    spec = agent.spec.audit
+    auditors = ac.AuditorsConfig(users=list(dict.fromkeys(spec.auditors.users)), groups=list(dict.fromkeys(spec.auditors.groups)))
+    return ac.AuditConfig(auditors=auditors, retention_seconds=_duration(spec.retention, "spec.audit.retention", problems))
+
+
 def translate(
     agent: Agent,
     model_configs: Mapping[str, ModelConfig],
@@ -361,6 +386,7 @@ def translate(
     servers = _servers(agent, mcp_servers, problems)
     policy = _policy(agent, problems)
     access = _access(agent, in_cluster, problems)
+    audit = _audit(agent, problems)
     if problems or model is None:
         raise TranslationError(problems)
     spec = agent.spec
@@ -379,6 +405,7 @@ def translate(
         approval=policy,
         human_tools=ac.HumanTools(hitl_request=spec.human_tools.hitl_request),
         access=access,
+        audit=audit,
         card=card,
     )
 

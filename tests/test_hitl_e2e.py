@@ -212,7 +212,7 @@ def test_replayed_answer_is_rejected(rpc: Rpc) -> None:
     replay = rpc.send(data=answer, task=task)["task"]  # while confirming: the answer is not taken again
     assert state(replay) == "TASK_STATE_INPUT_REQUIRED" and _prompt(replay).stage == "confirm"
     _done(rpc.send(data={"decision_type": "confirm"}, task=task)["task"])
-    late = rpc.send(data=answer, task=task)["message"]["parts"][0]["text"]
+    late = rpc.send_finished(data=answer, task=task)
     assert late.startswith("Already answered:") and prompt.id in late and "Nothing changed" in late
     # The answer, sent as a new task of the same context, starts nothing.
     again = rpc.send(data=answer, context_id=task["contextId"])["task"]
@@ -238,7 +238,7 @@ def test_timeout_without_confirmation_takes_the_default(rpc: Rpc) -> None:
         True, "timeout", False, "staging", "timeout")
     history = "\n".join(p.get("text", "") for m in done["history"] for p in m["parts"])
     assert f"Timeout: no answer to {prompt.id}" in history
-    late = rpc.send(data=_answer(prompt, "prod"), task=task)["message"]["parts"][0]["text"]
+    late = rpc.send_finished(data=_answer(prompt, "prod"), task=task)
     assert late.startswith("Already answered:")
 
 

@@ -67,3 +67,14 @@ def test_glob_segments() -> None:
     assert glob_match("/data/**", "/data/sub/a.txt")
     assert glob_match("file?.md", "file1.md")
     assert not glob_match("file?.md", "file/.md")
+
+
+def test_each_decision_names_the_rule_that_made_it() -> None:
+    """What the audit records as the rule that gated a call: a path into the Agent's spec."""
+    rules = [ENV_RULE, RuleConfig(tool="write_file", action="deny", arg="path", regex=r"^/etc/")]
+    config = _config(rules=rules, require_for_all_tools=True, exempt=["search"])
+    assert evaluate(config, "files", "read_file", {"path": ".env"}).rule == "spec.approval.rules[0]"
+    assert evaluate(config, "files", "write_file", {"path": "/etc/x"}).rule == "spec.approval.rules[1]"
+    assert evaluate(config, "files", "delete_file", {}).rule == "spec.tools[files].mcpServer.requireApproval"
+    assert evaluate(config, "files", "read_file", {"path": "a"}).rule == "spec.approval.requireForAllTools"
+    assert evaluate(config, "other", "search", {}).rule == ""

@@ -20,10 +20,21 @@ import httpx
 import pytest
 
 from agent_runtime import wire
+from agent_runtime.rest import signing
 from agent_runtime.rest.models import ApprovalEventData, ApprovalList, ApprovalView, DecisionResult, ProblemDetails, StreamReset
-from agent_runtime.rest.webhooks import SIGNATURE_HEADER, verify
 from tests.support.processes import free_port
-from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, request_ids, runtime, state, status_text, wait_for
+from tests.support.runtime import (
+    Rpc,
+    RuntimeProcess,
+    Tools,
+    demo_tools,
+    finished_explanation,
+    request_ids,
+    runtime,
+    state,
+    status_text,
+    wait_for,
+)
 from tests.support.webhook_receiver import Receiver, webhook_receiver
 
 pytestmark = pytest.mark.e2e
@@ -160,8 +171,11 @@ def test_one_request_at_a_time_resumes_when_none_is_pending(env: Env, rpc: Rpc, 
     task = rpc.send("clean up part-a.txt and part-b.txt")["task"]
     first, second = request_ids(task)
     assert alice.decide(first, "approve").status_code == 200
-    # Still waiting for the second: nothing ran, the task is input-required.
-    assert state(rpc.get_task(task["id"])) == "TASK_STATE_INPUT_REQUIRED"
+    # Still waiting for the second: nothing ran, the task is input-required, its pause lists only the second.
+    paused = rpc.get_task(task["id"])
+    assert state(paused) == "TASK_STATE_INPUT_REQUIRED" and request_ids(paused) == [second], status_text(paused)
+    assert status_text(paused).startswith(f"Recorded: {first} (delete_file) approved via rest. Still waiting for a "
+                                          f"decision on {second} (delete_file)")
     assert not env.tools.executions("delete_file", "part-a.txt")
     assert Rest(env.proc.url, "tok-bob").decide(second, "deny", "b stays").status_code == 200
     done = _finished(rpc, task)
@@ -185,8 +199,10 @@ def test_exactly_once_across_a2a_and_rest(env: Env, alice: Rest) -> None:
         go = threading.Barrier(2)
 
         def by_a2a(task: dict[str, Any] = task, rpc: Rpc = rpc, go: threading.Barrier = go) -> dict[str, Any]:
+            message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "taskId": task["id"],
+                       "contextId": task["contextId"], "parts": [{"data": wire.approve_all()}]}
             go.wait()
-            return rpc.send(data=wire.approve_all(), task=task)
+            return rpc.call("SendMessage", {"message": message})
 
         def by_rest(rid: str = rid, go: threading.Barrier = go) -> httpx.Response:
             go.wait()
@@ -195,11 +211,16 @@ def test_exactly_once_across_a2a_and_rest(env: Env, alice: Rest) -> None:
         with ThreadPoolExecutor(2) as pool:
             a2a_future, rest_future = pool.submit(by_a2a), pool.submit(by_rest)
             a2a, rest = a2a_future.result(), rest_future.result()
-        a2a_text = status_text(a2a["task"]) if "task" in a2a else a2a["message"]["parts"][0]["text"]
+        if "error" in a2a:  # the task was finished by REST's resume before this message: -32004, explained
+            assert a2a["error"]["code"] == -32004, a2a
+            a2a_text, a2a = finished_explanation(a2a["error"]), {}
+        else:
+            a2a = a2a["result"]
+            a2a_text = status_text(a2a["task"]) if "task" in a2a else a2a["message"]["parts"][0]["text"]
         if rest.status_code == 200:
             outcomes.append("rest")
-            # The A2A loser is told: "Already decided …", or (a2a-sdk answers a message with the task's next
-            # final state) the task the REST decision finished, whose decisions name their source.
+            # The A2A loser is told: "Already decided …", or the task the REST decision finished (its resume ran
+            # first, on this message), whose decisions name their source.
             decisions = a2a.get("task", {}).get("status", {}).get("message", {}).get("metadata", {}).get("decisions", {})
             assert "Already decided" in a2a_text or decisions[rid]["source"] == "rest", a2a
         else:
@@ -251,8 +272,11 @@ def test_events_stream_then_webhooks(env: Env, rpc: Rpc, alice: Rest) -> None:
     (requested,) = receiver.wait(lambda: delivered("requested"))
     (outcome,) = receiver.wait(lambda: delivered("decided"))
     for delivery in (requested, outcome):
-        assert verify(SECRET, delivery.body, delivery.headers[SIGNATURE_HEADER.lower()])
-        assert not verify(b"other-secret", delivery.body, delivery.headers[SIGNATURE_HEADER.lower()])
+        verified = signing.verify(SECRET, delivery.headers, delivery.body)  # within 300 s of now, binding the headers
+        assert verified.delivery == delivery.headers["x-gatehouse-delivery"]
+        assert verified.event == delivery.headers["x-gatehouse-event"]
+        with pytest.raises(signing.SignatureError, match="mismatch"):
+            signing.verify(b"other-secret", delivery.headers, delivery.body)
         assert delivery.headers["content-type"] == "application/json"
     assert ApprovalEventData.model_validate_json(requested.body).approval.status == "pending"
     body = ApprovalEventData.model_validate_json(outcome.body)
@@ -343,4 +367,6 @@ def test_metrics_follow_requests_and_decisions(env: Env, rpc: Rpc, alice: Rest) 
                  "gatehouse_webhook_deliveries_total"):
         assert name in text
     assert wait_for(lambda: rpc.metric("gatehouse_webhook_deliveries_total", result="ok") >= 1, 30)
+    # /fail (500) and /refused (nothing listens) give up after 5 attempts, 7.5 s of backoff: dead letters.
+    assert wait_for(lambda: rpc.metric("gatehouse_webhook_deliveries_total", result="dead_letter") >= 2, 60)
 

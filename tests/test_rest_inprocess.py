@@ -86,6 +86,10 @@ async def test_auth_off_rest_decides_one_and_a2a_finishes_the_pause(make_app: Ca
         first, second = request_ids(task)
         reply = await app.decide(first, "deny", "a stays")  # no token needed when none is configured
         assert reply.status_code == 200 and reply.json()["approval"]["decided_by"] == "anonymous"
+        # GetTask (already when the REST answer came): the pause lists only what is still pending.
+        paused = await app.get(task["id"])
+        assert state(paused) == "TASK_STATE_INPUT_REQUIRED" and request_ids(paused) == [second]
+        assert status_text(paused).startswith(f"Recorded: {first} (delete_file) denied via rest. Still waiting")
         # The A2A client decides what is left; the resumed turn answers both calls of the pause.
         stale = await app.send(data=wire.batch({first: True, second: True}), task=task)
         assert state(stale["task"]) == "TASK_STATE_INPUT_REQUIRED" and "Already decided" in status_text(stale["task"])
@@ -97,6 +101,21 @@ async def test_auth_off_rest_decides_one_and_a2a_finishes_the_pause(make_app: Ca
         assert outcomes == {first: "denied", second: "approved"}
         assert not app.tools.executions("delete_file", "mix-a.txt")
         assert len(app.tools.executions("delete_file", "mix-b.txt")) == 1
+
+
+async def test_an_idempotency_key_is_forgotten_after_its_ttl(make_app: Callable[..., Any]) -> None:
+    async with make_app(RestSettings(idempotency_ttl=1.0)) as app:
+        task = await app.pause("ttl.txt")
+        (rid,) = request_ids(task)
+        body, key = {"decision": "approve", "reason": "once"}, {"Idempotency-Key": "ttl-key"}
+        first = await app.client.post(f"/approvals/{rid}/decision", json=body, headers=key)
+        again = await app.client.post(f"/approvals/{rid}/decision", json=body, headers=key)
+        assert first.status_code == 200 and (again.status_code, again.text) == (200, first.text)
+        await asyncio.sleep(1.1)
+        late = await app.client.post(f"/approvals/{rid}/decision", json=body, headers=key)
+        assert late.status_code == 409 and "Already decided" in late.json()["error"]  # a new request: handled afresh
+        assert state(await _finished(app, task)) == "TASK_STATE_COMPLETED"
+        assert len(app.tools.executions("delete_file", "ttl.txt")) == 1
 
 
 async def test_decide_one_directly(make_app: Callable[..., Any]) -> None:

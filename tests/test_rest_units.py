@@ -1,10 +1,9 @@
-"""Pure parts of REST, webhooks and metrics: signing, tokens, bodies, views, settings, drop-when-full, latency."""
+"""Pure parts of REST, webhooks and metrics: tokens, bodies, views, settings, drop-when-full, latency."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,10 +13,11 @@ from agent_runtime.approvals import ApprovalRecord
 from agent_runtime.approvals.events import ApprovalEvent
 from agent_runtime.database import Database
 from agent_runtime.metrics import Metrics
-from agent_runtime.rest.idempotency import IdempotencyKeys
+from agent_runtime.rest import idempotency
+from agent_runtime.rest.idempotency import IdempotencyKeys, scoped
 from agent_runtime.rest.models import ApprovalEventData, ApprovalView, BodyError, DecisionBody
 from agent_runtime.rest.settings import RestSettings, load_rest_settings
-from agent_runtime.rest.webhooks import Webhooks, render, sign, slack_text, verify
+from agent_runtime.rest.webhooks import Webhooks, render, slack_text
 from agent_runtime.server.executor import with_decided_siblings
 
 
@@ -30,17 +30,7 @@ def _record(rid: str = "apr-1", created: float = 1_000.0, position: int = 0, **c
     return replace(record, **changes)  # type: ignore[arg-type]
 
 
-# --- signing ----------------------------------------------------------------------------------
-
-
-def test_signature_is_hmac_sha256_of_the_exact_body() -> None:
-    body = b'{"event":"requested"}'
-    expected = hmac.new(b"s3cret", body, hashlib.sha256).hexdigest()
-    assert sign(b"s3cret", body) == f"sha256={expected}"
-    assert verify(b"s3cret", body, f"sha256={expected}")
-    assert not verify(b"s3cret", body + b" ", f"sha256={expected}")
-    assert not verify(b"other", body, f"sha256={expected}")
-    assert not verify(b"s3cret", body, None) and not verify(b"s3cret", body, "")
+# --- webhook bodies (signing and delivery: test_rest_webhooks.py) ---------------------------------
 
 
 def test_webhook_bodies_json_and_slack() -> None:
@@ -76,6 +66,9 @@ def test_rest_settings_from_options_and_environment(tmp_path: Path) -> None:
     assert from_files.webhook_format == "slack" and from_files.webhook_secret == b"from-file"
     with pytest.raises(ValueError, match="json or slack"):
         load_rest_settings(webhook_format="xml", env={})
+    assert from_env.idempotency_ttl == 24 * 3600 and load_rest_settings(idempotency_ttl="90m", env={}).idempotency_ttl == 5400
+    with pytest.raises(ValueError, match="--idempotency-ttl: invalid duration"):
+        load_rest_settings(idempotency_ttl="forever", env={})
 
 
 # --- bodies -----------------------------------------------------------------------------------
@@ -151,9 +144,46 @@ async def test_idempotency_keys_keep_the_first_answer(tmp_path: Path) -> None:
     db = Database(f"sqlite+aiosqlite:///{tmp_path / 'keys.db'}")
     keys = IdempotencyKeys(db)
     await keys.create_tables()
-    assert await keys.get("k") is None
-    first = await keys.put("k", "apr-1", "f1", 409, '{"error": "x"}')
-    assert await keys.put("k", "apr-1", "f2", 200, "{}") == first == await keys.get("k")
+    assert await keys.get("alice", "k") is None
+    first = await keys.put("alice", "k", "apr-1", "f1", 409, '{"error": "x"}')
+    assert await keys.put("alice", "k", "apr-1", "f2", 200, "{}") == first == await keys.get("alice", "k")
+    await db.dispose()
+
+
+async def test_idempotency_keys_are_the_principals_own(tmp_path: Path) -> None:
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'keys.db'}")
+    keys = IdempotencyKeys(db)
+    await keys.create_tables()
+    alices = await keys.put("alice", "k", "apr-1", "f", 200, '{"by": "alice"}')
+    assert await keys.get("bob", "k") is None  # the same key from bob is another key
+    bobs = await keys.put("bob", "k", "apr-1", "f", 409, '{"by": "bob"}')
+    assert (await keys.get("alice", "k"), await keys.get("bob", "k")) == (alices, bobs) and alices != bobs
+    # One principal's name and key never make another's: the stored key is a digest of both, always 64 characters.
+    assert scoped("a", "b:c") != scoped("a:b", "c") and len(scoped("p" * 256, "k" * 256)) == 64
+    # A key written before keys had a principal (state version 2) answers nobody.
+    await db.run(lambda conn: conn.execute(idempotency.keys.insert().values(
+        key="old", principal="", request_id="apr-1", fingerprint="f", status_code=200, response_json="{}",
+        created_at=time.time())))
+    assert [await keys.get(who, "old") for who in ("alice", "bob", "")] == [None, None, None]
+    await db.dispose()
+
+
+async def test_idempotency_keys_expire_after_the_ttl(tmp_path: Path) -> None:
+    now = [1_000.0]
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'keys.db'}")
+    keys = IdempotencyKeys(db, ttl=60.0, clock=lambda: now[0])
+    await keys.create_tables()
+    first = await keys.put("alice", "k", "apr-1", "f", 200, "{}")
+    now[0] += 59.0
+    assert await keys.get("alice", "k") == first
+    now[0] += 1.0
+    assert await keys.get("alice", "k") is None  # expired: unknown again
+    second = await keys.put("alice", "k", "apr-2", "g", 409, '{"again": true}')  # the expired row makes way
+    assert await keys.get("alice", "k") == second
+    await keys.put("bob", "other", "apr-3", "f", 200, "{}")
+    now[0] += 60.0
+    assert await keys.purge() == 2 and await keys.get("alice", "k") is None
+    assert await db.run(lambda conn: conn.execute(idempotency.keys.select()).all(), write=False) == []
     await db.dispose()
 
 

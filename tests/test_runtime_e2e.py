@@ -7,6 +7,7 @@ the example agent with an extra policy rule that refuses deleting ``*.lock`` fil
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from tests.support.runtime import (
     RuntimeProcess,
     Tools,
     demo_tools,
+    finished_explanation,
     interrupt,
     request_ids,
     runtime,
@@ -193,18 +195,41 @@ def test_malformed_decisions_change_nothing(rpc: Rpc, tools: Tools) -> None:
 
 
 def test_replayed_decision_never_runs_twice(rpc: Rpc, tools: Tools) -> None:
+    """A message to a finished task is the A2A UnsupportedOperationError (-32004); its data explains what happened, and
+    the conversation goes on with a new task in the same context (never a new context id)."""
     _file(tools, "replay.txt")
     task = _pause(rpc, "delete replay.txt")
     message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "taskId": task["id"], "contextId": task["contextId"],
                "parts": [{"data": wire.batch({request_ids(task)[0]: True})}]}
     first = rpc.call("SendMessage", {"message": message})["result"]["task"]
     assert state(first) == "TASK_STATE_COMPLETED"
-    for again in (message, {**message, "messageId": str(uuid.uuid4())}):
-        reply = rpc.call("SendMessage", {"message": again})["result"]
-        text = reply["message"]["parts"][0]["text"]
+    no_context = {k: v for k, v in message.items() if k != "contextId"}
+    for again in (message, {**message, "messageId": str(uuid.uuid4())}, {**no_context, "messageId": str(uuid.uuid4())}):
+        reply = rpc.call("SendMessage", {"message": again})
+        assert "result" not in reply and reply["error"]["code"] == -32004, reply
+        text = finished_explanation(reply["error"])
         assert text.startswith("Already decided:") and "approved by a2a" in text and "Nothing was run again" in text
+        (info,) = reply["error"]["data"]
+        assert info["reason"] == "UNSUPPORTED_OPERATION"
+        assert {k: info["metadata"][k] for k in ("taskId", "contextId", "state")} == {
+            "taskId": task["id"], "contextId": task["contextId"], "state": "TASK_STATE_COMPLETED"}
+        assert task["contextId"] in reply["error"]["message"]
     assert len(tools.executions("delete_file", "replay.txt")) == 1
     assert state(rpc.get_task(task["id"])) == "TASK_STATE_COMPLETED"
+    # To go on: a new task in the same context.
+    _file(tools, "after-replay.txt")
+    after = rpc.send("read after-replay.txt", context_id=task["contextId"])["task"]
+    assert (after["contextId"], state(after)) == (task["contextId"], "TASK_STATE_COMPLETED") and after["id"] != task["id"]
+
+
+def test_a_message_naming_only_the_task_stays_in_its_context(rpc: Rpc, tools: Tools) -> None:
+    _file(tools, "no-context.txt")
+    task = _pause(rpc, "delete no-context.txt")
+    message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "taskId": task["id"], "parts": [{"text": "approve"}]}
+    done = rpc.call("SendMessage", {"message": message})["result"]["task"]
+    assert state(done) == "TASK_STATE_COMPLETED"
+    assert done["contextId"] == done["status"]["message"]["contextId"] == task["contextId"]
+    assert {m["contextId"] for m in rpc.get_task(task["id"])["history"]} == {task["contextId"]}
 
 
 def test_a_session_grant_covers_the_same_call_or_a_glob_for_the_rest_of_the_context(rpc: Rpc, tools: Tools) -> None:
@@ -243,6 +268,7 @@ async def test_a2a_sdk_client_streams_pause_and_resume(env: tuple[Tools, Runtime
     from a2a.client import ClientConfig, ClientFactory
     from a2a.helpers import new_data_part, new_text_part
     from a2a.types import Message, Role, SendMessageRequest, TaskState
+    from a2a.utils.errors import UnsupportedOperationError
 
     tools, proc = env
     target = _file(tools, "streamed.txt")
@@ -272,13 +298,35 @@ async def test_a2a_sdk_client_streams_pause_and_resume(env: tuple[Tools, Runtime
         ))
         assert status.state == TaskState.TASK_STATE_COMPLETED
         assert not target.exists()
-        # A replay over the stream is answered with a message; nothing runs again.
+        # A replay over the stream is refused at once (-32004, before any event); nothing runs again.
         replay = Message(role=Role.ROLE_USER, message_id=str(uuid.uuid4()), task_id=task_id, context_id=context_id,
                          parts=[new_data_part(wire.approve_all())])
-        events = [e async for e in client.send_message(SendMessageRequest(message=replay))]
-        assert [e.HasField("message") for e in events] == [True]
-        assert events[0].message.parts[0].text.startswith("Already decided:")
+        with pytest.raises(UnsupportedOperationError) as refused:
+            _ = [e async for e in client.send_message(SendMessageRequest(message=replay))]
+        assert refused.value.data is not None and refused.value.data["explanation"].startswith("Already decided:")
+        assert refused.value.data["contextId"] == context_id
         assert len(tools.executions("delete_file", "streamed.txt")) == 1
+
+
+async def test_the_client_told_the_task_finished_goes_on_in_the_same_context(env: tuple[Tools, RuntimeProcess]) -> None:
+    """``gatehouse chat``'s client: a decision for a task finished meanwhile shows the server's explanation (no
+    exception), keeps the context, and the next message starts a new task in it."""
+    from agent_runtime import a2a_client
+
+    tools, proc = env
+    _file(tools, "client-replay.txt")
+    async with a2a_client.connect(proc.url) as client:
+        paused = await a2a_client.send_text(client, "delete client-replay.txt")
+        assert paused.pending and paused.task_id and paused.context_id
+        ids = {"task_id": paused.task_id, "context_id": paused.context_id}
+        assert (await a2a_client.send_decision(client, wire.approve_all(), **ids)).state == "completed"
+        late = await a2a_client.send_decision(client, wire.deny_all("too late"), **ids)
+        assert (late.task_id, late.context_id, late.state) == (paused.task_id, paused.context_id, "completed")
+        assert late.answer.startswith("Already decided:") and "approved by a2a" in late.answer
+        _file(tools, "client-next.txt")
+        after = await a2a_client.send_text(client, "read client-next.txt", context_id=late.context_id)
+        assert (after.context_id, after.state) == (paused.context_id, "completed") and after.task_id != paused.task_id
+    assert len(tools.executions("delete_file", "client-replay.txt")) == 1
 
 
 def test_cancel_a_paused_task_refuses_its_requests(rpc: Rpc, tools: Tools) -> None:
@@ -286,6 +334,23 @@ def test_cancel_a_paused_task_refuses_its_requests(rpc: Rpc, tools: Tools) -> No
     task = _pause(rpc, "delete cancel-me.txt")
     reply = rpc.call("CancelTask", {"id": task["id"]})
     assert state(reply["result"]) == "TASK_STATE_CANCELED"
-    late = rpc.send("approve", task=task)["message"]["parts"][0]["text"]
-    assert late.startswith("Already decided:") and "denied by cancel" in late
+    late = rpc.call("SendMessage", {"message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "taskId": task["id"],
+                                                "contextId": task["contextId"], "parts": [{"text": "approve"}]}})["error"]
+    assert late["code"] == -32004, late
+    explanation = finished_explanation(late)
+    assert explanation.startswith("Already decided:") and "denied by cancel" in explanation
     assert target.exists() and tools.executions("delete_file", "cancel-me.txt") == []
+    again = rpc.call("CancelTask", {"id": task["id"]})["error"]  # a finished task is not cancelable (-32002)
+    assert again["code"] == -32002 and "denied by cancel" in finished_explanation(again), again
+
+
+def test_cancel_long_after_the_pause_still_refuses_its_requests(rpc: Rpc, tools: Tools) -> None:
+    """a2a-sdk lets go of a paused task's run after a second idle (interrupted_task_timeout): a cancel then must still
+    deny what is pending, or a REST decision could approve a call of a canceled task."""
+    target = _file(tools, "cancel-later.txt")
+    task = _pause(rpc, "delete cancel-later.txt")
+    time.sleep(1.5)
+    assert state(rpc.call("CancelTask", {"id": task["id"]})["result"]) == "TASK_STATE_CANCELED"
+    (view,) = [a for a in rpc.client.get("/approvals", params={"state": "all"}).json()["approvals"] if a["task_id"] == task["id"]]
+    assert (view["status"], view["source"], view["reason"]) == ("denied", "cancel", "task canceled")
+    assert target.exists() and tools.executions("delete_file", "cancel-later.txt") == []

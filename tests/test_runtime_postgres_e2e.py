@@ -25,7 +25,7 @@ def test_paused_on_one_replica_decided_on_the_other(replicas: tuple[Tools, Runti
     assert state(task) == "TASK_STATE_INPUT_REQUIRED"
     done = Rpc(b.url).send(data=wire.approve_all(), task=task)["task"]
     assert state(done) == "TASK_STATE_COMPLETED" and "Delete of shared.txt" in status_text(done)
-    replay = Rpc(a.url).send("approve", task=task)["message"]["parts"][0]["text"]
+    replay = Rpc(a.url).send_finished("approve", task=task)
     assert replay.startswith("Already decided:")
     assert status_text(Rpc(a.url).get_task(task["id"])) == status_text(done)  # the finished task is untouched
     assert len(tools.executions("delete_file", "shared.txt")) == 1

@@ -39,7 +39,7 @@ def test_timeout_is_resolved_server_side(tmp_path: Path, on_timeout: str) -> Non
         assert rpc.metric("gatehouse_decisions_total", outcome="timeout" if on_timeout == "deny" else "approved",
                           source="timeout") == 1
         # A late decision changes nothing.
-        late = rpc.send("approve", task=task)["message"]["parts"][0]["text"]
+        late = rpc.send_finished("approve", task=task)
         assert late.startswith("Already decided:")
         assert len(tools.executions("delete_file", "slow.txt")) == (0 if on_timeout == "deny" else 1)
 
@@ -62,5 +62,5 @@ def test_kill_9_with_a_pending_approval_then_approve_runs_once(tmp_path: Path) -
         assert not target.exists()
         assert len(tools.executions("delete_file", "survivor.txt")) == 1
         # A replay of the decision: still exactly once.
-        assert rpc.send("approve", task=task)["message"]["parts"][0]["text"].startswith("Already decided:")
+        assert rpc.send_finished("approve", task=task).startswith("Already decided:")
         assert len(tools.executions("delete_file", "survivor.txt")) == 1

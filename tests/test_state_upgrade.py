@@ -1,10 +1,16 @@
-"""A state directory written by the previous release (tests/testdata/state-v1, see its README) under this runtime.
+"""State directories written by older releases (tests/testdata/state-v1 and state-v2, see their READMEs) under this
+runtime, which upgrades them to the current state version at start-up.
 
-The old release paused one ``delete_file`` call over A2A in local mode; tasks had no owner then, requests no
-requester and no approvers. This runtime upgrades the file to state version 2 at start-up and gives what was
-pending to one principal: ``anonymous`` in local mode (the same caller as before), else the configured
-``access.unowned_tasks_owner``, else a name nobody authenticates as (the task is readable by nobody, while its
-request can still be decided over REST and the runtime resumes it for its owner).
+Version 1: the old release paused one ``delete_file`` call over A2A in local mode; tasks had no owner then, requests no
+requester and no approvers. This runtime gives what was pending to one principal: ``anonymous`` in local mode (the
+same caller as before), else the configured ``access.unowned_tasks_owner``, else a name nobody authenticates as (the
+task is readable by nobody, while its request can still be decided over REST and the runtime resumes it for its
+owner).
+
+Version 2: alice decided one call over REST with an ``Idempotency-Key`` (then keys had no owner) and left another
+pending. Keys are now the principal's own: the old one answers nobody (not bob, who re-sends it with alice's body,
+nor alice: a retry across the upgrade is handled afresh, "Already decided"), and a key bob and alice both use is two
+keys.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import pytest
 
 from agent_runtime import wire
 from agent_runtime.agent_config import AgentConfig
+from agent_runtime.approvals.schema import SCHEMA_VERSION
 from agent_runtime.manifests import select_agent_config
 from agent_runtime.rest.models import ApprovalList, DecisionResult
 from tests.support.runtime import (
@@ -30,6 +37,7 @@ from tests.support.runtime import (
     RuntimeProcess,
     Tools,
     demo_tools,
+    finished_explanation,
     request_ids,
     state,
     status_text,
@@ -44,6 +52,10 @@ TASK_ID = "54ab4ad6-5b92-45f6-9e0d-084777b91336"
 CONTEXT_ID = "a577c84e-1b4a-41c5-a26b-ace6cb557a93"
 REQUEST_ID = "apr-82231f7089514ac3"
 PATH = "old-report.txt"
+STATE_V2 = Path(__file__).parent / "testdata" / "state-v2" / "gatehouse.db"
+V2_DECIDED, V2_DECIDED_TASK = "apr-4ddfae9eced84625", "b00644a7-ffd7-4681-ac20-f6bb54ec5892"
+V2_PENDING, V2_PENDING_TASK = "apr-6de9226d2ed94d2a", "60e4ee63-d034-41d1-8279-c3d007071bfd"
+V2_KEY, V2_BODY = "retry-me", {"decision": "approve", "reason": "fine"}
 
 
 def query(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -65,16 +77,16 @@ def test_the_fixture_is_a_version_1_state_with_one_pending_call() -> None:
 
 @contextmanager
 def upgraded_runtime(
-    base: Path, serve_args: Sequence[str] = (), **access: Any
+    base: Path, serve_args: Sequence[str] = (), state: Path = STATE_V1, path: str = PATH, **access: Any
 ) -> Iterator[tuple[RuntimeProcess, Tools, Path]]:
-    """This runtime on a copy of the old state directory, the demo tools' sandbox holding the file to delete; the
-    example agent, with ``access`` fields when given (then as a config.json)."""
+    """This runtime on a copy of an old state directory (``state``), the demo tools' sandbox holding the file to
+    delete (``path``); the example agent, with ``access`` fields when given (then as a config.json)."""
     state_dir = base / "state"
     state_dir.mkdir(parents=True)
     db = state_dir / "gatehouse.db"
-    shutil.copyfile(STATE_V1, db)
+    shutil.copyfile(state, db)
     with demo_tools(base / "tools") as tools:
-        (tools.sandbox / PATH).write_text("written before the upgrade\n")
+        (tools.sandbox / path).write_text("written before the upgrade\n")
         manifests = write_manifests(base / "manifests", tools.url)
         config_args: list[str] = []
         if access:
@@ -91,9 +103,11 @@ def upgraded_runtime(
 
 
 def assert_upgraded(db: Path, owner: str) -> None:
-    assert query(db, "SELECT component, version FROM gatehouse_schema") == [("runtime", 2)]
+    assert query(db, "SELECT component, version FROM gatehouse_schema") == [("runtime", SCHEMA_VERSION)]
     assert query(db, "SELECT owner FROM tasks WHERE id = ?", TASK_ID) == [(owner,)]
-    assert query(db, "SELECT requested_by, approvers_json FROM gatehouse_approvals") == [(owner, None)]
+    assert "principal" in {row[1] for row in query(db, "PRAGMA table_info(gatehouse_idempotency_keys)")}
+    # redact_json NULL: an old request's arguments are shown with the built-in secret shapes redacted
+    assert query(db, "SELECT requested_by, approvers_json, redact_json FROM gatehouse_approvals") == [(owner, None, None)]
     assert query(db, "SELECT DISTINCT user_id FROM gatehouse_sessions") == [(owner,)]
 
 
@@ -112,7 +126,8 @@ def test_local_mode_the_old_task_is_the_anonymous_callers_and_resumes_once(tmp_p
         assert done["status"]["message"]["metadata"]["decisions"][REQUEST_ID]["outcome"] == "approved"
         again = rpc.call("SendMessage", {"message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "taskId": TASK_ID,
                                                     "contextId": CONTEXT_ID, "parts": [{"data": wire.approve_all()}]}})
-        (text,) = [part["text"] for part in again["result"]["message"]["parts"]]
+        assert again["error"]["code"] == -32004, again  # a message to a finished task
+        text = finished_explanation(again["error"])
         assert text.startswith(f"Already decided: {REQUEST_ID} (delete_file) was approved by a2a")
         assert text.endswith("Nothing was run again.")
         assert len(tools.executions("delete_file", PATH)) == 1 and not (tools.sandbox / PATH).exists()
@@ -170,3 +185,45 @@ def test_with_tokens_and_an_owner_for_old_tasks_the_old_task_is_that_principals(
         assert state(done) == "TASK_STATE_COMPLETED" and f"Delete of {PATH}" in status_text(done), done
         assert len(tools.executions("delete_file", PATH)) == 1 and not (tools.sandbox / PATH).exists()
     assert_upgraded(db, "alice")
+
+
+def test_the_v2_fixture_has_a_key_without_a_principal_and_one_pending_call() -> None:
+    assert query(STATE_V2, "SELECT component, version FROM gatehouse_schema") == [("runtime", 2)]
+    assert "principal" not in {row[1] for row in query(STATE_V2, "PRAGMA table_info(gatehouse_idempotency_keys)")}
+    assert query(STATE_V2, "SELECT key, request_id, status_code FROM gatehouse_idempotency_keys") == [(V2_KEY, V2_DECIDED, 200)]
+    assert query(STATE_V2, "SELECT id, task_id, status, requested_by FROM gatehouse_approvals ORDER BY created_at") == [
+        (V2_DECIDED, V2_DECIDED_TASK, "approved", "alice"), (V2_PENDING, V2_PENDING_TASK, "pending", "alice")]
+
+
+def test_v2_keys_become_their_principals_and_the_old_one_answers_nobody(tmp_path: Path) -> None:
+    (tmp_path / "tokens").write_text("alice:tok-alice\nbob:tok-bob\n")
+    serve = ["--api-token-file", str(tmp_path / "tokens")]
+    with upgraded_runtime(tmp_path, serve, state=STATE_V2, path="pending.txt") as (proc, tools, db):
+        alice, bob = (httpx.Client(base_url=proc.url, headers={"Authorization": f"Bearer tok-{who}"}, timeout=60)
+                      for who in ("alice", "bob"))
+
+        def decide(client: httpx.Client, request_id: str, key: str, body: dict[str, str] = V2_BODY) -> httpx.Response:
+            return client.post(f"/approvals/{request_id}/decision", json=body, headers={"Idempotency-Key": key})
+
+        assert query(db, "SELECT component, version FROM gatehouse_schema") == [("runtime", SCHEMA_VERSION)]
+        assert query(db, "SELECT principal FROM gatehouse_idempotency_keys WHERE key = ?", V2_KEY) in ([("",)], [])
+        # Bob re-sends alice's key and body: his own first use of the key, not alice's 200.
+        replayed = decide(bob, V2_DECIDED, V2_KEY)
+        assert replayed.status_code == 409 and replayed.json()["approval"]["decided_by"] == "alice", replayed.text
+        # Nor does the key written before the upgrade answer alice: handled afresh, the request is decided already.
+        assert decide(alice, V2_DECIDED, V2_KEY).status_code == 409
+        # A key bob and alice both use on the pending request: two keys, two answers.
+        (view,) = ApprovalList.model_validate_json(bob.get("/approvals").content).approvals
+        assert (view.id, view.status, view.requested_by) == (V2_PENDING, "pending", "alice")
+        first = decide(bob, V2_PENDING, "shared-key")
+        assert first.status_code == 200 and DecisionResult.model_validate_json(first.content).approval.decided_by == "bob"
+        again = decide(bob, V2_PENDING, "shared-key")
+        assert (again.status_code, again.text) == (200, first.text)
+        late = decide(alice, V2_PENDING, "shared-key")
+        assert late.status_code == 409 and "Already decided" in late.json()["error"], late.text
+        wait_for(lambda: tools.executions("delete_file", "pending.txt"), 60)
+        wait_for(lambda: "COMPLETED" in str(query(db, "SELECT status FROM tasks WHERE id = ?", V2_PENDING_TASK)), 30)
+        assert len(tools.executions("delete_file", "pending.txt")) == 1
+    keys = query(db, "SELECT principal, request_id, status_code FROM gatehouse_idempotency_keys WHERE principal != '' "
+                     "ORDER BY created_at")
+    assert keys == [("bob", V2_DECIDED, 409), ("alice", V2_DECIDED, 409), ("bob", V2_PENDING, 200), ("alice", V2_PENDING, 409)]

@@ -8,9 +8,11 @@ parts they use from here.
 (creates every table once), lists the MCP tools once (readiness), and starts the timeout sweeper.
 
 Routes: A2A JSON-RPC at ``/``, the agent card at ``/.well-known/agent-card.json``, ``/healthz``,
-``/readyz`` (200 once the stores are open and the MCP tools listed; else 503 with the reason:
-:mod:`agent_runtime.app.readiness`, which the Kubernetes side also reports on the Agent as ``RuntimeReady``),
-``/metrics`` (Prometheus), and the REST approvals API with its event stream (:mod:`agent_runtime.rest`).
+``/readyz`` (200 once the stores are open and the MCP tools listed, while the database stays usable; else 503
+with the reason: :mod:`agent_runtime.app.readiness`, which the Kubernetes side also reports on the Agent as
+``RuntimeReady``), ``/metrics`` (Prometheus), the REST approvals API with its event stream
+(:mod:`agent_runtime.rest`) and the audit log at ``/audit`` (:mod:`agent_runtime.rest.audit`). Every request
+body is capped first (:mod:`agent_runtime.app.limits`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import logging
 import re
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 def _import_a2a_server_without_grpc() -> None:
@@ -65,13 +67,23 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from agent_runtime import tracing
 from agent_runtime.access.authenticator import Authenticator
 from agent_runtime.access.jwt_tokens import JwtMethod
 from agent_runtime.access.methods import BearerMethod, TokenFileMethod
 from agent_runtime.access.middleware import PrincipalContextBuilder, RequirePrincipal
 from agent_runtime.access.settings import is_loopback
 from agent_runtime.agent_config import AgentConfig
-from agent_runtime.app.readiness import STARTING, STOPPING, Readiness, database_unavailable, ready, tools_unreachable
+from agent_runtime.app.limits import BodyLimit
+from agent_runtime.app.readiness import (
+    STARTING,
+    STOPPING,
+    DatabaseWatch,
+    Readiness,
+    database_unavailable,
+    ready,
+    tools_unreachable,
+)
 from agent_runtime.app.settings import RuntimeSettings
 from agent_runtime.approvals import ApprovalService
 from agent_runtime.database import Database
@@ -83,6 +95,7 @@ from agent_runtime.metrics import Metrics
 from agent_runtime.models.factory import build_model
 from agent_runtime.questions.flow import HitlRuntime
 from agent_runtime.rest.api import RestApi
+from agent_runtime.rest.audit import AuditApi
 from agent_runtime.server.decide_one import DecideOne
 from agent_runtime.server.executor import GatehouseExecutor
 from agent_runtime.server.gate import Gate
@@ -143,9 +156,26 @@ class Runtime:
     sweeper: TimeoutSweeper
     decide_one: DecideOne
     kube: KubeBridge | None = None
-    readiness: Readiness = STARTING
+    _stage: Readiness = STARTING  # how far start-up got (or stopping); see ``readiness``
     _lister: asyncio.Task[None] | None = None
     hitl: HitlRuntime | None = None
+    _database: DatabaseWatch | None = field(default=None, init=False)  # once the stores are open
+
+    @property
+    def readiness(self) -> Readiness:
+        """What /readyz and the Agent's ``RuntimeReady`` say: the start-up stage, unless the database went bad
+        since it opened (while not stopping). Setting it sets the stage."""
+        fault = self._database.fault if self._database is not None else None
+        return fault if fault is not None and self._stage is not STOPPING else self._stage
+
+    @readiness.setter
+    def readiness(self, value: Readiness) -> None:
+        self._stage = value
+
+    async def check_database(self) -> None:
+        """Check the database now (``/readyz``; Postgres: unless it was checked within the last second)."""
+        if self._database is not None:
+            await self._database.refresh()
 
     @property
     def ready(self) -> bool:
@@ -164,6 +194,9 @@ class Runtime:
         if self.hitl is not None:
             await self.hitl.open()
         self.metrics.pending.set(await self.approvals.pending_count())
+        self.db.pin()  # the files opened, from now on watched (removed, replaced, read-only; Postgres: SELECT 1)
+        self._database = DatabaseWatch(self.db.check, max_age=0.0 if self.db.sqlite else 1.0)  # sqlite: a few stats
+        self._database.start()
         self.sweeper.start()
         if self.kube is not None:
             self.kube.start(lambda: self.readiness)
@@ -210,6 +243,8 @@ class Runtime:
         if self.kube is not None:
             await self.kube.stop()
         await self.sweeper.stop()
+        if self._database is not None:
+            await self._database.stop()
         if self.hitl is not None:
             await self.hitl.close()
         with contextlib.suppress(Exception):
@@ -229,6 +264,8 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     fresh = FreshIds() if db.sqlite else None
     approvals = ApprovalService(db, fresh=fresh)
     approvals.events.subscribe(metrics.on_approval_event)
+    if settings.otel:  # each approval wait as an OpenTelemetry span (agent_runtime/tracing.py); off: nothing imported
+        approvals.events.subscribe(tracing.start(config.name).on_approval_event)
     # Postgres may have replicas: there the session cache checks the database and tasks are not cached.
     sessions = DurableSessionService(db, validate_cache=not db.sqlite, fresh=fresh)
     task_store = CachedTaskStore(db, fresh=fresh)
@@ -303,15 +340,19 @@ def build_app(settings: RuntimeSettings) -> Starlette:
         settings.rest, agent=settings.config.name, db=runtime.db, approvals=runtime.approvals, metrics=runtime.metrics,
         decide_one=runtime.decide_one, ready=lambda: runtime.ready,
     )
+    audit = AuditApi(settings.config.audit, db=runtime.db, agent=settings.config.name)  # GET /audit, retention
 
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
     async def readyz(_: Request) -> Response:
         warning = {"warning": "anonymous access allowed (--insecure-allow-anonymous)"} if insecure else {}
-        if runtime.ready:
+        await runtime.check_database()
+        readiness = runtime.readiness
+        if readiness.ready:
             return JSONResponse({"status": "ready", **warning})
-        body = {"status": "starting", "reason": runtime.readiness.reason, "problems": runtime.problems, **warning}
+        status = "unavailable" if readiness.reason == "DatabaseUnavailable" else "starting"
+        body = {"status": status, "reason": readiness.reason, "problems": [readiness.message], **warning}
         return JSONResponse(body, status_code=503)
 
     async def metrics(_: Request) -> Response:
@@ -327,9 +368,11 @@ def build_app(settings: RuntimeSettings) -> Starlette:
             await runtime.failed(exc)
             raise
         await rest.start()
+        await audit.start()
         try:
             yield
         finally:
+            await audit.stop()
             await rest.stop()
             await runtime.close()
 
@@ -338,10 +381,15 @@ def build_app(settings: RuntimeSettings) -> Starlette:
         Route("/readyz", readyz),
         Route("/metrics", metrics),
         *rest.routes,
+        *audit.routes,
         *create_agent_card_routes(agent_card(settings.config, settings.url, authenticator.security_schemes())),
         *create_jsonrpc_routes(runtime.handler, rpc_url="/", context_builder=PrincipalContextBuilder()),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(RequirePrincipal, authenticator=authenticator)])
+    middleware = [  # outermost first: a body over the cap is refused before anything reads it
+        Middleware(BodyLimit, max_bytes=settings.max_body_bytes),
+        Middleware(RequirePrincipal, authenticator=authenticator),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     app.state.runtime = runtime
     return app
 

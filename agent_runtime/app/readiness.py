@@ -8,14 +8,23 @@ The runtime is ready once its stores are open and the tools of every MCP server 
 - ``Starting``: opening the stores, listing the tools (the first attempt has not failed yet);
 - ``ToolsUnreachable``: listing the MCP tools failed (a server down, a wrong URL): retried every second;
 - ``DatabaseUnavailable``: opening the stores failed (the database unreachable, bad credentials): the process
-  exits, and the pod restarts;
+  exits, and the pod restarts; or, once open, the database went bad (:class:`DatabaseWatch`): the sqlite file
+  was removed or replaced, or cannot be written, or Postgres stopped answering. Checked every two seconds and on
+  ``/readyz``; it takes precedence over the other reasons but ``Stopping``, and clears when the check passes again
+  (a removed file never comes back: the runtime must restart);
 - ``Stopping``: shutting down (never reported on the Agent: another pod may be taking over).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+
+from agent_runtime.periodic import PeriodicSweep
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -42,4 +51,43 @@ def database_unavailable(problem: str) -> Readiness:
     return Readiness(False, "DatabaseUnavailable", f"opening the stores: {problem}")
 
 
-__all__ = ["STARTING", "STOPPING", "Readiness", "database_unavailable", "ready", "tools_unreachable"]
+def database_fault(problem: str) -> Readiness:
+    """The open database went bad (``problem``: :meth:`agent_runtime.database.Database.check`'s words)."""
+    return Readiness(False, "DatabaseUnavailable", problem)
+
+
+class DatabaseWatch(PeriodicSweep):
+    """Runs ``check`` (what is wrong with the database, or None) every ``interval`` seconds, so the Agent's
+    ``RuntimeReady`` follows without anyone probing; ``/readyz`` calls :meth:`refresh`, which checks again when the
+    last check is older than ``max_age`` (a probe every few seconds costs at most one check a second)."""
+
+    name = "gatehouse-database-watch"
+
+    def __init__(self, check: Callable[[], Awaitable[str | None]], interval: float = 2.0, max_age: float = 1.0) -> None:
+        super().__init__(interval)
+        self._check = check
+        self._max_age = max_age
+        self._checked = float("-inf")
+        self.fault: Readiness | None = None
+
+    async def sweep(self) -> int:
+        await self.refresh(max_age=0.0)
+        return 0
+
+    async def refresh(self, max_age: float | None = None) -> Readiness | None:
+        if time.monotonic() - self._checked < (self._max_age if max_age is None else max_age):
+            return self.fault
+        problem = await self._check()
+        self._checked = time.monotonic()
+        if problem is not None and (self.fault is None or self.fault.message != problem):
+            log.error("database unavailable: %s", problem)
+        elif problem is None and self.fault is not None:
+            log.warning("database available again")
+        self.fault = None if problem is None else database_fault(problem)
+        return self.fault
+
+
+__all__ = [
+    "STARTING", "STOPPING", "DatabaseWatch", "Readiness", "database_fault", "database_unavailable", "ready",
+    "tools_unreachable",
+]

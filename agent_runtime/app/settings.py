@@ -8,6 +8,7 @@ from pathlib import Path
 
 from agent_runtime.access.settings import AccessSettings
 from agent_runtime.agent_config import AgentConfig
+from agent_runtime.app.limits import DEFAULT_MAX_BODY_BYTES
 from agent_runtime.database import default_database_url
 from agent_runtime.kube.settings import KubeSettings
 from agent_runtime.rest.settings import RestSettings
@@ -26,6 +27,8 @@ class RuntimeSettings:
     access: AccessSettings = field(default_factory=AccessSettings)  # who may call (every channel), who is who
     kube: KubeSettings | None = None  # Kubernetes-visible approvals (agent_runtime.kube), off when None
     tls: bool = False  # served over HTTPS (--tls-cert/--tls-key): the card's default URL says https
+    otel: bool = False  # approval waits exported as OpenTelemetry spans (agent_runtime.tracing.enabled)
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES  # request bodies over this are refused (agent_runtime.app.limits), A2A and REST
 
     @property
     def db_url(self) -> str:

@@ -7,10 +7,16 @@ called, so a restart or a replayed decision never runs it twice) → done (the t
 ``started`` was cut short (a restart, or another replica still running it): whether it took effect is not
 known, and it is never run again. ``args_hash`` binds an approval to the
 exact arguments it was shown with.
+
+``redact`` (``spec.approval.redact``, fixed when the call pauses) says what of the arguments others may see:
+:attr:`ApprovalRecord.shown` is what leaves the database for a broader audience (ToolApprovals, Events, REST,
+the event stream, webhooks); :meth:`ApprovalRecord.action_request`, the A2A pause, goes to the task's owner and
+carries the real arguments.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
@@ -18,8 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from agent_runtime import wire
-from agent_runtime.agent_config import ApproversConfig
+from agent_runtime import redaction, wire
+from agent_runtime.agent_config import ApproversConfig, RedactConfig
 from agent_runtime.authority import Vote, tally, who_may_decide
 
 ApprovalStatus = Literal["pending", "approved", "denied", "expired"]
@@ -78,9 +84,16 @@ class ApprovalRecord:
     exec_state: ExecState = "none"
     requested_by: str = ""  # the principal whose task asked for the call ("" before requests recorded it)
     approvers: ApproversConfig | None = None  # who may decide (agent_runtime.authority); None: whoever reaches it
+    redact: RedactConfig | None = None  # what others do not see of the arguments; None: the built-in secret shapes
+
+    @functools.cached_property
+    def shown(self) -> redaction.Redacted:
+        """The arguments as approvers and viewers see them, and which paths were redacted."""
+        return redaction.redact(self.args, self.redact)
 
     def action_request(self, votes: Sequence[Vote] = ()) -> wire.ActionRequest:
-        """As the client sees it; ``votes``: the counted votes so far (shown when the call has approvers)."""
+        """As the task's owner sees it in the pause: the real arguments (they wrote them); ``votes``: the counted votes
+        so far (shown when the call has approvers)."""
         return wire.ActionRequest(
             id=self.id, name=self.tool, args=self.args, call_id=self.call_id, hint=self.hint,
             expires_at=iso_utc(self.expires_at), approval=None, approvers=self.approvers_view(votes),

@@ -2,9 +2,12 @@
 
 Version 1 is what releases before principals wrote (no version row). Version 2 adds who asked for a call
 and who may decide it (``requested_by``, ``approvers_json`` on the approvals table), the votes table and
-the ToolApproval uids the runtime created. Each step is additive, so a runtime of version 1 reading the
-upgraded file still finds its rows; :func:`upgrade` runs at start-up inside one transaction, before
-anything else reads the tables.
+the ToolApproval uids the runtime created. Version 3 scopes the REST idempotency keys to their principal
+(``principal`` on ``gatehouse_idempotency_keys``, defined in :mod:`agent_runtime.rest.idempotency` and upgraded
+here by name, since the version is one number for the whole state): keys written before answer nobody and expire
+with the others. Each step is additive, so the rows of an older runtime are all still there; :func:`upgrade` runs
+at start-up inside one transaction, before anything else reads the tables. A table that does not exist yet is
+created whole by its owner (``create_all``), so its step is skipped.
 """
 
 from __future__ import annotations
@@ -13,12 +16,16 @@ from sqlalchemy import Connection, inspect, select, text
 
 from agent_runtime.approvals.tables import schema_versions
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Columns added to existing tables since version 1: (table, column, DDL type and default).
 _ADDED = [
     ("gatehouse_approvals", "requested_by", "VARCHAR(256) NOT NULL DEFAULT ''"),
     ("gatehouse_approvals", "approvers_json", "TEXT"),
+    # Additive within version 2: added to any state that lacks it (NULL: redact the built-in secret shapes only).
+    ("gatehouse_approvals", "redact_json", "TEXT"),
+    # Version 3: whose key it is ('' for keys written before: they match no principal).
+    ("gatehouse_idempotency_keys", "principal", "VARCHAR(256) NOT NULL DEFAULT ''"),
 ]
 
 
@@ -39,6 +46,8 @@ def upgrade(conn: Connection) -> int:
         )
     inspector = inspect(conn)
     for table, column, ddl in _ADDED:
+        if not inspector.has_table(table):
+            continue  # created whole, later, by the module that owns it
         if column not in {c["name"] for c in inspector.get_columns(table)}:
             conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}"))
     if found < SCHEMA_VERSION:

@@ -11,6 +11,8 @@ Exactly-once is enforced by the database, not by process memory, so it holds acr
   the arguments' hash. A second claim — a replay, a duplicate resume, a restart after the tool started — is
   refused, so an approved call runs at most once. :meth:`ApprovalService.finish_execution` records that the
   tool returned (done), so a refused claim can say truthfully whether the call ran or was cut short.
+
+Every change also writes its audit event (approvals/audit.py) in the same transaction; votes are their own record.
 """
 
 from __future__ import annotations
@@ -18,16 +20,16 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
-from agent_runtime.agent_config import ApproversConfig
+from agent_runtime.agent_config import ApproversConfig, RedactConfig
+from agent_runtime.approvals import audit, schema
 from agent_runtime.approvals import grants as grant_rows
-from agent_runtime.approvals import schema
 from agent_runtime.approvals import votes as vote_rows
 from agent_runtime.approvals.deciders import lookup as deciders_lookup
 from agent_runtime.approvals.events import ApprovalEvents
@@ -113,6 +115,7 @@ def _row_to_record(row: Any) -> ApprovalRecord:
         position=m["position"], status=m["status"], scope=m["scope"], reason=m["reason"], source=m["source"],
         decided_at=m["decided_at"], exec_state=m["exec_state"], requested_by=m["requested_by"] or "",
         approvers=ApproversConfig.model_validate_json(m["approvers_json"]) if m["approvers_json"] else None,
+        redact=RedactConfig.model_validate_json(m["redact_json"]) if m["redact_json"] else None,
     )
 
 
@@ -124,6 +127,7 @@ def _record_to_row(r: ApprovalRecord) -> dict[str, Any]:
         "position": r.position, "status": r.status, "scope": r.scope, "reason": r.reason, "source": r.source,
         "decided_at": r.decided_at, "exec_state": r.exec_state, "requested_by": r.requested_by,
         "approvers_json": r.approvers.model_dump_json() if r.approvers is not None else None,
+        "redact_json": r.redact.model_dump_json() if r.redact is not None else None,
     }
 
 
@@ -166,13 +170,19 @@ class ApprovalService:
         except (OperationalError, ProgrammingError):
             return await self._db.run(schema.upgrade)  # another replica added the same column at the same moment
 
-    async def add_pending(self, records: Sequence[ApprovalRecord]) -> None:
+    async def add_pending(self, records: Sequence[ApprovalRecord], rules: Mapping[str, str] | None = None) -> None:
+        """Store new pending requests; ``rules``: the policy rule that gated each (``{request_id: rule}``, audit)."""
         if records:
             if self._fresh is not None:
                 for r in records:
                     self._fresh.written(r.context_id)
             rows = [_record_to_row(r) for r in records]
-            await self._db.run(lambda conn: conn.execute(approvals.insert(), rows))
+
+            def write(conn: Connection) -> None:
+                conn.execute(approvals.insert(), rows)
+                audit.requested(conn, records, rules or {})
+
+            await self._db.run(write)
             await self.events.publish("requested", records)
 
     async def _select(self, stmt: Any, params: dict[str, Any] | None = None) -> list[ApprovalRecord]:
@@ -200,13 +210,14 @@ class ApprovalService:
 
     async def decide(
         self, task_id: str, resolutions: dict[str, Resolution], source: str, known: Sequence[ApprovalRecord] = (),
-        also: Callable[[Connection, float], None] | None = None,
+        also: Callable[[Connection, float], None] | None = None, by: str = "",
     ) -> list[ApprovalRecord]:
         """Resolve every named pending request of ``task_id`` at once, or none (:class:`AlreadyDecided`).
 
         ``known``: the caller's copies of the pending records, returned updated instead of re-reading them.
         ``also(conn, decided_at)``: more writes committed in the same transaction, only when the decision wins
-        (who decided, an idempotency key); if it raises, nothing is decided.
+        (who decided, an idempotency key); if it raises, nothing is decided. ``by``: who decided, for the audit
+        (the principal who canceled the task; none for a timeout).
         """
         now = self._clock()
 
@@ -219,6 +230,8 @@ class ApprovalService:
                 })
                 if result.rowcount != 1:
                     lost.append(request_id)
+                else:
+                    audit.decided(conn, request_id, now, status=res.status, source=source, by=by, reason=res.reason)
             if lost:
                 raise _Lost(lost)  # rolls the whole transaction back
             if also is not None:
@@ -279,6 +292,7 @@ class ApprovalService:
                         "new_decided_at": now,
                     })
                     conn.execute(deciders.insert().values(request_id=request_id, decided_by=tally.decided_by, decided_at=now))
+                    audit.decided(conn, request_id, now, status=status, source=cast.channel, by=tally.decided_by, reason=reason)
                     if status == "approved" and scope == "session":
                         grant_rows.make(
                             conn, context_id=record.context_id, owner=record.requested_by, server=record.server,
@@ -320,7 +334,8 @@ class ApprovalService:
 
     async def record_granted(
         self, grant: grant_rows.Grant, *, task_id: str, call_id: str, tool: str, server: str | None,
-        args: dict[str, Any], hint: str, approvers: ApproversConfig | None = None,
+        args: dict[str, Any], hint: str, approvers: ApproversConfig | None = None, redact: RedactConfig | None = None,
+        rule: str = "",
     ) -> ApprovalRecord:
         """A call that runs now under ``grant``: recorded as approved (``source: grant``, decided by who granted it)
         and claimed for execution, like an approved call about to run; announced as ``decided``."""
@@ -330,12 +345,13 @@ class ApprovalService:
             call_id=call_id or f"granted-{uuid.uuid4().hex[:16]}", tool=tool, server=server, args=dict(args),
             args_hash=args_hash(tool, args), hint=hint, created_at=now, expires_at=now, status="approved",
             scope="session", reason=f"under {grant.describe()}", source="grant", decided_at=now, exec_state="started",
-            requested_by=grant.owner, approvers=approvers,
+            requested_by=grant.owner, approvers=approvers, redact=redact,
         )
 
         def write(conn: Connection) -> None:
             conn.execute(approvals.insert(), [_record_to_row(record)])
             conn.execute(deciders.insert().values(request_id=record.id, decided_by=grant.granted_by, decided_at=now))
+            audit.granted(conn, record, grant.granted_by, rule)
 
         await self._db.run(write)
         await self.events.publish("decided", [record], "grant")
@@ -377,20 +393,33 @@ class ApprovalService:
             if row is None:
                 return Claim(None, "no approval was recorded for this call; it was not run")
             record = _row_to_record(row)
-            if record.status != "approved":
-                return Claim(record, f"the call is {record.status}, not approved; it was not run")
-            if record.tool != tool or record.args_hash != args_hash:
-                return Claim(record, "the call's arguments differ from the approved ones; it was not run")
-            result = conn.execute(_CLAIM, {"w_call_id": call_id})
-            if result.rowcount != 1:
-                return Claim(record, _already_claimed(conn, call_id))
-            return Claim(replace(record, exec_state="started"))
+            claim = self._claim(conn, record, call_id, tool, args_hash)
+            if claim.ok:
+                audit.started(conn, record.id, self._clock())
+            else:
+                audit.refused(conn, record.id, self._clock(), claim.problem)
+            return claim
 
         return await self._db.run(transaction)
 
-    async def finish_execution(self, call_id: str) -> None:
-        """The claimed call's tool returned (whatever it answered)."""
-        await self._db.run(lambda conn: conn.execute(_FINISH, {"w_call_id": call_id}))
+    @staticmethod
+    def _claim(conn: Connection, record: ApprovalRecord, call_id: str, tool: str, args_hash: str) -> Claim:
+        if record.status != "approved":
+            return Claim(record, f"the call is {record.status}, not approved; it was not run")
+        if record.tool != tool or record.args_hash != args_hash:
+            return Claim(record, "the call's arguments differ from the approved ones; it was not run")
+        result = conn.execute(_CLAIM, {"w_call_id": call_id})
+        if result.rowcount != 1:
+            return Claim(record, _already_claimed(conn, call_id))
+        return Claim(replace(record, exec_state="started"))
+
+    async def finish_execution(self, call_id: str, outcome: str = "ok") -> None:
+        """The claimed call's tool returned; ``outcome`` (ok, error: approvals/audit.py ``outcome_of``) is audited."""
+        def transaction(conn: Connection) -> None:
+            if conn.execute(_FINISH, {"w_call_id": call_id}).rowcount == 1:
+                audit.executed(conn, call_id, self._clock(), outcome)
+
+        await self._db.run(transaction)
 
     async def expired(self, now: float | None = None, limit: int = 100) -> dict[str, list[ApprovalRecord]]:
         """Pending requests past their ``expires_at``, by task."""

@@ -1,7 +1,8 @@
 """The runtime's approval tables, on one metadata (created together at start-up, upgraded by approvals/schema.py).
 
 Only :mod:`agent_runtime.approvals` code reads and writes them: the service (requests and their outcome),
-deciders (who decided), votes (every vote cast) and schema (the state's version).
+deciders (who decided), votes (every vote cast), audit (the other events of the audit log) and schema (the
+state's version).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ approvals = Table(
     Column("exec_state", String(16), nullable=False, default="none"),
     Column("requested_by", String(256), nullable=False, default=""),  # since state version 2 (approvals/schema.py)
     Column("approvers_json", Text),
+    Column("redact_json", Text),  # spec.approval.redact when the call paused (NULL: the built-in secret shapes)
 )
 
 # Who decided a request, where a channel knew the person (written and read by approvals/deciders.py).
@@ -99,5 +101,23 @@ grants = Table(
     Column("expires_at", Float, nullable=False),
 )
 
+# The audit log's own events (approvals/audit.py): requested, decided, timed out, canceled, granted, started,
+# executed, refused. Votes are not repeated here: the audit reads them from ``votes`` (one store, not two).
+# Append-only: rows are inserted in the transaction of the change they record and deleted only by retention.
+# A table of its own, created by ``create_all`` on any state version: it needs no upgrade step.
+audit_events = Table(
+    "gatehouse_audit_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", Float, nullable=False, index=True),
+    Column("event", String(16), nullable=False),
+    Column("request_id", String(64), nullable=False, index=True),
+    Column("principal", String(256), nullable=False, default=""),  # who acted (gatehouse:internal: the runtime)
+    Column("channel", String(32), nullable=False, default=""),
+    Column("outcome", String(32), nullable=False, default=""),
+    Column("reason", Text, nullable=False, default=""),
+    Column("rule", String(256), nullable=False, default=""),  # the policy rule that gated the call (policy.Decision.rule)
+)
 
-__all__ = ["approvals", "deciders", "grants", "metadata", "mirrored_objects", "schema_versions", "votes"]
+
+__all__ = ["approvals", "audit_events", "deciders", "grants", "metadata", "mirrored_objects", "schema_versions", "votes"]

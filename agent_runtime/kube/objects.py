@@ -3,6 +3,11 @@
 No I/O here; :mod:`agent_runtime.kube.mirror` sends what these functions return. A ToolApproval's name is
 derived from the agent and the request id alone (:func:`approval_name`), so the runtime can name it in the
 A2A pause before the object exists.
+
+Everything here is read by namespace viewers (ToolApprovals) or by anyone with the built-in ``view`` role (Events),
+so the arguments are always the redacted ones (:attr:`~agent_runtime.approvals.records.ApprovalRecord.shown`,
+``spec.approval.redact``): a ToolApproval carries them with ``argumentsHash`` (of the real arguments, which the
+approval is bound to) and ``redacted`` (the paths that were replaced).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agent_runtime import redaction
 from agent_runtime.approvals import ApprovalRecord, iso_utc
 from agent_runtime.approvals.votes import CastVote
 from agent_runtime.authority import tally, who_may_decide
@@ -57,7 +63,8 @@ def owner_reference(agent: dict[str, Any]) -> dict[str, Any]:
 
 
 def tool_approval(record: ApprovalRecord, agent: str, namespace: str, owner: dict[str, Any] | None) -> dict[str, Any]:
-    """The ToolApproval for a pending request (its status is written separately: it is a subresource)."""
+    """The ToolApproval for a pending request (its status is written separately: it is a subresource); the arguments
+    redacted, with the real arguments' hash and the paths that were redacted."""
     metadata: dict[str, Any] = {
         "name": approval_name(agent, record.id),
         "namespace": namespace,
@@ -80,7 +87,9 @@ def tool_approval(record: ApprovalRecord, agent: str, namespace: str, owner: dic
             "requestId": record.id,
             "callId": record.call_id,
             "tool": record.tool,
-            "arguments": record.args,
+            "arguments": record.shown.args,
+            "argumentsHash": record.args_hash,
+            "redacted": list(record.shown.paths),
             "hint": record.hint,
             "requestedAt": iso_utc(record.created_at),
             "expiresAt": iso_utc(record.expires_at),
@@ -114,9 +123,17 @@ def ballots(spec: dict[str, Any]) -> list[Ballot]:
 
 
 def same_request(spec: dict[str, Any], record: ApprovalRecord) -> bool:
-    """The ToolApproval still shows exactly the request the runtime wrote (nobody changed what is being approved)."""
-    return (spec.get("requestId"), spec.get("taskId"), spec.get("tool"), spec.get("arguments") or {}) == (
-        record.id, record.task_id, record.tool, record.args)
+    """The ToolApproval still shows exactly the request the runtime wrote (nobody changed what is being approved):
+    the redacted arguments, the paths redacted and the real arguments' hash; or, on a ToolApproval written before
+    redaction (no ``argumentsHash``), the real arguments."""
+    if (spec.get("requestId"), spec.get("taskId"), spec.get("tool")) != (record.id, record.task_id, record.tool):
+        return False
+    arguments = spec.get("arguments") or {}
+    if "argumentsHash" not in spec and "redacted" not in spec:
+        return bool(arguments == record.args)
+    shown = record.shown
+    return (spec.get("argumentsHash"), arguments, list(spec.get("redacted") or [])) == (
+        record.args_hash, shown.args, list(shown.paths))
 
 
 def is_hitl(obj: dict[str, Any]) -> bool:
@@ -145,6 +162,7 @@ def hitl_approval(record: HitlRecord, agent: str, namespace: str, owner: dict[st
         arguments["defaultOption"] = args.defaultOption
     if args.metadata:
         arguments["metadata"] = args.metadata
+    shown = redaction.redact(arguments)  # the model's question, shown to viewers: the built-in secret shapes go
     return {
         "apiVersion": API_VERSION,
         "kind": "ToolApproval",
@@ -156,8 +174,9 @@ def hitl_approval(record: HitlRecord, agent: str, namespace: str, owner: dict[st
             "requestId": record.id,
             "callId": record.call_id,
             "tool": KIND_HITL,
-            "arguments": arguments,
-            "hint": args.question,
+            "arguments": shown.args,
+            "redacted": list(shown.paths),
+            "hint": redaction.redact_text(args.question),
             "requestedAt": iso_utc(record.created_at),
             "expiresAt": iso_utc(record.expires_at),
         },
@@ -279,7 +298,7 @@ def event(
     meta = agent["metadata"]
     current = phase(record)
     name = approval_name(meta["name"], record.id)
-    args = ", ".join(f"{k}={v!r}" for k, v in record.args.items())
+    args = ", ".join(f"{k}={v!r}" for k, v in record.shown.args.items())  # an Event is readable by the view role
     if current == "Pending":
         message = f"{record.tool}({args}) waits for approval: toolapproval {name}"
     else:

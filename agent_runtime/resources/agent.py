@@ -85,6 +85,26 @@ class ToolApprovers(SpecModel):
     approvers: ApproversSpec = Field(description="Who may decide that tool's gated calls.")
 
 
+class RedactSpec(SpecModel):
+    """What approvers and viewers do not see of a gated call's arguments (the task's owner sees everything)."""
+
+    paths: list[str] = Field(
+        default_factory=list,
+        description="Argument names or simple JSON paths (token, headers.authorization, $.items[*].secret) whose whole "
+        "value is shown as «redacted»; names match without regard to case.",
+    )
+    patterns: list[str] = Field(
+        default_factory=list,
+        description="Python regular expressions searched in every string argument; each match is shown as «redacted» "
+        "(only its group named secret, if it has one).",
+    )
+    builtins: bool = Field(
+        default=True,
+        description="Also redact the built-in secret shapes: API keys (sk-…, sk_live_…), GitHub, Slack, AWS and Google "
+        "keys, bearer tokens, JWTs, private keys and passwords in URLs.",
+    )
+
+
 class ApprovalSpec(SpecModel):
     require_for_all_tools: bool = Field(default=False, description="Gate every tool call, except the exempt tools.")
     exempt: list[str] = Field(default_factory=list, description="Tools requireForAllTools does not gate.")
@@ -106,6 +126,11 @@ class ApprovalSpec(SpecModel):
     )
     grant_ttl: str = Field(
         default="1h", alias="grantTTL", description="How long a session grant lasts at most, e.g. 30m, 1h."
+    )
+    redact: RedactSpec = Field(
+        default_factory=RedactSpec,
+        description="Arguments shown as «redacted» in ToolApprovals, Events, REST, the event stream and webhooks; the "
+        "task's owner sees them in full, and an approval stays bound to the real arguments by their hash.",
     )
 
 
@@ -268,6 +293,21 @@ class AccessSpec(SpecModel):
     )
 
 
+class AuditorsSpec(SpecModel):
+    users: list[str] = Field(default_factory=list, description="Principals (user names) who may read the audit log.")
+    groups: list[str] = Field(default_factory=list, description="Groups whose members may read the audit log.")
+
+
+class AuditSpec(SpecModel):
+    auditors: AuditorsSpec = Field(
+        default_factory=AuditorsSpec,
+        description="Who may read the audit log (GET /audit, gatehouse audit export); none named: nobody, over the API.",
+    )
+    retention: str = Field(
+        default="90d", description="How long audit events and votes are kept, e.g. 30d, 365d; older ones are deleted."
+    )
+
+
 class AgentSpec(SpecModel):
     description: str = Field(default="", description="What the agent does (also its A2A card description).")
     system_message: str = Field(default="", description="Instruction given to the model.")
@@ -287,6 +327,9 @@ class AgentSpec(SpecModel):
         "PersistentVolumeClaim.",
     )
     access: AccessSpec = Field(default_factory=AccessSpec, description="Who may call the agent at all, and who is who.")
+    audit: AuditSpec = Field(
+        default_factory=AuditSpec, description="The audit log of approvals: who may read it, and how long it is kept."
+    )
 
 
 class Agent(Resource):

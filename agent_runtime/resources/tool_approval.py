@@ -41,7 +41,9 @@ class ToolApprovalSpec(SpecModel):
     request_id: str
     call_id: str = ""
     tool: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments: dict[str, Any] = Field(default_factory=dict)  # redacted (agent_runtime/redaction.py)
+    arguments_hash: str = ""  # sha256 of the tool and the real arguments, which an approval is bound to
+    redacted: list[str] = Field(default_factory=list)  # the paths of arguments shown as «redacted»
     hint: str = ""
     requested_at: str | None = None
     expires_at: str | None = None

@@ -8,7 +8,8 @@ Routes (JSON bodies are the models of :mod:`agent_runtime.rest.models`; every 4x
   an ``ApprovalView``;
 - ``POST /approvals/{id}/decision`` with ``Idempotency-Key`` (400 without) and a ``DecisionBody`` (422 if
   malformed) → 200 ``DecisionResult`` when this request decided it, 409 ``ProblemDetails`` naming who decided what
-  when it was decided already, 404 unknown. The key replays the same answer; with another body → 422.
+  when it was decided already, 404 unknown. The key, the caller's own (another principal's same key is another
+  key) for ``--idempotency-ttl``, replays the same answer; with another body → 422 (:mod:`agent_runtime.rest.idempotency`).
 
 A decision is the caller's vote, through :class:`agent_runtime.server.decide_one.DecideOne` and the one authority
 function: 200 when it decided the request, 202 when it counted but more approvals are needed, 403 when it does
@@ -40,7 +41,7 @@ from agent_runtime.authority import Vote, may_see
 from agent_runtime.database import Database
 from agent_runtime.metrics import Metrics
 from agent_runtime.principals import Principal
-from agent_runtime.rest.idempotency import MAX_KEY_LENGTH, IdempotencyKeys, StoredAnswer
+from agent_runtime.rest.idempotency import MAX_KEY_LENGTH, IdempotencyKeys, KeyPurge, StoredAnswer
 from agent_runtime.rest.models import STATES, ApprovalList, ApprovalView, BodyError, DecisionBody, DecisionResult, ProblemDetails
 from agent_runtime.rest.settings import RestSettings
 from agent_runtime.rest.stream import EventStream
@@ -76,7 +77,8 @@ class RestApi:
         self._approvals = approvals
         self._decide_one = decide_one
         self._ready = ready
-        self.keys = IdempotencyKeys(db)
+        self.keys = IdempotencyKeys(db, settings.idempotency_ttl)
+        self._purge = KeyPurge(self.keys)
         self.stream = EventStream(db, agent)
         self.webhooks = Webhooks(db, agent, settings, metrics)
         self._unsubscribe: list[Callable[[], None]] = []
@@ -92,8 +94,9 @@ class RestApi:
         ]
 
     async def start(self) -> None:
-        """After the runtime's stores are open: the idempotency table, the listeners, the webhook workers."""
+        """After the runtime's stores are open: the idempotency table and its purge, the listeners, the webhook workers."""
         await self.keys.create_tables()
+        self._purge.start()
         events = self._approvals.events
         self._unsubscribe = [events.subscribe(self.stream.on_approval_event), events.subscribe(self.webhooks.on_approval_event)]
         self.webhooks.start()
@@ -116,6 +119,7 @@ class RestApi:
             await asyncio.gather(self._recovery, return_exceptions=True)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wait_for_resumes(), 10.0)
+        await self._purge.stop()
         await self.webhooks.stop()
 
     # --- auth -----------------------------------------------------------------------------------
@@ -167,7 +171,7 @@ class RestApi:
         except BodyError as exc:
             return _problem(422, str(exc))
         fingerprint = body.fingerprint(request_id)
-        stored = await self.keys.get(key)
+        stored = await self.keys.get(principal.id, key)
         if stored is not None:
             return self._replay(stored, fingerprint, key)
         record = await self._approvals.get(request_id)
@@ -180,21 +184,22 @@ class RestApi:
             # Inside the vote's transaction, after the judgement: the key stores exactly the answer given.
             so_far = vote_rows.counted(vote_rows.for_request(conn, request_id))  # as recorded, with groups and channel
             answer.append(self._answer(results[0], principal, so_far))
-            IdempotencyKeys.write(conn, key, request_id, fingerprint, *answer[-1])
+            self.keys.write(conn, principal.id, key, request_id, fingerprint, *answer[-1])
 
         try:
             await self._decide_one(request_id, vote, also=remember)
         except UnknownRequest:
             return _problem(404, f"no approval request {request_id!r}")
         except IntegrityError:  # the same key, used at the same moment by another request, won
-            stored = await self.keys.get(key)
+            stored = await self.keys.get(principal.id, key)
             assert stored is not None
             return self._replay(stored, fingerprint, key)
         except AlreadyDecided as exc:
             current = await self._approvals.get(request_id)
             (view,) = await views(self._db, [current or record])
             conflict = ProblemDetails(error=str(exc), approval=view).model_dump_json()
-            return self._replay(await self.keys.put(key, request_id, fingerprint, 409, conflict), fingerprint, key)
+            answered = await self.keys.put(principal.id, key, request_id, fingerprint, 409, conflict)
+            return self._replay(answered, fingerprint, key)
         return Response(answer[-1][1], status_code=answer[-1][0], media_type="application/json")
 
     @staticmethod

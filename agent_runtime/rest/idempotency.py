@@ -1,28 +1,42 @@
 """Idempotency keys of ``POST /approvals/{id}/decision``, stored in the runtime's database.
 
-A key is bound to the request it was first used with (its fingerprint: request id + decision + reason)
-and remembers the answer given (status code and JSON). The same key again gets the very same answer; the
-same key with another body is refused (422). For the answer that applied a decision, the key is written
-in the decision's own transaction (``decide(..., also=...)``), so there is never a decision without its
-key, nor a key for a decision that lost.
+A key belongs to the principal who sent it: the same key from another principal is another key, handled afresh
+(it never returns the first one's answer). It is bound to the request it was first used with (its fingerprint:
+request id + decision + reason) and remembers the answer given (status code and JSON). The same principal sending
+the same key again gets the very same answer; the same key with another body is refused (422). For the answer that
+applied a decision, the key is written in the decision's own transaction (``vote(..., also=...)``), so there is
+never a decision without its key, nor a key for a decision that lost.
+
+A key lives ``ttl`` seconds (``--idempotency-ttl``, default 24h) from its first use: after that it is unknown
+again (a retry then is a new decision, which the approvals table answers "Already decided" if it was decided), and
+:class:`KeyPurge` deletes it.
+
+The ``key`` column holds a digest of the principal and the client's key (at most 64 characters, whatever the
+principal's length). Rows written before state version 3 (``approvals/schema.py`` adds the ``principal`` column
+with ``''``) hold the client's key itself and no principal: they answer nobody and expire like the others.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, Text, select
+from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, Text, bindparam, delete, select
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from agent_runtime.database import Database
+from agent_runtime.periodic import PeriodicSweep
 
 metadata = MetaData()
 
 keys = Table(
     "gatehouse_idempotency_keys",
     metadata,
-    Column("key", String(256), primary_key=True),
+    Column("key", String(256), primary_key=True),  # since state version 3: scoped(principal, the client's key)
+    Column("principal", String(256), nullable=False, default=""),  # since state version 3
     Column("request_id", String(64), nullable=False),
     Column("fingerprint", String(64), nullable=False),
     Column("status_code", Integer, nullable=False),
@@ -31,6 +45,18 @@ keys = Table(
 )
 
 MAX_KEY_LENGTH = 256
+DEFAULT_TTL_SECONDS = 24 * 3600.0
+
+_GET = select(keys.c.fingerprint, keys.c.status_code, keys.c.response_json).where(
+    keys.c.key == bindparam("scoped"), keys.c.principal == bindparam("principal"), keys.c.created_at > bindparam("since"),
+)
+_EXPIRED_ONE = delete(keys).where(keys.c.key == bindparam("scoped"), keys.c.created_at <= bindparam("since"))
+_EXPIRED = delete(keys).where(keys.c.created_at <= bindparam("since"))
+
+
+def scoped(principal: str, key: str) -> str:
+    """The stored key: one principal's ``key`` (a digest of both, unambiguous whatever either contains)."""
+    return hashlib.sha256(json.dumps([principal, key]).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -41,37 +67,68 @@ class StoredAnswer:
 
 
 class IdempotencyKeys:
-    def __init__(self, db: Database) -> None:
+    """The keys of one runtime; ``ttl``: seconds a key is remembered after its first use."""
+
+    def __init__(self, db: Database, ttl: float = DEFAULT_TTL_SECONDS, clock: Callable[[], float] = time.time) -> None:
         self._db = db
+        self.ttl = ttl
+        self._clock = clock
 
     async def create_tables(self) -> None:
+        """Create the table where it is missing (an existing one is upgraded by approvals/schema.py at start-up)."""
         try:
             await self._db.run(metadata.create_all)
         except (IntegrityError, OperationalError, ProgrammingError):
             await self._db.run(metadata.create_all)  # another replica created it at the same moment
 
-    async def get(self, key: str) -> StoredAnswer | None:
-        stmt = select(keys.c.fingerprint, keys.c.status_code, keys.c.response_json).where(keys.c.key == key)
-        row = await self._db.run(lambda conn: conn.execute(stmt).first(), write=False)
+    async def get(self, principal: str, key: str) -> StoredAnswer | None:
+        """``principal``'s answer for ``key``, unless the key is unknown or expired."""
+        params = {"scoped": scoped(principal, key), "principal": principal, "since": self._clock() - self.ttl}
+        row = await self._db.run(lambda conn: conn.execute(_GET, params).first(), write=False)
         return StoredAnswer(row[0], row[1], row[2]) if row else None
 
-    @staticmethod
-    def write(conn: Connection, key: str, request_id: str, fingerprint: str, status_code: int, response_json: str) -> None:
-        """Insert inside a caller's transaction; an existing key raises IntegrityError (and rolls it back)."""
+    def write(
+        self, conn: Connection, principal: str, key: str, request_id: str, fingerprint: str, status_code: int,
+        response_json: str,
+    ) -> None:
+        """Insert inside a caller's transaction (an expired row of the same key makes way); a live key raises
+        IntegrityError (and rolls the transaction back)."""
+        now = self._clock()
+        conn.execute(_EXPIRED_ONE, {"scoped": scoped(principal, key), "since": now - self.ttl})
         conn.execute(keys.insert().values(
-            key=key, request_id=request_id, fingerprint=fingerprint, status_code=status_code,
-            response_json=response_json, created_at=time.time(),
+            key=scoped(principal, key), principal=principal, request_id=request_id, fingerprint=fingerprint,
+            status_code=status_code, response_json=response_json, created_at=now,
         ))
 
-    async def put(self, key: str, request_id: str, fingerprint: str, status_code: int, response_json: str) -> StoredAnswer:
+    async def put(
+        self, principal: str, key: str, request_id: str, fingerprint: str, status_code: int, response_json: str,
+    ) -> StoredAnswer:
         """Store an answer unless the key exists already; returns whichever answer is stored for the key."""
         try:
-            await self._db.run(lambda conn: self.write(conn, key, request_id, fingerprint, status_code, response_json))
+            await self._db.run(lambda conn: self.write(conn, principal, key, request_id, fingerprint, status_code, response_json))
         except IntegrityError:
-            stored = await self.get(key)
+            stored = await self.get(principal, key)
             assert stored is not None
             return stored
         return StoredAnswer(fingerprint, status_code, response_json)
 
+    async def purge(self) -> int:
+        """Delete the expired keys (every principal's, and those written before keys had one); how many."""
+        since = self._clock() - self.ttl
+        return int(await self._db.run(lambda conn: conn.execute(_EXPIRED, {"since": since}).rowcount))
 
-__all__ = ["MAX_KEY_LENGTH", "IdempotencyKeys", "StoredAnswer", "keys", "metadata"]
+
+class KeyPurge(PeriodicSweep):
+    """Deletes expired keys every ``ttl / 2`` (at least every second, at most every hour), from start-up on."""
+
+    name = "gatehouse-idempotency-purge"
+
+    def __init__(self, keys: IdempotencyKeys) -> None:
+        super().__init__(min(max(keys.ttl / 2, 1.0), 3600.0))
+        self._keys = keys
+
+    async def sweep(self) -> int:
+        return await self._keys.purge()
+
+
+__all__ = ["DEFAULT_TTL_SECONDS", "MAX_KEY_LENGTH", "IdempotencyKeys", "KeyPurge", "StoredAnswer", "keys", "metadata", "scoped"]

@@ -24,7 +24,10 @@ class BodyError(ValueError):
 
 
 class ApprovalView(BaseModel):
-    """One approval request as the REST API, the event stream and the webhooks show it."""
+    """One approval request as the REST API, the event stream and the webhooks show it: to every caller, the task's
+    owner included, with the arguments redacted (``spec.approval.redact``: ``redacted`` names the paths replaced by
+    ``«redacted»``) and ``args_hash``, the sha256 of the tool and the real arguments the approval is bound to. Only the
+    A2A pause, which goes to the task's owner, carries the real arguments."""
 
     id: str
     task_id: str
@@ -32,6 +35,8 @@ class ApprovalView(BaseModel):
     tool: str
     server: str | None = None
     args: dict[str, Any]
+    args_hash: str = ""
+    redacted: list[str] = []
     hint: str
     status: Literal["pending", "approved", "denied", "expired"]
     created_at: str
@@ -48,7 +53,8 @@ class ApprovalView(BaseModel):
         decided = record.status != "pending"
         return cls(
             id=record.id, task_id=record.task_id, context_id=record.context_id, tool=record.tool, server=record.server,
-            args=record.args, hint=record.hint, status=record.status, created_at=iso_utc(record.created_at),
+            args=record.shown.args, args_hash=record.args_hash, redacted=list(record.shown.paths), hint=record.hint,
+            status=record.status, created_at=iso_utc(record.created_at),
             expires_at=iso_utc(record.expires_at), decided_by=(decided_by or record.source) if decided else None,
             decided_at=iso_utc(record.decided_at) if decided and record.decided_at else None,
             reason=record.reason, source=record.source, requested_by=record.requested_by,

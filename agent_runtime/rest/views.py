@@ -1,4 +1,7 @@
-"""Approval records as the outside world sees them: with ``decided_by`` and the votes looked up (one query each per batch)."""
+"""Approval records as the outside world sees them: with ``decided_by`` and the votes looked up (one query each per batch),
+and the arguments redacted (:meth:`ApprovalView.of <agent_runtime.rest.models.ApprovalView.of>`). REST lists and single
+views, the event stream and the webhooks all render through here, so none of them shows what the Agent's
+``spec.approval.redact`` (or a built-in secret shape) hides."""
 
 from __future__ import annotations
 

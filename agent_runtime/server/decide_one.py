@@ -9,8 +9,11 @@ task with several pending requests may be decided piece by piece by different pe
    decides the request with the conditional update every channel uses (the first channel wins, the others get
    :class:`~agent_runtime.approvals.AlreadyDecided`), with who decided and any caller's extra writes (an
    idempotency key).
-2. While another request of the task is still pending, nothing else happens: the task stays input-required
-   and an A2A client still decides the rest with ``approve``/``deny``/``batch`` over the remaining ids.
+2. While another request of the task is still pending (or the vote counted but more approvals are needed), the
+   task stays input-required and its pause is restated through the same path with an empty resolution set:
+   the status lists only what is still pending, with the votes so far (GetTask and subscribers agree with the
+   approvals table), before the caller is answered. An A2A client still decides the rest with
+   ``approve``/``deny``/``batch`` over the remaining ids.
 3. When it was the last pending one, the task is resumed through the one decision path,
    :meth:`~agent_runtime.server.resume.Resumer.resume`, with an *empty* resolution set, which the executor reads
    as "resume what is recorded": it runs the turn on with every decision of that pause (approved calls run,
@@ -95,11 +98,17 @@ class DecideOne:
             raise UnknownRequest(request_id)
         (voted,) = await self.approvals.vote(record.task_id, {request_id: vote}, also=also)
         if not voted.decided:
+            if voted.judgement.counted:
+                await self._restate(voted.record, vote.channel, f"{vote.principal}'s approval of {request_id} was counted; "
+                                                                 f"{voted.judgement.tally.progress()}.")
             return OneDecided(voted, None)
         decided = voted.record
         self.metrics.pending.dec()
         self.metrics.decisions.labels(outcome=OUTCOME_LABEL[decided.status], source=vote.channel).inc()
         if await self.approvals.for_task(record.task_id, pending_only=True):
+            await self._restate(decided, vote.channel, f"{decided.describe_decision()} (decided by "
+                                                       f"{voted.judgement.tally.decided_by}); other requests of this pause "
+                                                       "are still pending.")
             return OneDecided(voted, None)
         note = (f"{decided.describe_decision()} (decided by {voted.judgement.tally.decided_by}); "
                 "every request of this pause is decided: resuming.")
@@ -109,6 +118,21 @@ class DecideOne:
         if wait:
             await asyncio.shield(resume)
         return OneDecided(voted, resume)
+
+    async def _restate(self, record: ApprovalRecord, source: str, note: str) -> None:
+        """The pause goes on: restate it on the task with what is still pending and the votes so far (an internal
+        message with no resolutions, like a resume), before the caller is answered, so that GetTask, subscribers
+        and the task history agree with the approvals table."""
+        restate = asyncio.create_task(self._run_restate(record, source, note), name=f"gatehouse-restate-{record.task_id}")
+        _resuming.add(restate)
+        restate.add_done_callback(_resuming.discard)
+        await asyncio.shield(restate)  # a caller that goes away does not cut it short
+
+    async def _run_restate(self, record: ApprovalRecord, source: str, note: str) -> None:
+        try:
+            await self.resumer.resume(record.task_id, record.context_id, {}, source, note)
+        except Exception:  # the vote is recorded; the pause shows it at the next change
+            log.exception("restating the pause of task %s after %s failed", record.task_id, record.id)
 
     async def _resume(self, record: ApprovalRecord, source: str, note: str) -> None:
         try:

@@ -7,7 +7,12 @@ Every request ends in exactly one of these task states, with the shapes of the w
   decided: …") and the data part still lists the pending requests, which stay as they were;
 - ``TASK_STATE_COMPLETED`` — the model's reply;
 - ``TASK_STATE_REJECTED`` — a new message that cannot start a turn (a decision sent without the paused
-  task's id, or a message while another task of the same context waits for a decision).
+  task's id, or a message while another task of the same context waits for a decision);
+- ``TASK_STATE_CANCELED`` — a cancel, after :meth:`GatehouseExecutor.withdraw` denied what was pending (the request
+  handler calls it before every cancel, one message or cancel at a time per task; it refuses the cancel once an
+  approved call of the pause has started). A message to a finished task is answered by the handler
+  (:mod:`agent_runtime.server.resume`); one finished by another replica meanwhile is refused here and answered the
+  same way.
 
 Decisions from inside the runtime (the timeout sweeper, and the REST and Kubernetes channels through
 :class:`~agent_runtime.server.decide_one.DecideOne`) arrive through the same
@@ -22,7 +27,6 @@ is resumed — with every resolution — by whichever decision leaves nothing pe
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -34,7 +38,7 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Task, TaskState
-from a2a.utils.errors import UnsupportedOperationError
+from a2a.utils.errors import TaskNotCancelableError, UnsupportedOperationError
 
 from agent_runtime import wire
 from agent_runtime.agent_config import AgentConfig
@@ -134,16 +138,42 @@ class GatehouseExecutor(AgentExecutor):
             )
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """Only the ``CANCELED`` status: a2a-sdk stops the run held in this process, and the request handler has
+        withdrawn what was pending (:meth:`withdraw`) before every cancel, also where no run is held here."""
         assert context.task_id and context.context_id
-        pending = await self._approvals.for_task(context.task_id, pending_only=True)
-        if pending:
-            with contextlib.suppress(AlreadyDecided):
-                canceled = {r.id: Resolution("denied", "task canceled") for r in pending}
-                await self._approvals.decide(context.task_id, canceled, "cancel")
-                self._metrics.pending.dec(len(pending))
-        if self._hitl is not None:
-            await self._hitl.cancel(context.task_id)
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+    async def withdraw(self, task: Task, *, by: str) -> None:
+        """Before ``task`` is canceled (by ``by``): deny its pending requests ("task canceled") and end its open
+        question; or refuse the cancel (``TaskNotCancelableError``) when an approved call of its latest pause has
+        started, because that run ends the task with the model's reply.
+
+        Each request's decision is the arbiter: one decided before the cancel is not withdrawn (its call runs, unless
+        the task is canceled before the run starts: then nothing runs and the task says ``CANCELED``), one the cancel
+        denied first answers a later decision with "Already decided: … denied by cancel"."""
+        records = await self._approvals.for_task(task.id)
+        for _ in range(len(records) + 1):  # each lost race leaves one request fewer pending
+            started = [r for r in _batch_after(records, []) if r.status == "approved" and r.exec_state != "none"]
+            if started:
+                calls = ", ".join(f"{r.id} ({r.tool})" for r in started)
+                explanation = (f"Not canceled: {calls} was approved and has started; the task ends with the model's reply "
+                               "to it.")
+                data = {"taskId": task.id, "contextId": task.context_id, "state": TaskState.Name(task.status.state),
+                        "explanation": explanation}
+                raise TaskNotCancelableError(message=f"Task {task.id} cannot be canceled: {explanation}", data=data)
+            pending = [r for r in records if r.status == "pending"]
+            if not pending:
+                break
+            try:
+                canceled = {r.id: Resolution("denied", "task canceled") for r in pending}
+                await self._approvals.decide(task.id, canceled, "cancel", known=pending, by=by)
+            except AlreadyDecided:  # another channel decided one meanwhile: look again
+                records = await self._approvals.for_task(task.id)
+                continue
+            self._metrics.pending.dec(len(pending))
+            break
+        if self._hitl is not None:
+            await self._hitl.cancel(task.id)
 
     # --- a new turn -----------------------------------------------------------------------------
 
@@ -191,9 +221,16 @@ class GatehouseExecutor(AgentExecutor):
             return await self._hitl.decision(task, message, updater, internal, self._report)
         pending = [r for r in records if r.status == "pending"]
         if isinstance(internal, InternalDecision) and not internal.resolutions:
-            # "Resume what is recorded": requests were decided one by one (REST, kubectl; see decide_one).
+            # "Resume what is recorded": requests were decided one by one (REST, kubectl; see decide_one). While some
+            # are still pending, the pause is restated with only those (what GetTask and subscribers see).
             if records and not pending:
                 await self._recover(task, records, updater)
+            elif pending:
+                batch = _batch_after(records, [])
+                decided = [r for r in batch if r.status != "pending"]
+                still = [r for r in batch if r.status == "pending"]
+                text = _partly_decided(decided, still) if decided else _waiting_for(still)
+                await self._still_waiting(updater, still, text)
             return
         if isinstance(internal, InternalDecision):
             return await self._internal_decision(task, records, pending, updater, internal)
@@ -355,8 +392,12 @@ def _batch_after(records: list[ApprovalRecord], decided: list[ApprovalRecord]) -
 
 def _partly_decided(decided: list[ApprovalRecord], still: list[ApprovalRecord]) -> str:
     done = "; ".join(f"{r.id} ({r.tool}) {OUTCOME_LABEL[r.status]} via {r.source}" for r in decided)
+    return f"Recorded: {done}. {_waiting_for(still)}"
+
+
+def _waiting_for(still: list[ApprovalRecord]) -> str:
     waiting = ", ".join(f"{r.id} ({r.tool})" for r in still)
-    return f"Recorded: {done}. Still waiting for a decision on {waiting}; the task resumes once every request is decided."
+    return f"Still waiting for a decision on {waiting}; the task resumes once every request is decided."
 
 
 def _votes_text(voted: list[Voted], still: list[ApprovalRecord]) -> str:

@@ -29,6 +29,7 @@ from google.adk.tools.tool_context import ToolContext
 from agent_runtime import policy
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import ApprovalService, args_hash
+from agent_runtime.approvals.audit import outcome_of
 from agent_runtime.metrics import Metrics
 from agent_runtime.run_scope import CURRENT_RUN, HumanTool, PendingCall, RunScope
 
@@ -92,7 +93,8 @@ class Gate:
         tool_context.request_confirmation(hint=decision.hint, payload={"request_id": request_id})
         tool_context.actions.skip_summarization = True
         call_id = tool_context.function_call_id or ""
-        scope.pending.append(PendingCall(request_id, call_id, name, server, dict(args), decision.hint, decision.approvers))
+        scope.pending.append(PendingCall(request_id, call_id, name, server, dict(args), decision.hint, decision.approvers,
+                                         redact=self._config.approval.redact, rule=decision.rule))
         self._metrics.approval_requests.labels(agent=self._metrics.agent, tool=name).inc()
         return dict(PLACEHOLDER)
 
@@ -107,7 +109,7 @@ class Gate:
         call_id = tool_context.function_call_id or ""
         record = await self._approvals.record_granted(
             grant, task_id=scope.task_id, call_id=call_id, tool=name, server=server, args=args, hint=decision.hint,
-            approvers=decision.approvers,
+            approvers=decision.approvers, redact=self._config.approval.redact, rule=decision.rule,
         )
         scope.claimed.add(record.call_id)
         self._metrics.decisions.labels(outcome="approved", source="grant").inc()
@@ -121,7 +123,7 @@ class Gate:
         call_id = tool_context.function_call_id or ""
         if scope is not None and call_id in scope.claimed:
             scope.claimed.discard(call_id)
-            await self._approvals.finish_execution(call_id)
+            await self._approvals.finish_execution(call_id, outcome_of(tool_response))
         return None
 
     async def _resumed(

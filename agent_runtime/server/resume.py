@@ -8,10 +8,17 @@ serialised with the task's other requests, written to the TaskStore by a2a-sdk's
 streamed to any client subscribed to the task, and recorded in the task history (the internal message
 itself is the audit record of who decided).
 
-:class:`GatehouseRequestHandler` also answers a message sent to a finished task — a replayed decision —
-with "Already decided: …" instead of a protocol error; nothing is run again. Messages to one task are
-handled one at a time in this process, so of concurrent duplicate decisions exactly one is applied and every
-other sender is told "Already decided" (a2a-sdk alone would hand each of them the winner's finished task).
+:class:`GatehouseRequestHandler` is a2a-sdk's default handler with the protocol edges made exact:
+
+- Messages to one task, and its cancel, are handled one at a time in this process. Of concurrent duplicate
+  decisions exactly one is applied and every other sender is told "Already decided"; a cancel and a decision
+  never interleave, so the task's final state is that of what ran (a cancel after the approved call ran is
+  refused, a decision after the cancel is told "denied by cancel").
+- A message to a finished task is answered with ``UnsupportedOperationError`` (JSON-RPC -32004), as the A2A
+  specification requires, before a2a-sdk builds any machinery for it; the error's data says what happened
+  ("Already decided: …", or that nothing was run) and the client goes on with a new task in the same context.
+  The runtime's own callers (sweepers, REST and kubectl resumes) get that text as a message instead.
+- A message that names a task but no context is filed under the task's context (never a new one).
 """
 
 from __future__ import annotations
@@ -23,20 +30,28 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from a2a.helpers import new_data_part, new_text_part
+from a2a.server.cluster.task_store import StoredTask
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.types import Message, Role, SendMessageRequest, Task
-from a2a.utils.errors import UnsupportedOperationError
+from a2a.types import CancelTaskRequest, Message, Role, SendMessageRequest, Task, TaskState
+from a2a.utils.errors import A2AError, TaskNotCancelableError, UnsupportedOperationError
 
 from agent_runtime.approvals import AlreadyDecided, ApprovalService, Resolution
 from agent_runtime.questions import flow as question_flow
 from agent_runtime.questions.store import HitlStore
-from agent_runtime.server.executor import DECIDED_ELSEWHERE, INTERNAL_DECISION, OUTCOME_LABEL, InternalDecision
-from agent_runtime.server.owners import acting_for
+from agent_runtime.server.executor import (
+    DECIDED_ELSEWHERE,
+    INTERNAL_DECISION,
+    OUTCOME_LABEL,
+    TERMINAL_STATES,
+    GatehouseExecutor,
+    InternalDecision,
+)
+from agent_runtime.server.owners import acting_for, owner_name
 
 
 class GatehouseRequestHandler(DefaultRequestHandler):
-    """a2a-sdk's default handler, plus a clear answer for messages to finished tasks."""
+    """a2a-sdk's default handler, with one message (or cancel) at a time per task and exact answers for finished tasks."""
 
     def __init__(self, *args: Any, approvals: ApprovalService, hitl: HitlStore | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -46,7 +61,7 @@ class GatehouseRequestHandler(DefaultRequestHandler):
 
     @contextlib.asynccontextmanager
     async def _one_at_a_time(self, task_id: str) -> AsyncIterator[None]:
-        """Serialise the messages to one task (a new task has no id yet: nothing to wait for)."""
+        """Serialise the messages to one task and its cancel (a new task has no id yet: nothing to wait for)."""
         if not task_id:
             yield
             return
@@ -64,25 +79,101 @@ class GatehouseRequestHandler(DefaultRequestHandler):
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
         async with self._one_at_a_time(params.message.task_id):
+            told = await self._admit(params, context)
+            if told is not None:
+                return told
             try:
                 result = await super().on_message_send(params, context)
             except UnsupportedOperationError as exc:
-                return await self._finished(params, exc)
+                return await self._finished_meanwhile(params, context, exc)
             if context.state.get(DECIDED_ELSEWHERE):
                 return await self._already_decided(params)
             return result
 
     async def on_message_send_stream(self, params: SendMessageRequest, context: ServerCallContext) -> AsyncGenerator[Any, None]:
         async with self._one_at_a_time(params.message.task_id):
+            told = await self._admit(params, context)
+            if told is not None:
+                yield told
+                return
             stream = super().on_message_send_stream(params, context)
             try:
                 async for event in stream:
                     yield event
             except UnsupportedOperationError as exc:
-                yield await self._finished(params, exc)
+                yield await self._finished_meanwhile(params, context, exc)
             else:
                 if context.state.get(DECIDED_ELSEWHERE):
                     yield await self._already_decided(params)
+
+    async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
+        """Cancel after the task's running message, if any (one at a time): refused once an approved call of the
+        pause has started (its run ends the task); else what is pending is denied ("task canceled") first, then
+        a2a-sdk writes ``CANCELED`` (and stops a run in this process)."""
+        async with self._one_at_a_time(params.id):
+            task = await self._task(params.id, context)
+            if task is not None and task.status.state in TERMINAL_STATES:
+                raise TaskNotCancelableError(message=_finished_message(task), data=await self._finished_data(task))
+            if task is not None and isinstance(self.agent_executor, GatehouseExecutor):
+                await self.agent_executor.withdraw(task, by=owner_name(context))
+            return await super().on_cancel_task(params, context)
+
+    async def _task(self, task_id: str, context: ServerCallContext) -> Task | None:
+        """The task as the caller may see it (the store is owner-scoped)."""
+        found = await self.task_store.get(task_id, context)
+        return found.task if isinstance(found, StoredTask) else found
+
+    async def _admit(self, params: SendMessageRequest, context: ServerCallContext) -> Message | None:
+        """Before a2a-sdk sees a message on an existing task: take the task's context id where the message has none,
+        and refuse a finished task (``UnsupportedOperationError``; a message for the runtime's own callers)."""
+        task_id = params.message.task_id
+        if not task_id:
+            return None
+        task = await self._task(task_id, context)
+        if task is None:
+            return None  # a2a-sdk answers "task not found"
+        if not params.message.context_id:
+            params.message.context_id = task.context_id
+        if task.status.state in TERMINAL_STATES:
+            return await self._refuse_finished(task, context)
+        return None
+
+    async def _finished_meanwhile(self, params: SendMessageRequest, context: ServerCallContext, exc: A2AError) -> Message:
+        """a2a-sdk found the task finished after :meth:`_admit` (another replica finished it): release what it set up
+        for the message, then answer like :meth:`_admit`."""
+        task_id = params.message.task_id
+        if not task_id or "terminal state" not in (exc.message or ""):
+            raise exc
+        active = await self._active_task_registry.get(task_id)
+        if active is not None and active.is_finished:
+            await active.aclose()  # its event queues' dispatcher tasks, never started for a finished task
+        task = await self._task(task_id, context)
+        if task is None or task.status.state not in TERMINAL_STATES:
+            raise exc
+        return await self._refuse_finished(task, context)
+
+    async def _refuse_finished(self, task: Task, context: ServerCallContext) -> Message:
+        data = await self._finished_data(task)
+        if context.state.get(INTERNAL_DECISION) is None and context.state.get(question_flow.INTERNAL_HITL) is None:
+            raise UnsupportedOperationError(message=_finished_message(task), data=data)
+        return Message(  # the runtime's own decision came too late: nothing to run, nothing to raise
+            role=Role.ROLE_AGENT, message_id=str(uuid.uuid4()), task_id=task.id, context_id=task.context_id,
+            parts=[new_text_part(data["explanation"])],
+        )
+
+    async def _finished_data(self, task: Task) -> dict[str, str]:
+        """The data of the error for a finished task (google.rpc.ErrorInfo metadata: strings only)."""
+        records = await self._approvals.for_task(task.id)
+        questions = await self._hitl.for_task(task.id) if self._hitl is not None else []
+        if questions and (not records or questions[-1].created_at > records[-1].created_at):
+            explanation = question_flow.finished_text(questions)
+        elif records:
+            explanation = str(AlreadyDecided([r for r in records if r.status != "pending"]))
+        else:
+            explanation = (f"Task {task.id} is finished ({TaskState.Name(task.status.state)}); nothing was run for "
+                           "this message. Send a new message without a taskId, in the same contextId, to go on.")
+        return {"taskId": task.id, "contextId": task.context_id, "state": TaskState.Name(task.status.state),
+                "explanation": explanation}
 
     async def _already_decided(self, params: SendMessageRequest) -> Message:
         records = await self._approvals.for_task(params.message.task_id)
@@ -92,22 +183,10 @@ class GatehouseRequestHandler(DefaultRequestHandler):
             parts=[new_text_part(str(AlreadyDecided([r for r in records if r.status != "pending"])))],
         )
 
-    async def _finished(self, params: SendMessageRequest, exc: UnsupportedOperationError) -> Message:
-        task_id = params.message.task_id
-        if not task_id or "terminal state" not in (exc.message or ""):
-            raise exc
-        records = await self._approvals.for_task(task_id)
-        questions = await self._hitl.for_task(task_id) if self._hitl is not None else []
-        if questions and (not records or questions[-1].created_at > records[-1].created_at):
-            text = question_flow.finished_text(questions)
-        elif records:
-            text = str(AlreadyDecided([r for r in records if r.status != "pending"]))
-        else:
-            text = f"{exc.message}. Nothing was run; start a new task for a new request."
-        return Message(
-            role=Role.ROLE_AGENT, message_id=str(uuid.uuid4()), task_id=task_id,
-            context_id=params.message.context_id, parts=[new_text_part(text)],
-        )
+
+def _finished_message(task: Task) -> str:
+    return (f"Task {task.id} is in terminal state: {TaskState.Name(task.status.state)}; to go on, send a new message "
+            f"without a taskId in context {task.context_id}")
 
 
 class Resumer:

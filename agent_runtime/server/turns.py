@@ -119,7 +119,7 @@ class TurnRunner:
             await self._sessions.flush_session(self._runner.app_name, owner, context_id)
         records = self._records(scope, confirmation_ids)
         if records:
-            await self._approvals.add_pending(records)
+            await self._approvals.add_pending(records, {call.request_id: call.rule for call in scope.pending})
             self._metrics.pending.inc(len(records))
         question = await self._questions(scope, confirmation_ids) if self._questions is not None else None
         return TurnOutcome(text="\n".join(texts).strip(), requests=records, errors=errors, question=question)
@@ -137,7 +137,7 @@ class TurnRunner:
                     confirmation_id=confirmation_id, call_id=call.call_id, tool=call.tool, server=call.server,
                     args=call.args, args_hash=args_hash(call.tool, call.args), hint=call.hint,
                     created_at=now, expires_at=now + self._timeout, position=position,
-                    requested_by=scope.owner, approvers=call.approvers,
+                    requested_by=scope.owner, approvers=call.approvers, redact=call.redact,
                 )
             )
         return records

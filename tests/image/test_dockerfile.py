@@ -44,8 +44,9 @@ def test_single_stage_on_python_311_slim() -> None:
 
 
 def test_installs_the_project_with_pip() -> None:
-    # with the postgres extra: an Agent whose spec.state is postgres runs this image with a postgresql+asyncpg URL
-    assert any(" ".join(shlex.split(run)[:3]) == "pip install .[postgres]" for run in _all("RUN"))
+    # with the postgres extra: an Agent whose spec.state is postgres runs this image with a postgresql+asyncpg URL;
+    # with the otel extra: approval spans wherever OTEL_EXPORTER_OTLP_ENDPOINT is set
+    assert any(" ".join(shlex.split(run)[:3]) == "pip install .[postgres,otel]" for run in _all("RUN"))
     assert _all("COPY") == [". ."]
 
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
-from agent_runtime.approvals import ApprovalRecord
+from agent_runtime.agent_config import RedactConfig
+from agent_runtime.approvals import ApprovalRecord, args_hash
 from agent_runtime.kube import detect, objects
 from agent_runtime.questions import wire as question_wire
 from agent_runtime.questions.store import HitlRecord
+from agent_runtime.resources.tool_approval import ToolApproval
 from tests.support import crd_validation
 
 DNS = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -81,6 +84,61 @@ def test_events_name_the_request_and_the_outcome() -> None:
     assert expired["reason"] == "ApprovalExpired"
     granted = objects.event(record(status="approved", source="grant"), agent, "pod-1", "now", "carol")
     assert granted["reason"] == "ApprovalGranted" and "granted by carol via grant" in granted["message"]
+
+
+SECRET = "sk-live-4eC39HqLyjWDarjtT1zdp7dc"
+
+
+def secret_record(**kw: object) -> ApprovalRecord:
+    args = {"path": "creds.txt", "content": f"write {SECRET}", "headers": {"Authorization": "Basic dXNlcjpwYXNz"}}
+    return record(tool="write_file", args=args, args_hash=args_hash("write_file", args),
+                  redact=RedactConfig(paths=["headers.authorization"]), **kw)
+
+
+def test_a_tool_approval_shows_the_arguments_redacted_with_their_hash_and_paths() -> None:
+    r = secret_record()
+    obj = objects.tool_approval(r, "file-manager", "default", None)
+    spec = obj["spec"]
+    assert spec["arguments"] == {"path": "creds.txt", "content": "write «redacted»", "headers": {"Authorization": "«redacted»"}}
+    assert spec["argumentsHash"] == args_hash("write_file", r.args) == r.args_hash  # of the real arguments
+    assert spec["redacted"] == ["$.content", "$.headers.Authorization"]
+    assert SECRET not in json.dumps(obj) and "dXNlcjpwYXNz" not in json.dumps(obj)
+    assert crd_validation.validate({**obj, "status": objects.status(r)}) == []
+    assert ToolApproval.model_validate(obj).spec.redacted == spec["redacted"]
+
+
+def test_events_show_the_arguments_redacted() -> None:
+    agent = {"metadata": {"name": "file-manager", "namespace": "default", "uid": "u-1"}}
+    for r in (secret_record(), secret_record(status="approved", source="rest", reason="ok")):
+        message = objects.event(r, agent, "pod-1", "now", "alice")["message"]
+        assert message.startswith("write_file(path='creds.txt', content='write «redacted»', headers={'Authorization': "
+                                  "'«redacted»'})")
+        assert SECRET not in message and "dXNlcjpwYXNz" not in message
+
+
+def test_the_runtime_knows_its_redacted_toolapproval_and_nothing_else() -> None:
+    r = secret_record()
+    spec = objects.tool_approval(r, "file-manager", "default", None)["spec"]
+    assert objects.same_request(spec, r)  # so kubectl votes on it count
+    legacy = {k: v for k, v in spec.items() if k not in ("argumentsHash", "redacted")} | {"arguments": r.args}
+    assert objects.same_request(legacy, r)  # written before redaction: the real arguments
+    changed = [
+        {**spec, "arguments": {**spec["arguments"], "path": "other.txt"}},
+        {**spec, "arguments": r.args},  # the real arguments under a hash: not what the runtime wrote
+        {**spec, "argumentsHash": args_hash("write_file", {})},
+        {**spec, "redacted": ["$.content"]},
+        {k: v for k, v in spec.items() if k != "argumentsHash"},
+        {**legacy, "arguments": spec["arguments"]},  # redacted arguments without the hash
+        {**spec, "tool": "delete_file"},
+    ]
+    assert [objects.same_request(c, r) for c in changed] == [False] * len(changed)
+
+
+def test_a_hitl_question_shows_no_secret() -> None:
+    asked = question(args=question_wire.HitlArgs(question=f"Use {SECRET}?", options=["yes", "no"]))
+    spec = objects.hitl_approval(asked, "file-manager", "default", None)["spec"]
+    assert spec["hint"] == "Use «redacted»?" and spec["arguments"]["question"] == "Use «redacted»?"
+    assert spec["redacted"] == ["$.question"]
 
 
 def test_detect_is_off_locally_unless_a_kubeconfig_is_given(tmp_path: Path) -> None:

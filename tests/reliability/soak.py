@@ -1,7 +1,8 @@
 """Shared pieces of the reliability suite: counts that ``make soak`` raises, and the exactly-once ledger.
 
 ``make test`` runs every test here with small counts; ``make soak`` sets ``GATEHOUSE_SOAK_CYCLES`` (kill -9
-cycles) and ``GATEHOUSE_SOAK_CONVERSATIONS`` (concurrent conversations) to large ones. ``GATEHOUSE_SOAK_SEED``
+cycles), ``GATEHOUSE_SOAK_CONVERSATIONS`` (concurrent conversations) and ``GATEHOUSE_SOAK_RACES`` (a cancel racing
+an approval) to large ones. ``GATEHOUSE_SOAK_SEED``
 replays a run's random choices (each test prints the seed it used).
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import random
 import time
+import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -18,9 +20,9 @@ from typing import Any
 import httpx
 
 from agent_runtime import wire
-from tests.support.runtime import Rpc, Tools, state, status_text
+from tests.support.runtime import Rpc, Tools, finished_explanation, state, status_text
 
-__all__ = ["Conversation", "Ledger", "count", "rng", "send_decision"]
+__all__ = ["Conversation", "Ledger", "count", "reply_text", "rng", "send_decision"]
 
 COMPLETED = "TASK_STATE_COMPLETED"
 PAUSED = "TASK_STATE_INPUT_REQUIRED"
@@ -52,18 +54,29 @@ class Conversation:
 
 
 def send_decision(rpc_url: str, conv: Conversation, timeout: float = 60.0) -> dict[str, Any] | None:
-    """Send ``conv``'s decision; the JSON-RPC result, or None when the runtime died under the request."""
+    """Send ``conv``'s decision; the JSON-RPC result (``{"error": …}`` when the task was finished already: -32004), or
+    None when the runtime died under the request."""
     rpc = Rpc(rpc_url)
     rpc.client.timeout = httpx.Timeout(timeout)
+    message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "taskId": conv.task["id"],
+               "contextId": conv.task["contextId"], "parts": [{"data": conv.data}]}
     try:
-        result = rpc.send(data=conv.data, task=conv.task)
+        reply = rpc.call("SendMessage", {"message": message})
     except (httpx.TransportError, httpx.HTTPStatusError):
         return None
     finally:
         rpc.client.close()
-    reply = status_text(result["task"]) if "task" in result else result["message"]["parts"][0]["text"]
-    conv.replies.append(reply)
-    return result
+    conv.replies.append(reply_text(reply))
+    return reply.get("result", reply)
+
+
+def reply_text(reply: dict[str, Any]) -> str:
+    """What a decision's JSON-RPC reply says: the task's status text, a message's text, or a refusal's explanation."""
+    if "error" in reply:
+        assert reply["error"]["code"] == -32004, reply  # the task was finished: "Already decided: …"
+        return finished_explanation(reply["error"])
+    result = reply["result"]
+    return status_text(result["task"]) if "task" in result else result["message"]["parts"][0]["text"]
 
 
 def send_all(rpc_url: str, convs: list[Conversation], workers: int = 16) -> list[dict[str, Any] | None]:

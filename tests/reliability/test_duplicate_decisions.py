@@ -1,15 +1,17 @@
 """Concurrent duplicate decisions for one request, over A2A: exactly one is applied, the tool runs once, every
-other sender is told "Already decided". On one runtime (sqlite) and across two replicas on one Postgres."""
+other sender is told "Already decided" (in the error for a finished task, -32004). On one runtime (sqlite) and
+across two replicas on one Postgres."""
 
 from __future__ import annotations
 
 import threading
+import uuid
 from typing import Any
 
 import pytest
 
 from agent_runtime import wire
-from tests.reliability.soak import pause
+from tests.reliability.soak import pause, reply_text
 from tests.support.runtime import Rpc, RuntimeProcess, Tools, state, status_text
 
 pytestmark = pytest.mark.e2e
@@ -25,9 +27,11 @@ def _race(sends: list[tuple[str, Any, dict[str, Any]]]) -> list[dict[str, Any]]:
     def one(i: int, url: str, data: Any, task: dict[str, Any]) -> None:
         rpc = Rpc(url)
         rpc.client.get("/healthz")  # connect before the barrier, so the sends really overlap
+        message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "taskId": task["id"],
+                   "contextId": task["contextId"], "parts": [{"data": data}]}
         barrier.wait()
         try:
-            results[i] = rpc.send(data=data, task=task)
+            results[i] = rpc.call("SendMessage", {"message": message})
         except Exception as exc:  # reported below, with the others
             results[i] = exc
 
@@ -40,24 +44,21 @@ def _race(sends: list[tuple[str, Any, dict[str, Any]]]) -> list[dict[str, Any]]:
     return results
 
 
-def _reply_text(result: dict[str, Any]) -> str:
-    return status_text(result["task"]) if "task" in result else result["message"]["parts"][0]["text"]
-
-
 def _split(results: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    """(the replies that applied a decision: a finished task, the texts of all the others)."""
-    applied = [r for r in results if "task" in r and state(r["task"]) == "TASK_STATE_COMPLETED"
-               and not _reply_text(r).startswith("Already decided")]
-    others = [_reply_text(r) for r in results if not any(r is a for a in applied)]
+    """(the replies that applied a decision: a finished task, the texts of all the others: "Already decided", told in a
+    message while the task was being resumed, or in the error for a finished task)."""
+    applied = [r["result"] for r in results if "task" in r.get("result", {})
+               and state(r["result"]["task"]) == "TASK_STATE_COMPLETED" and not reply_text(r).startswith("Already decided")]
+    others = [reply_text(r) for r in results if not any(r.get("result") is a for a in applied)]
     return applied, others
 
 
 def _check_one_winner(tools: Tools, rpc: Rpc, path: str, task: dict[str, Any], results: list[dict[str, Any]]) -> str:
     applied, others = _split(results)
-    assert len(applied) == 1, [_reply_text(r) for r in results]
+    assert len(applied) == 1, [reply_text(r) for r in results]
     assert all(text.startswith("Already decided:") for text in others), [t for t in others if not t.startswith("Already")]
     runs = [x for x in tools.executions("delete_file", path) if x["ok"]]
-    won = _reply_text(applied[0])
+    won = status_text(applied[0]["task"])
     done = rpc.get_task(task["id"])
     assert state(done) == "TASK_STATE_COMPLETED" and status_text(done) == won  # the losers changed nothing
     if "rejected by the user" in won:

@@ -21,6 +21,7 @@ from a2a.server.agent_execution import RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event, EventQueue
 from a2a.types import Message, Part, Role, SendMessageRequest, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
+from a2a.utils.errors import TaskNotCancelableError
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
 from google.adk.tools import FunctionTool
@@ -39,7 +40,13 @@ from agent_runtime.approvals import ApprovalRecord, ApprovalService, Resolution,
 from agent_runtime.database import Database, default_database_url
 from agent_runtime.metrics import Metrics
 from agent_runtime.models.scripted import ScriptedLlm
-from agent_runtime.server.executor import GatehouseExecutor, _already_decided_ids, _batch_after
+from agent_runtime.server.executor import (
+    INTERNAL_DECISION,
+    GatehouseExecutor,
+    InternalDecision,
+    _already_decided_ids,
+    _batch_after,
+)
 from agent_runtime.server.gate import Gate
 from agent_runtime.server.sessions import DurableSessionService
 from agent_runtime.server.turns import TurnRunner
@@ -278,6 +285,50 @@ async def test_a_replayed_decision_is_told_already_decided_and_decides_nothing(s
     assert "Nothing was run again" in replay.text
     assert [(r.id, r.status) for r in await stack.approvals.for_task("t1")] == [("apr-old", "approved"), ("apr-new", "pending")]
     assert stack.ran == []
+
+
+# --- a pause decided one request at a time; a cancel -------------------------------------------------
+
+
+async def test_a_pause_decided_in_part_is_restated_with_only_what_is_pending(stack: Stack) -> None:
+    """REST and kubectl decide one request; decide_one then sends an internal message with no resolutions."""
+    first, second = await stack.pause("t1", "c1", "delete x and y")
+    await stack.approvals.decide("t1", {first: Resolution("approved")}, "rest")
+    message = Message(role=Role.ROLE_AGENT, message_id="restate", task_id="t1", context_id="c1", parts=[new_text_part("n")])
+    task = Task(id="t1", context_id="c1", status=TaskStatus(state=INPUT_REQUIRED))
+    context = RequestContext(ServerCallContext(state={INTERNAL_DECISION: InternalDecision({}, "rest")}),
+                             SendMessageRequest(message=message), task_id="t1", context_id="c1", task=task)
+    queue = KeptEvents()
+    await stack.executor.execute(context, queue)
+    (update,) = [e for e in queue.events if isinstance(e, TaskStatusUpdateEvent)]
+    assert update.status.state == INPUT_REQUIRED
+    (data,) = get_data_parts(update.status.message.parts)
+    assert [r.id for r in wire.ApprovalInterrupt.model_validate(data).action_requests] == [second]
+    assert get_text_parts(update.status.message.parts) == [
+        f"Recorded: {first} (delete_file) approved via rest. Still waiting for a decision on {second} (delete_file); "
+        "the task resumes once every request is decided."]
+    assert stack.ran == []
+
+
+async def test_a_cancel_denies_what_is_pending(stack: Stack) -> None:
+    await stack.pause("t1", "c1", "delete x and y")
+    await stack.executor.withdraw(Task(id="t1", context_id="c1", status=TaskStatus(state=INPUT_REQUIRED)), by="alice")
+    assert await stack.statuses("t1") == [("denied", "cancel", "task canceled")] * 2
+    assert stack.ran == []
+
+
+async def test_a_cancel_after_an_approved_call_started_is_refused(stack: Stack) -> None:
+    (request_id,) = await stack.pause("t1", "c1", "delete x")
+    (record,) = await stack.approvals.decide("t1", {request_id: Resolution("approved")}, "rest")
+    task = Task(id="t1", context_id="c1", status=TaskStatus(state=INPUT_REQUIRED))
+    await stack.executor.withdraw(task, by="alice")  # approved, not started: nothing to withdraw, the cancel goes on
+    assert (await stack.approvals.claim_execution(record.call_id, record.tool, record.args_hash)).ok
+    with pytest.raises(TaskNotCancelableError) as refused:
+        await stack.executor.withdraw(task, by="alice")
+    assert refused.value.data is not None
+    assert refused.value.data["explanation"] == (f"Not canceled: {request_id} (delete_file) was approved and has started; the "
+                                                 "task ends with the model's reply to it.")
+    assert await stack.statuses("t1") == [("approved", "rest", "")]
 
 
 # --- the pure helpers -----------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.adk.tools.tool_context import ToolContext
 
-from agent_runtime.agent_config import ApproversConfig, RuleConfig
+from agent_runtime.agent_config import ApproversConfig, RedactConfig, RuleConfig
 from agent_runtime.approvals import ApprovalRecord, ApprovalService, Resolution, args_hash
 from agent_runtime.approvals.grants import GrantTerms
 from agent_runtime.authority import Vote
@@ -138,7 +138,8 @@ async def test_a_gated_call_pauses_and_the_run_records_it(approvals: ApprovalSer
     request_id = asked["payload"]["request_id"]
     assert asked == {"hint": REQUIRE_HINT, "payload": {"request_id": request_id}} and request_id.startswith("apr-")
     assert ctx.actions.skip_summarization is True  # no model call for the pause itself
-    assert scope.pending == [PendingCall(request_id, "call-7", "delete_file", "files", {"path": "a.txt"}, REQUIRE_HINT)]
+    assert scope.pending == [PendingCall(request_id, "call-7", "delete_file", "files", {"path": "a.txt"}, REQUIRE_HINT,
+                                         redact=RedactConfig(), rule="spec.tools[files].mcpServer.requireApproval")]
     args["path"] = "changed.txt"
     assert scope.pending[0].args == {"path": "a.txt"}  # what the human is shown is a copy
     assert _sample(metrics, "gatehouse_approval_requests_total", agent="a", tool="delete_file") == 1

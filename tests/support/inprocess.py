@@ -20,6 +20,12 @@ class InProcessApp:
         self, text: str | None = None, data: Any = None, task: dict[str, Any] | None = None, context_id: str | None = None
     ) -> dict[str, Any]:
         """``SendMessage`` with a text and/or one data part, on ``task`` (its id and context) or in ``context_id``."""
+        return (await self.send_reply(text, data, task, context_id))["result"]
+
+    async def send_reply(
+        self, text: str | None = None, data: Any = None, task: dict[str, Any] | None = None, context_id: str | None = None
+    ) -> dict[str, Any]:
+        """:meth:`send`'s whole JSON-RPC reply: ``{"result": …}``, or ``{"error": …}`` (e.g. -32004, a finished task)."""
         parts: list[dict[str, Any]] = ([{"text": text}] if text else []) + ([{"data": data}] if data is not None else [])
         message: dict[str, Any] = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": parts}
         if task:
@@ -27,7 +33,8 @@ class InProcessApp:
         elif context_id:
             message["contextId"] = context_id
         body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
-        return (await self.client.post("/", json=body)).json()["result"]
+        reply: dict[str, Any] = (await self.client.post("/", json=body)).json()
+        return reply
 
     async def get(self, task_id: str) -> dict[str, Any]:
         body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}

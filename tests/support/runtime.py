@@ -156,6 +156,17 @@ class Rpc:
             raise RuntimeError(reply["error"])
         return reply["result"]
 
+    def send_finished(self, text: str | None = None, data: Any = None, *, task: dict[str, Any]) -> str:
+        """SendMessage on ``task``, finished: checks the answer is the A2A error for it (-32004) and returns what its
+        data explains ("Already decided: …")."""
+        try:
+            self.send(text, data, task=task)
+        except RuntimeError as exc:
+            (error,) = exc.args
+            assert error["code"] == -32004, error
+            return finished_explanation(error)
+        raise AssertionError(f"task {task['id']} took a message: it is not finished")
+
     def get_task(self, task_id: str) -> dict[str, Any]:
         reply = self.call("GetTask", {"id": task_id})
         if "error" in reply:
@@ -184,6 +195,15 @@ def status_text(task: dict[str, Any]) -> str:
     return "\n".join(p["text"] for p in task["status"].get("message", {}).get("parts", []) if "text" in p)
 
 
+def finished_explanation(error: dict[str, Any]) -> str:
+    """What a JSON-RPC error for a message to a finished task (-32004) explains: "Already decided: …", "Nothing was
+    run; …" (the ``explanation`` of its ``google.rpc.ErrorInfo`` detail; docs/wire-contract.md)."""
+    for detail in error.get("data") or []:
+        if isinstance(detail, dict) and detail.get("@type", "").endswith("google.rpc.ErrorInfo"):
+            return str(detail.get("metadata", {}).get("explanation", ""))
+    return ""
+
+
 def interrupt(task: dict[str, Any]) -> dict[str, Any]:
     (data,) = [p["data"] for p in task["status"]["message"]["parts"] if "data" in p]
     return data
@@ -205,6 +225,7 @@ def wait_for(predicate: Any, timeout: float = 15.0, interval: float = 0.1) -> An
 
 
 __all__ = [
-    "Rpc", "RuntimeProcess", "Tools", "demo_tools", "interrupt", "request_ids", "runtime", "state", "status_text",
+    "Rpc", "RuntimeProcess", "Tools", "demo_tools", "finished_explanation", "interrupt", "request_ids", "runtime", "state",
+    "status_text",
     "wait_for", "write_manifests",
 ]
