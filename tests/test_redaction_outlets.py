@@ -15,18 +15,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from agent_runtime.app.factory import Runtime, build_app
-from agent_runtime.app.settings import RuntimeSettings
 from agent_runtime.approvals import args_hash
-from agent_runtime.manifests import select_agent_config
 from agent_runtime.rest import RestSettings
 from agent_runtime.rest.models import ApprovalEventData, ApprovalView
 from agent_runtime.rest.stream import EventStream
-from tests.support.inprocess import InProcessApp
-from tests.support.runtime import demo_tools, request_ids, state, write_manifests
+from tests.support.inprocess import InProcessApp, served
+from tests.support.runtime import request_ids, state
 from tests.support.webhook_receiver import webhook_receiver
 
 pytestmark = pytest.mark.e2e
@@ -41,16 +37,8 @@ def make_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., A
 
     @asynccontextmanager
     async def make(rest: RestSettings, **approval: Any) -> AsyncIterator[InProcessApp]:
-        with demo_tools(tmp_path / "tools") as tools:
-            config = select_agent_config(write_manifests(tmp_path / "m", tools.url, **approval))
-            starlette = build_app(RuntimeSettings(config=config, state_dir=tmp_path / "state", rest=rest))
-            runtime: Runtime = starlette.state.runtime
-            async with starlette.router.lifespan_context(starlette):
-                while not runtime.ready:
-                    await asyncio.sleep(0.05)
-                transport = httpx.ASGITransport(app=starlette)
-                async with httpx.AsyncClient(transport=transport, base_url="http://t", headers={"A2A-Version": "1.0"}) as c:
-                    yield InProcessApp(c, runtime, tools)
+        async with served(tmp_path, rest, **approval) as app:
+            yield app
 
     return make
 

@@ -18,15 +18,12 @@ import httpx
 import pytest
 
 from agent_runtime import wire
-from agent_runtime.app.factory import Runtime, build_app
-from agent_runtime.app.settings import RuntimeSettings
 from agent_runtime.approvals import AlreadyDecided, Resolution, deciders
 from agent_runtime.authority import Vote
-from agent_runtime.manifests import select_agent_config
 from agent_runtime.rest import RestSettings
 from agent_runtime.server.decide_one import UnknownRequest
-from tests.support.inprocess import InProcessApp
-from tests.support.runtime import demo_tools, request_ids, state, status_text, write_manifests
+from tests.support.inprocess import InProcessApp, served
+from tests.support.runtime import request_ids, state, status_text
 from tests.support.webhook_receiver import Receiver, webhook_receiver
 
 pytestmark = pytest.mark.e2e
@@ -56,17 +53,8 @@ def make_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., A
 
     @asynccontextmanager
     async def make(rest: RestSettings | None = None, **approval: Any) -> AsyncIterator[App]:
-        with demo_tools(tmp_path / "tools") as tools:
-            config = select_agent_config(write_manifests(tmp_path / "m", tools.url, **approval))
-            settings = RuntimeSettings(config=config, state_dir=tmp_path / "state", rest=rest or RestSettings())
-            starlette = build_app(settings)
-            runtime: Runtime = starlette.state.runtime
-            async with starlette.router.lifespan_context(starlette):
-                while not runtime.ready:
-                    await asyncio.sleep(0.05)
-                transport = httpx.ASGITransport(app=starlette)
-                async with httpx.AsyncClient(transport=transport, base_url="http://t", headers={"A2A-Version": "1.0"}) as c:
-                    yield App(c, runtime, tools)
+        async with served(tmp_path, rest, App, **approval) as app:
+            yield app
 
     return make
 

@@ -7,17 +7,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from a2a.types import Task, TaskState
 
 from agent_runtime import wire
-from agent_runtime.app.factory import Runtime, build_app
-from agent_runtime.app.settings import RuntimeSettings
 from agent_runtime.approvals import Resolution
-from agent_runtime.manifests import select_agent_config
-from tests.support.inprocess import InProcessApp
-from tests.support.runtime import demo_tools, interrupt, request_ids, state, status_text, write_manifests
+from tests.support.inprocess import InProcessApp, served
+from tests.support.runtime import interrupt, request_ids, state, status_text
 
 pytestmark = pytest.mark.e2e
 
@@ -29,16 +25,8 @@ class App(InProcessApp):
 @pytest.fixture
 async def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[App]:
     monkeypatch.setenv("GOOGLE_API_USE_CLIENT_CERTIFICATE", "false")  # as `gatehouse-runtime serve` does
-    with demo_tools(tmp_path / "tools") as tools:
-        config = select_agent_config(write_manifests(tmp_path / "m", tools.url))
-        starlette = build_app(RuntimeSettings(config=config, state_dir=tmp_path / "state"))
-        runtime: Runtime = starlette.state.runtime
-        async with starlette.router.lifespan_context(starlette):
-            while not runtime.ready:
-                await asyncio.sleep(0.05)
-            transport = httpx.ASGITransport(app=starlette)
-            async with httpx.AsyncClient(transport=transport, base_url="http://t", headers={"A2A-Version": "1.0"}) as client:
-                yield App(client, runtime, tools)
+    async with served(tmp_path, app_type=App) as app:
+        yield app
 
 
 async def test_an_internal_decision_that_lost_the_race_leaves_the_task_alone(app: App) -> None:

@@ -64,15 +64,7 @@ DENIED = f"ValidatingAdmissionPolicy '{POLICY}' with binding '{POLICY}' denied r
 
 def chart_policy() -> list[dict[str, Any]]:
     """The chart's ValidatingAdmissionPolicy and its binding (validationActions [Deny]), rendered by the real helm."""
-    try:
-        helm = helm_support.helm_binary()
-    except helm_support.HelmUnavailable as exc:
-        pytest.skip(f"no helm binary: {exc}")
-    chart = helm_support.REPO / "charts" / "gatehouse"
-    proc = subprocess.run([str(helm), "template", "gh", str(chart), "--namespace", "gatehouse-system",
-                           "--show-only", "templates/admission-policy.yaml"], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+    return helm_support.admission_policy_documents()
 
 
 def write_agent(directory: Path, mcp_url: str) -> list[Path]:

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.support import helm as helm_support
 from tests.support.kube_fixtures import Kubectl
@@ -124,15 +123,7 @@ def test_token_review_says_whose_token_it_is(kube_api: RunningEmulator, kubectl:
 @pytest.fixture(scope="module")
 def chart_policy() -> list[dict[str, Any]]:
     """The chart's ValidatingAdmissionPolicy and its binding, rendered by the real helm."""
-    try:
-        helm = helm_support.helm_binary()
-    except helm_support.HelmUnavailable as exc:
-        pytest.skip(f"no helm binary: {exc}")
-    chart = helm_support.REPO / "charts" / "gatehouse"
-    proc = subprocess.run([str(helm), "template", "gh", str(chart), "--namespace", "gatehouse-system",
-                           "--show-only", "templates/admission-policy.yaml"], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+    return helm_support.admission_policy_documents()
 
 
 def test_the_chart_policy_guards_creation_and_votes(

