@@ -196,9 +196,11 @@ def test_an_exiting_container_is_restarted_with_backoff_and_keeps_its_log(kubele
     assert kubelet.logs(pod.name).count("running") >= 3
     exits = [e.at for e in kubelet.history if e.pod == pod.name and e.kind == "exited"]
     assert exits[2] - exits[1] > exits[1] - exits[0]  # the back-off grows
-    statuses = wait_for(lambda: (cluster.get("Pod", pod.name) or {}).get("status", {}).get("containerStatuses"),
-                        what="container statuses")
-    assert statuses[0]["lastState"]["terminated"]["exitCode"] == 3 and statuses[0]["restartCount"] >= 3
+    # The kubelet counts a restart before it reports it: wait for the Pod object to catch up.
+    statuses = wait_for(lambda: [s for s in (cluster.get("Pod", pod.name) or {}).get("status", {})
+                                 .get("containerStatuses", []) if s.get("restartCount", 0) >= 3],
+                        what="container statuses with three restarts")
+    assert statuses[0]["lastState"]["terminated"]["exitCode"] == 3
 
 
 def test_pods_are_replaced_scaled_and_stopped_with_the_deployment(kubelet: Kubelet, cluster: Cluster) -> None:
