@@ -16,8 +16,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /src
 COPY . .
 # The postgres extra (asyncpg): an Agent with spec.state.postgres runs this same image. The otel extra (the OTLP
-# exporter): approval waits become spans wherever OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/audit.md).
-RUN pip install ".[postgres,otel]" \
+# exporter): approval waits become spans wherever OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/audit.md). The litellm
+# extra: a ModelConfig for OpenAI, Anthropic, Ollama or any OpenAI-compatible server (docs/models.md); it is
+# imported on an Agent's first model call, so an Agent on another provider does not load it.
+RUN pip install ".[postgres,otel,litellm]" \
     && rm -rf /src \
     && useradd --uid 10001 --user-group --create-home --home-dir /home/gatehouse gatehouse
 

@@ -4,8 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 BENCH_STAMP := $(VENV)/.bench-stamp
+LLM_STAMP := $(VENV)/.litellm-stamp
 
-.PHONY: demo test check lint render e2e-kind bench bench-quick soak postgres-bin clean
+.PHONY: demo test check lint render e2e-kind e2e-llm bench bench-quick soak postgres-bin chromium screenshots clean
 
 # `make soak` counts (each overridable: `make soak GATEHOUSE_SOAK_CYCLES=20`)
 GATEHOUSE_SOAK_CYCLES ?= 100
@@ -29,7 +30,7 @@ render: $(STAMP)
 		-f examples/file-manager/modelconfig.yaml -f examples/file-manager/mcp-server.yaml
 
 ## test: ruff, the package layers (lint-imports), mypy, the docs site (mkdocs --strict), then every test
-test: $(STAMP) postgres-bin check
+test: $(STAMP) postgres-bin chromium check
 	$(PY) -m pytest -q
 
 ## check: the fast checks alone (ruff, import-linter contracts, mypy, docs build with broken links failing)
@@ -55,6 +56,27 @@ postgres-bin:
 		echo "      replica tests then fail instead of being skipped."; \
 	fi
 
+## chromium: Debian's Chromium for the inbox's browser tests (tests/ui), only when missing. Playwright drives it
+## (its own browser download is not reachable); under CI=true the browser tests fail instead of skipping without it.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || [ -n "$$GATEHOUSE_CHROMIUM" ] \
+	|| if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's chromium package for the inbox's browser tests"; \
+		(DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1 \
+		 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)); \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's chromium package for the inbox's browser tests (sudo)"; \
+		sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+		echo "NOTE: no chromium and no way to install it here (not root, no apt-get or sudo). Install Debian's"; \
+		echo "      'chromium' package or set GATEHOUSE_CHROMIUM to a Chromium binary; under CI=true the browser"; \
+		echo "      tests then fail instead of being skipped."; \
+	fi
+
+## screenshots: docs/images/{inbox,detail,chat}.png from a real runtime in Debian's Chromium, with a fixed browser clock
+screenshots: $(STAMP) chromium
+	$(PY) -m tests.support.screenshots
+
 ## soak: the reliability tests with large counts (kill -9 cycles, concurrent conversations, cancel-vs-approve races) and 10000 fuzz examples
 soak: $(STAMP)
 	GATEHOUSE_SOAK_CYCLES=$(GATEHOUSE_SOAK_CYCLES) GATEHOUSE_SOAK_CONVERSATIONS=$(GATEHOUSE_SOAK_CONVERSATIONS) \
@@ -65,17 +87,26 @@ soak: $(STAMP)
 e2e-kind: $(STAMP)
 	$(PY) -m pytest -m e2e_kind -rs tests/e2e_kind
 
+$(LLM_STAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install --quiet -e '.[test,litellm]'
+	touch $(LLM_STAMP)
+
+## e2e-llm: a real model behind the gate: verifies a local open model (~1.1 GB) and builds llama-server (~7 min) into .cache/llm/ once, then runs tests/e2e_llm against it (not part of `make test`)
+e2e-llm: $(LLM_STAMP)
+	$(PY) -m tests.e2e_llm.prepare
+	GATEHOUSE_E2E_LLM=1 $(PY) -m pytest -m e2e_llm -rs -v --durations=0 tests/e2e_llm
+
 $(BENCH_STAMP): $(STAMP) pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,bench]'
 	touch $(BENCH_STAMP)
 
-## bench: Gatehouse vs plain ADK (to_a2a + tool confirmation), interleaved; table + bench/results/latest.{json,png} (~20 min)
+## bench: Gatehouse vs plain ADK (to_a2a + tool confirmation), interleaved; table + bench/results/latest.{json,png} (~20 min); BENCH_ARGS=--real-model adds the real-model row (after `make e2e-llm`)
 bench: $(BENCH_STAMP)
-	$(PY) -m bench.run
+	$(PY) -m bench.run $(BENCH_ARGS)
 
 ## bench-quick: the same with small counts (~5 min)
 bench-quick: $(BENCH_STAMP)
-	$(PY) -m bench.run --quick
+	$(PY) -m bench.run --quick $(BENCH_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

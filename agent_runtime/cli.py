@@ -94,8 +94,18 @@ def serve(
         1 << 20, "--max-body-bytes", envvar="GATEHOUSE_MAX_BODY_BYTES", min=1,
         help="Refuse request bodies (A2A, REST) over this many bytes: a JSON-RPC error, or 413.",
     ),
+    ui_trusted_proxies: list[str] = typer.Option(
+        [], "--ui-trusted-proxy", envvar="GATEHOUSE_UI_TRUSTED_PROXIES",
+        help="Believe X-Forwarded-User/-Groups from this address or network (repeatable; an oauth2-proxy in front of /ui/).",
+    ),
+    ui_session_key_file: Path | None = typer.Option(
+        None, "--ui-session-key-file",
+        help="Key (32+ bytes) signing the inbox's session cookies (default: one kept in the database, shared by replicas).",
+    ),
+    ui_session_ttl: str = typer.Option("8h", "--ui-session-ttl", help="How long an inbox login lasts."),
 ) -> None:
-    """Serve one agent over A2A with the approval gate (JSON-RPC at /, card, /healthz, /readyz, /metrics, /approvals)."""
+    """Serve one agent over A2A with the approval gate (JSON-RPC at /, card, /healthz, /readyz, /metrics, /approvals,
+    the approvals inbox at /ui/)."""
     import os
 
     # a2a-sdk wraps every request-path call in an OpenTelemetry span (read once, at import); the runtime installs
@@ -107,8 +117,12 @@ def serve(
 
     try:
         agent_config = load_config(config, files)
+        from agent_runtime.durations import parse_duration as _duration
+
+        proxies = tuple(p.strip() for item in ui_trusted_proxies for p in item.split(",") if p.strip())
         access = load_access_settings(
-            agent_config.access, token_file=api_token_file, insecure_allow_anonymous=insecure_allow_anonymous
+            agent_config.access, token_file=api_token_file, insecure_allow_anonymous=insecure_allow_anonymous,
+            trusted_proxies=proxies, session_key_file=ui_session_key_file, session_ttl=_duration(ui_session_ttl),
         )
         rest = load_rest_settings(webhooks=webhooks, webhook_format=webhook_format, webhook_secret_file=webhook_secret_file,
                                   idempotency_ttl=idempotency_ttl)

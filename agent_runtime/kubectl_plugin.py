@@ -1,10 +1,11 @@
-"""``kubectl gatehouse``: list, inspect and decide ToolApprovals from the command line.
+"""``kubectl gatehouse``: list, inspect and decide ToolApprovals from the command line, or open the web inbox.
 
 Installed as the console script ``kubectl-gatehouse``, so kubectl finds it as a plugin. A decision is the
 caller's vote, appended to ``spec.votes`` by a merge patch guarded by the object's resourceVersion (two
 voters at once: one is asked to retry). ``by`` and ``groups`` are the caller's identity from a
 SelfSubjectReview, which the chart's admission policy checks again server-side; the agent's runtime counts
-the vote against the request's approvers (``APPROVALS 1/2``).
+the vote against the request's approvers (``APPROVALS 1/2``). How a vote is cast and read back is shared with
+the inbox (``kubectl gatehouse inbox``, :mod:`agent_runtime.kubectl_inbox`) in :mod:`agent_runtime.toolapproval_client`.
 
 Writing the vote is not the end: ``approve`` and ``deny`` then wait (``--wait``, 10 s) until the runtime
 acknowledged it in the status (:func:`verdict`): the vote listed in ``status.votes`` (found by ``seenAs``,
@@ -16,81 +17,38 @@ otherwise, when a Warning Event ``VotesIgnored`` appears on it, and when no runt
 from __future__ import annotations
 
 import json
-import re
-import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import typer
 from rich.console import Console
 
 from agent_runtime.resources import GROUP, VERSION
-from agent_runtime.resources.tool_approval import KIND_APPROVAL, KIND_HITL, LABEL_KIND, PLURAL
+from agent_runtime.resources.tool_approval import PLURAL
+from agent_runtime.toolapproval_client import (
+    _NOUN,
+    IGNORED,
+    ORPHANED,
+    PluginError,
+    Verdict,
+    _api,
+    _explain,
+    _get,
+    _namespace,
+    _progress,
+    await_runtime,
+    cast_vote,
+    identity,
+    ignored_events,
+    kind_of,
+    my_vote,
+    phase_of,
+    seconds,
+    verdict,
+)
 
-app = typer.Typer(help="Decide Gatehouse tool approvals.", no_args_is_help=True)
+app = typer.Typer(help="Decide Gatehouse tool approvals (on the command line, or in the inbox).", no_args_is_help=True)
 out = Console(soft_wrap=True, highlight=False)
 err = Console(stderr=True, soft_wrap=True, highlight=False)
-
-ORPHANED = "Orphaned"
-IGNORED = "VotesIgnored"  # the Warning Event the runtime leaves on a ToolApproval whose votes it ignores
-_DONE = {"Approve": "Approved", "Deny": "Denied"}
-_NOUN = {"Approve": "approval", "Deny": "denial"}
-
-
-class PluginError(Exception):
-    """A failure the user can act on; printed without a traceback."""
-
-
-def _api(context: str | None) -> Any:
-    from kubernetes import client, config
-
-    try:
-        config.load_kube_config(context=context)
-    except Exception:
-        try:
-            config.load_incluster_config()
-        except Exception as exc:
-            raise PluginError(f"no Kubernetes configuration found ({exc})") from None
-    return client
-
-
-def _namespace(namespace: str | None, context: str | None) -> str:
-    """``-n``, else the namespace of the kubeconfig context in use (``--context`` or the current one)."""
-    if namespace:
-        return namespace
-    from kubernetes import config
-
-    try:
-        contexts, active = config.list_kube_config_contexts()
-        if context:
-            active = next((c for c in contexts if c.get("name") == context), active)
-        return (active or {}).get("context", {}).get("namespace") or "default"
-    except Exception:
-        return "default"
-
-
-def _explain(exc: Exception, name: str, namespace: str, verb: str = "decide") -> PluginError:
-    """The API's error as something the user can act on (``verb``: what they tried to do)."""
-    status = getattr(exc, "status", None)
-    what = f'toolapproval "{name}"' if name else "toolapprovals"
-    if status == 404:
-        return PluginError(f'{what} not found in namespace "{namespace}"')
-    if status == 403:
-        role = "gatehouse-approver" if verb == "decide" else "gatehouse-viewer (or gatehouse-approver)"
-        return PluginError(f'forbidden: you may not {verb} {what} in namespace "{namespace}" '
-                           f"(ask for a RoleBinding to the {role} ClusterRole)")
-    if status == 409:
-        return PluginError(f"{what} was decided by someone else just now; nothing changed "
-                           f"(see: kubectl gatehouse describe {name} -n {namespace})")
-    if status is None:
-        return PluginError(f"cannot reach the Kubernetes API: {exc}")
-    body = getattr(exc, "body", None) or str(exc)
-    try:
-        body = json.loads(body).get("message") or body
-    except (TypeError, ValueError, AttributeError):
-        pass
-    return PluginError(f"API error ({status}): {body}")
 
 
 def _age(timestamp: str | None) -> str:
@@ -101,30 +59,6 @@ def _age(timestamp: str | None) -> str:
         if seconds >= size:
             return f"{seconds // size}{unit}"
     return f"{max(seconds, 0)}s"
-
-
-def kind_of(obj: dict[str, Any]) -> str:
-    """``tool_approval`` or ``hitl_request`` (a question from the model): the label, else told by the tool."""
-    label = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_KIND)
-    return label or (KIND_HITL if (obj.get("spec") or {}).get("tool") == KIND_HITL else KIND_APPROVAL)
-
-
-def phase_of(obj: dict[str, Any]) -> str:
-    return (obj.get("status") or {}).get("phase") or "Pending"
-
-
-def identity(client: Any) -> tuple[str, list[str]]:
-    """The caller's username and groups as the API server sees them (SelfSubjectReview, Kubernetes 1.28+)."""
-    try:
-        review = client.AuthenticationV1Api().create_self_subject_review(client.V1SelfSubjectReview())
-    except Exception as exc:
-        reason = getattr(exc, "reason", None) or exc
-        raise PluginError(f"could not determine who you are (SelfSubjectReview failed: {reason})") from None
-    user_info = getattr(getattr(review, "status", None), "user_info", None)
-    username = getattr(user_info, "username", None)
-    if not username:
-        raise PluginError("could not determine who you are: the SelfSubjectReview returned no username")
-    return username, list(getattr(user_info, "groups", None) or [])
 
 
 @app.command("approvals")
@@ -172,13 +106,6 @@ def columns(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join("   ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows])
 
 
-def _get(client: Any, name: str, namespace: str, verb: str = "decide") -> dict[str, Any]:
-    try:
-        return client.CustomObjectsApi().get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-    except Exception as exc:
-        raise _explain(exc, name, namespace, verb) from None
-
-
 @app.command()
 def describe(
     name: str,
@@ -196,6 +123,8 @@ def describe(
     out.print(f"[bold]Hint:[/]        {spec.get('hint', '')}")
     out.print(f"[bold]Context:[/]     {spec['contextId']}\n[bold]Task:[/]        {spec['taskId']}")
     out.print(f"[bold]Request:[/]     {spec['requestId']}")
+    if spec.get("requestedBy"):  # written since the inbox (issue 15); absent on earlier objects
+        out.print(f"[bold]Requested by:[/] {spec['requestedBy']}")
     out.print(f"[bold]Requested:[/]   {spec.get('requestedAt', '')}\n[bold]Expires:[/]     {spec.get('expiresAt', '')}")
     out.print("[bold]Arguments:[/]")
     out.print_json(json.dumps(spec.get("arguments") or {}, sort_keys=True))
@@ -212,149 +141,6 @@ def describe(
         out.print(f"[bold]Decided by:[/]  {status.get('decidedBy') or spec['decision'].get('decidedBy')}")
         out.print(f"[bold]Decided at:[/]  {status.get('decidedAt', '')}\n[bold]Source:[/]      {status.get('source', '')}")
         out.print(f"[bold]Reason:[/]      {status.get('reason') or (spec.get('decision') or {}).get('reason', '')}")
-
-
-def cast_vote(client: Any, name: str, namespace: str, action: str, reason: str) -> tuple[dict[str, Any], str]:
-    """Append the caller's vote; return the object as written and the caller's username. Raise PluginError when it is
-    not found, already decided, orphaned or forbidden."""
-    obj = _get(client, name, namespace)
-    if kind_of(obj) == KIND_HITL:
-        raise PluginError(f'toolapproval "{name}" is a hitl_request: this is a question from the model; answer it in '
-                          "the chat (A2A). Nothing changed")
-    if phase_of(obj) == ORPHANED:
-        raise PluginError(f'toolapproval "{name}" is Orphaned: {(obj.get("status") or {}).get("reason", "")}; nothing changed')
-    if phase_of(obj) != "Pending":
-        decided = obj["spec"].get("decision") or {}
-        by = (obj.get("status") or {}).get("decidedBy") or decided.get("decidedBy") or "?"
-        raise PluginError(f'toolapproval "{name}" is already {phase_of(obj)} (by {by}); nothing changed')
-    username, groups = identity(client)
-    votes = list(obj["spec"].get("votes") or [])
-    if any(v.get("by") == username for v in votes) or (obj["spec"].get("decision") or {}).get("decidedBy") == username:
-        raise PluginError(f'you ({username}) have already voted on toolapproval "{name}"; a person counts once')
-    votes.append({"by": username, "groups": groups, "action": action, "reason": reason})
-    patch = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": {"votes": votes}}
-    try:
-        written = client.CustomObjectsApi().patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, patch)
-    except Exception as exc:
-        raise _explain(exc, name, namespace) from None
-    return written, username
-
-
-def seconds(text: str) -> float:
-    """``--wait``: ``10s``, ``1m``, ``2.5`` (seconds), ``0`` (do not wait)."""
-    text = text.strip()
-    if re.fullmatch(r"\d+(\.\d*)?", text):
-        return float(text)
-    if re.fullmatch(r"0+[smh]", text):
-        return 0.0
-    from agent_runtime.durations import parse_duration
-
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise PluginError(f"--wait {text}: {exc}") from None
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What became of a vote: ``ok`` (it counted, or the request ended the way it asked) and what to tell."""
-
-    ok: bool
-    message: str
-
-
-def my_vote(status: dict[str, Any], username: str) -> dict[str, Any] | None:
-    """The caller's vote as the runtime judged it: its entry in ``status.votes`` (the newest, if several)."""
-    mine = None
-    for vote in status.get("votes") or []:
-        if vote.get("seenAs") is not None:
-            if vote.get("seenAs") == username and vote.get("via", "kubectl") == "kubectl":
-                mine = vote
-        elif vote.get("by") == username:  # a runtime from before seenAs
-            mine = vote
-    return mine
-
-
-def _progress(status: dict[str, Any]) -> str:
-    got, _, required = str(status.get("approvals") or "").partition("/")
-    return f"{got} of {required}" if required else ""
-
-
-def verdict(obj: dict[str, Any], username: str, action: str) -> Verdict | None:
-    """What the ToolApproval's status says of the caller's vote; None while the runtime has not acknowledged it."""
-    name, status = obj["metadata"]["name"], obj.get("status") or {}
-    phase, mine = phase_of(obj), my_vote(status, username)
-    if phase == ORPHANED:
-        return Verdict(False, f'toolapproval "{name}" is Orphaned: {status.get("reason", "")}; your vote changes nothing')
-    if mine is not None and not mine.get("counted", False):
-        return Verdict(False, f"your vote does not count: {mine.get('note') or 'the runtime did not count it'} "
-                              f'(toolapproval "{name}" stays {phase})')
-    progress = _progress(status)
-    if phase == "Pending":
-        if mine is None:
-            return None
-        waiting = status.get("waitingFor") or "more approvals"
-        counted = f"{progress} approvals, " if progress else ""
-        return Verdict(True, f'toolapproval "{name}": {_NOUN[action]} recorded: {counted}waiting for {waiting}')
-    by = status.get("decidedBy") or "?"
-    if phase == _DONE[action]:
-        shown = f" ({progress})" if action == "Approve" and progress else f" (by {by})"
-        return Verdict(True, f'toolapproval "{name}" {phase.lower()}{shown}')
-    if mine is not None:  # counted, and then someone else decided otherwise
-        return Verdict(True, f'toolapproval "{name}": your {_NOUN[action]} counted, but it is {phase} (by {by})')
-    return Verdict(False, f'toolapproval "{name}" is {phase} (by {by}); your vote did not decide it')
-
-
-def ignored_events(client: Any, obj: dict[str, Any]) -> dict[str, str]:
-    """``{event name: message}`` of the ``VotesIgnored`` Warning Events on this very object (empty when the caller
-    may not read Events: the chart's approver role does not need to)."""
-    meta = obj["metadata"]
-    try:
-        events = client.CoreV1Api().list_namespaced_event(
-            meta["namespace"], field_selector=f"involvedObject.name={meta['name']}", _preload_content=False,
-        )
-        items = json.loads(events.data).get("items", [])
-    except Exception:
-        return {}
-    uid = meta.get("uid")  # none given: any object of that name
-    return {
-        e["metadata"]["name"]: e.get("message", "") for e in items
-        if e.get("reason") == IGNORED and (e.get("involvedObject") or {}).get("name") == meta["name"]
-        and (not uid or (e.get("involvedObject") or {}).get("uid") in (None, uid))
-    }
-
-
-def await_runtime(
-    client: Any, written: dict[str, Any], username: str, action: str, wait: float, seen: dict[str, str],
-    poll: float = 0.25,
-) -> Verdict:
-    """Poll the ToolApproval until :func:`verdict` has one, a new ``VotesIgnored`` Event appears (``seen``: the ones
-    there before the vote), or ``wait`` seconds passed."""
-    meta = written["metadata"]
-    name, namespace, agent = meta["name"], meta["namespace"], (written.get("spec") or {}).get("agentRef", "")
-    deadline, events_at = time.monotonic() + wait, 0.0
-    obj = written
-    while True:
-        found = verdict(obj, username, action)
-        if found is not None:
-            return found
-        now = time.monotonic()
-        if now >= events_at:
-            events_at = now + 1.0
-            ignored = ignored_events(client, obj)
-            why = [m for n, m in ignored.items() if n not in seen] or (list(ignored.values()) if now >= deadline else [])
-            if why:
-                return Verdict(False, f'the runtime ignores the votes on toolapproval "{name}": {why[0]}')
-        if now >= deadline:
-            return Verdict(False, f"no runtime acknowledged your vote within {wait:g}s: is the agent running? (kubectl get "
-                                  f"agent {agent} -n {namespace}; the ToolApproval stays Pending, with your vote on it)")
-        time.sleep(poll)
-        try:
-            obj = client.CustomObjectsApi().get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-        except Exception as exc:
-            if getattr(exc, "status", None) == 404:
-                return Verdict(False, f'toolapproval "{name}" was deleted while waiting for the runtime to count your vote')
-            raise _explain(exc, name, namespace, "read") from None
 
 
 def vote(name: str, namespace: str | None, context: str | None, action: str, reason: str, wait: str) -> None:
@@ -402,9 +188,32 @@ def deny(
     vote(name, namespace, context, "Deny", reason, wait)
 
 
+@app.command()
+def inbox(
+    namespace: str | None = typer.Option(None, "-n", "--namespace"),
+    all_namespaces: bool = typer.Option(False, "-A", "--all-namespaces"),
+    context: str | None = typer.Option(None, "--context"),
+    port: int = typer.Option(0, "--port", min=0, max=65535, help="Port on 127.0.0.1 (0: a free one)."),
+    no_browser: bool = typer.Option(False, "--no-browser", help="Only print the URL."),
+) -> None:
+    """Open the approvals inbox in the browser: the tool approvals you may see, decided with your identity.
+
+    Served on 127.0.0.1 only, until Ctrl-C; the URL carries a secret made for this launch."""
+    from agent_runtime.kubectl_inbox import serve
+
+    serve(namespace, all_namespaces, context, port, browser=not no_browser)
+
+
 def main() -> None:
     try:
         app()
     except PluginError as exc:
         err.print(f"[bold red]error:[/] {exc}")
         raise SystemExit(1) from None
+
+
+__all__ = [
+    "IGNORED", "ORPHANED", "PluginError", "Verdict", "_api", "_explain", "_get", "_namespace", "_progress", "app",
+    "await_runtime", "cast_vote", "columns", "identity", "ignored_events", "kind_of", "main", "my_vote", "phase_of",
+    "seconds", "verdict",
+]

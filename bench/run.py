@@ -11,7 +11,9 @@ Order of a run (one demo-tools MCP server, with a journal, serves every target):
 3. loss at each concurrency level, one target after the other (order rotates per level);
 4. stop them; extra cold starts (``--cold-starts``), interleaved;
 5. per target, a fresh server holds N paused conversations (RSS), then N decisions (decisions/s);
-6. operator rows (``bench/operator_hook.py``).
+6. operator rows (``bench/operator_hook.py``);
+7. with ``--real-model``: pause and resume with a real model behind the gate, split into model time and the rest
+   (``bench/real_model.py``; needs what ``make e2e-llm`` fetches and builds).
 
 ``gatehouse_auth`` is the Gatehouse runtime with authentication on (``--api-token-file``, the client sends a bearer
 token): it runs every step beside ``gatehouse``, and the report's authentication overhead is the difference of
@@ -37,7 +39,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import floors, report, scenarios
+from bench import floors, real_model, report, scenarios
 from bench.gatehouse_adapter import availability, gatehouse_targets
 from bench.operator_hook import not_run, operator_results
 from bench.protocols import StepError
@@ -64,8 +66,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=RESULTS, help="where latest.json / latest.png go")
     p.add_argument("--work", type=Path, help="keep servers' state and logs here (default: a temporary directory)")
     p.add_argument("--no-plot", action="store_true")
-    p.add_argument("--only", choices=("operator",),
-                   help="run only these rows: 'operator' starts no runtime server (the other rows say so)")
+    p.add_argument("--real-model", action="store_true",
+                   help="add the real-model row: the local model of `make e2e-llm` behind the gate (bench/real_model.py)")
+    p.add_argument("--real-model-iterations", type=int, help="conversations in the real-model row (default 10, quick 5)")
+    p.add_argument("--only", choices=("operator", "real-model"),
+                   help="run only these rows: 'operator' starts no runtime server, 'real-model' only the real-model "
+                        "row (the other rows say so)")
     args = p.parse_args(argv)
     wanted = [t.strip() for t in args.targets.split(",") if t.strip()]
     unknown = sorted(set(wanted) - set(ALL))
@@ -74,6 +80,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.targets = wanted
     if args.operator_agents is None:
         args.operator_agents = 50 if args.quick else 500
+    if args.only == "real-model":
+        args.real_model, args.operator_agents = True, 0
     return args
 
 
@@ -200,8 +208,8 @@ def machine() -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     s = settings_from(args)
-    if args.only == "operator":
-        targets, reasons = [], dict.fromkeys(ALL, "not run (--only operator)")
+    if args.only:
+        targets, reasons = [], dict.fromkeys(ALL, f"not run (--only {args.only})")
     else:
         targets, reasons = choose_targets(args.targets)
     for key, reason in reasons.items():
@@ -217,13 +225,21 @@ def main(argv: list[str] | None = None) -> int:
         else:
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gatehouse-bench-")))
         results, floor = asyncio.run(measure(targets, reasons, s, work)) if targets else ({}, {})
+        real = real_model.not_run("not run (no --real-model)")
+        if args.real_model:
+            count = args.real_model_iterations or (5 if args.quick else 10)
+            log(f"real model: {count} conversations (+1 warm-up) with the local model of `make e2e-llm`")
+            real = asyncio.run(real_model.measure(work, count))
+            log(f"  {real.get('reason') or 'done'}")
     if "gatehouse" in args.targets and args.operator_agents > 0:
         log(f"operator: {args.operator_agents} Agents against the emulated API")
         operator = operator_results(args.operator_agents)
     else:
         operator = not_run(args.operator_agents, "not run (--targets)" if "gatehouse" not in args.targets
                            else "not run (--operator-agents 0)")
-    rows = report.build_rows(results, reasons, operator, s.paused, s.loss_levels)
+    rows = [] if args.only == "real-model" else report.build_rows(results, reasons, operator, s.paused, s.loss_levels)
+    if args.real_model:
+        rows += real_model.rows(real)
     overhead = report.auth_overhead(results, reasons)
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
     full = {
@@ -236,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         "operator": operator,
         "floors": floor,
         "auth_overhead": overhead,
+        "real_model": real,
         "rows": rows,
     }
     report.print_table(rows, f"Gatehouse bench ({full['meta']['mode']}, {stamp})")

@@ -379,3 +379,40 @@ def test_a_session_grant_covers_the_approved_arguments_or_a_glob_and_every_use_i
     granted = sorted((v.args["path"], v.decided_by) for v in views if v.source == "grant")
     assert granted == [(".env", "carol"), (".env.b", "carol")], granted
     assert all(v.status == "approved" for v in views if v.id == rid)
+
+
+def test_the_event_stream_carries_only_what_the_caller_may_see(env: Env) -> None:
+    """carol is neither an approver (sre) nor the requester of bob's delete: her stream stays silent about it, as her
+    list does; alice's (sre) shows it. carol's own request reaches her stream."""
+    import threading
+
+    seen: dict[str, list[str]] = {"alice": [], "carol": []}
+    opened = {who: threading.Event() for who in seen}
+    stop = threading.Event()
+
+    def follow(who: str) -> None:
+        headers = {"Authorization": f"Bearer tok-{who}"}
+        with httpx.stream("GET", f"{env.proc.url}/approvals/events", headers=headers,
+                          timeout=httpx.Timeout(30, read=1)) as reply:
+            opened[who].set()
+            while not stop.is_set():
+                with contextlib.suppress(httpx.ReadTimeout):
+                    for line in reply.iter_lines():
+                        if line.startswith("data:"):
+                            seen[who].append(json.loads(line[5:])["approval"]["id"])
+                        if stop.is_set():
+                            return
+
+    threads = [threading.Thread(target=follow, args=(who,), daemon=True) for who in seen]
+    for thread in threads:
+        thread.start()
+    try:
+        assert all(o.wait(30) for o in opened.values())
+        _, bobs = pause(rpc(env, "bob"), env.tools, "events-bob.txt")
+        _, carols = pause(rpc(env, "carol"), env.tools, "events-carol.txt")
+        wait_for(lambda: bobs in seen["alice"] and carols in seen["alice"] and carols in seen["carol"], 30)
+        assert bobs not in seen["carol"]
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(10)

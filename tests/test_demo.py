@@ -50,6 +50,7 @@ def test_demo_narrated_passes_and_stops_its_processes(port_8765_taken: None) -> 
     for line in (
         f"port {stack.MCP_PORT} is taken",
         "runtime ready at http://127.0.0.1:",
+        "approvals inbox: open http://127.0.0.1:",
         "you> delete old.txt",
         '"interrupt_type": "tool_approval"',
         'decision> {"decision_type": "approve"}',

@@ -16,14 +16,17 @@ from agent_runtime.principals import Identities, Principal, anonymous
 
 
 class Authenticator:
-    def __init__(self, methods: Sequence[BearerMethod], identities: Identities | None = None) -> None:
+    def __init__(
+        self, methods: Sequence[BearerMethod], identities: Identities | None = None, *, required: bool | None = None,
+    ) -> None:
         self.methods = list(methods)
         self.identities = identities or Identities()
+        self._required = required  # True with no methods: browser sessions only (kubectl gatehouse inbox)
 
     @property
     def required(self) -> bool:
-        """Whether callers must authenticate (some method is configured)."""
-        return bool(self.methods)
+        """Whether callers must authenticate (some method is configured, or sessions alone are accepted)."""
+        return self._required if self._required is not None else bool(self.methods)
 
     async def principal(self, authorization: str | None) -> Principal | None:
         """The caller's principal; None when a credential is required and this one is missing or not valid.

@@ -5,11 +5,19 @@ Public: the probes, the metrics and the agent card (it declares how to authentic
 JSON-RPC (send, stream, get, list, cancel, subscribe, push config), REST, the event stream — answers 401 with
 ``WWW-Authenticate: Bearer`` without a valid credential, and 503 when a credential could not be checked now
 (a TokenReview the API server did not answer): never "anonymous" by accident.
+
+Browsers (the web inbox, :mod:`agent_runtime.ui`) authenticate with the session cookie of
+:mod:`agent_runtime.access.sessions` instead, or through a trusted proxy's identity headers
+(:mod:`agent_runtime.access.proxy`); a state-changing request authenticated that way must carry the session's CSRF
+token. A bearer header always wins over a cookie. Any state-changing request that a browser marks as coming from
+another site (an ``Origin`` that is not this host) is refused, whatever it carries: in local mode that is what keeps
+a web page from deciding through ``127.0.0.1``. Unauthenticated page loads under ``/ui/`` are sent to the login page.
 """
 
 from __future__ import annotations
 
 import json
+from urllib.parse import quote
 
 from a2a.auth.user import User
 from a2a.server.routes.common import DefaultServerCallContextBuilder
@@ -19,30 +27,109 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent_runtime.access.authenticator import Authenticator
 from agent_runtime.access.methods import Unavailable
+from agent_runtime.access.proxy import TrustedProxy
+from agent_runtime.access.sessions import COOKIE, CSRF_HEADER, UNSAFE_METHODS, Session, Sessions, csrf_ok
 from agent_runtime.principals import Principal, anonymous
 from agent_runtime.server.owners import CallerUser
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/.well-known/agent-card.json", "/.well-known/agent.json"})
+UI_PREFIX = "/ui/"
+UI_PUBLIC = ("/ui/static/", "/ui/login")  # the inbox's assets and its login form answer everyone
+UI_NOT_PAGES = ("/ui/events", "/ui/fragments/", "/ui/api/")  # what the page's script fetches: 401, not the login page
 SCOPE_KEY = "gatehouse.principal"
+SESSION_KEY = "gatehouse.session"  # the session cookie the request carried, if any
+
+
+def _public(path: str) -> bool:
+    return path in PUBLIC_PATHS or path.startswith(UI_PUBLIC)
+
+
+def foreign_origin(headers: Headers) -> bool:
+    """Whether a browser says this request comes from a page of another site (a CSRF attempt). Non-browser clients
+    send no ``Origin``. ``X-Forwarded-Host`` counts as ours too: an ingress may rewrite ``Host``, and a cross-site
+    page cannot set that header without a CORS preflight, which this server never grants."""
+    origin = headers.get("origin")
+    if origin is None:
+        return False
+    if origin == "null":  # sandboxed frames, opaque origins
+        return True
+    ours = {headers.get("host", "").lower(), headers.get("x-forwarded-host", "").lower()} - {""}
+    return origin.split("://", 1)[-1].rstrip("/").lower() not in ours
 
 
 class RequirePrincipal:
-    def __init__(self, app: ASGIApp, authenticator: Authenticator) -> None:
+    def __init__(
+        self, app: ASGIApp, authenticator: Authenticator, sessions: Sessions | None = None,
+        proxy: TrustedProxy | None = None,
+    ) -> None:
         self.app = app
         self.authenticator = authenticator
+        self.sessions = sessions
+        self.proxy = proxy or TrustedProxy()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+        if scope["type"] != "http" or _public(scope["path"]):
             return await self.app(scope, receive, send)
+        headers = Headers(scope=scope)
+        unsafe = scope["method"] in UNSAFE_METHODS
+        if unsafe and foreign_origin(headers):
+            return await _answer(send, 403, "a request from another site's page is refused (Origin does not match Host)", {})
+        authorization = headers.get("authorization")
+        if authorization is not None:
+            return await self._bearer(scope, receive, send, authorization)
+        session = self.sessions.read(_cookie(headers)) if self.sessions is not None else None
+        client = scope.get("client")
+        proxied = self.proxy.identity(client[0] if client else None, headers)
+        if proxied is not None:
+            principal = self.authenticator.identities.resolve(proxied.name, proxied.groups, proxied.via)
+            if session is not None and (session.principal.id, session.principal.groups) != (principal.id, principal.groups):
+                session = None  # someone else now behind the proxy: their page gets its own session
+        elif session is not None:
+            principal = session.principal
+        elif not self.authenticator.required:
+            principal = anonymous()  # local mode
+        else:
+            return await self._unauthenticated(scope, send)
+        browser = proxied is not None or session is not None or scope["path"].startswith(UI_PREFIX)
+        if unsafe and browser and (session is None or not csrf_ok(session, headers.get(CSRF_HEADER))):
+            return await _answer(send, 403, "this request needs the page's CSRF token (X-CSRF-Token); reload the page", {})
+        scope[SCOPE_KEY] = principal
+        scope[SESSION_KEY] = session
+        await self.app(scope, receive, send)
+
+    async def _bearer(self, scope: Scope, receive: Receive, send: Send, authorization: str) -> None:
         try:
-            principal = await self.authenticator.principal(Headers(scope=scope).get("authorization"))
+            principal = await self.authenticator.principal(authorization)
         except Unavailable as exc:
             return await _answer(send, 503, f"the credential could not be checked now: {exc}", {"retry-after": "5"})
         if principal is None:
-            error = "a valid 'Authorization: Bearer <token>' header is required"
-            return await _answer(send, 401, error, {"www-authenticate": 'Bearer realm="gatehouse"'})
+            return await self._unauthenticated(scope, send)
         scope[SCOPE_KEY] = principal
+        scope[SESSION_KEY] = None
         await self.app(scope, receive, send)
+
+    async def _unauthenticated(self, scope: Scope, send: Send) -> None:
+        if scope["path"].startswith(UI_PREFIX) and scope["method"] == "GET" and not scope["path"].startswith(UI_NOT_PAGES):
+            return await _redirect(send, f"/ui/login?next={quote(scope['path'])}")
+        error = "a valid 'Authorization: Bearer <token>' header is required"
+        if _cookie(Headers(scope=scope)) is not None:  # a browser whose session ended (expired, signed out, restart)
+            error = "your session has ended: sign in again at /ui/login"
+        return await _answer(send, 401, error, {"www-authenticate": 'Bearer realm="gatehouse"'})
+
+
+def _cookie(headers: Headers) -> str | None:
+    for raw in headers.getlist("cookie"):
+        for part in raw.split(";"):
+            name, _, value = part.strip().partition("=")
+            if name == COOKIE:
+                return value
+    return None
+
+
+async def _redirect(send: Send, location: str) -> None:
+    await send({"type": "http.response.start", "status": 303,
+                "headers": [(b"location", location.encode()), (b"content-length", b"0")]})
+    await send({"type": "http.response.body", "body": b""})
 
 
 async def _answer(send: Send, status: int, error: str, headers: dict[str, str]) -> None:
@@ -59,6 +146,12 @@ def principal_of(request: Request) -> Principal:
     return found if isinstance(found, Principal) else anonymous()
 
 
+def session_of(request: Request) -> Session | None:
+    """The session cookie this request was authenticated with (None: a bearer token, a proxy, local mode)."""
+    found = request.scope.get(SESSION_KEY)
+    return found if isinstance(found, Session) else None
+
+
 class PrincipalContextBuilder(DefaultServerCallContextBuilder):
     """a2a-sdk's call contexts, with the authenticated principal as their user (tasks are filed under it)."""
 
@@ -66,4 +159,5 @@ class PrincipalContextBuilder(DefaultServerCallContextBuilder):
         return CallerUser(principal_of(request))
 
 
-__all__ = ["PUBLIC_PATHS", "PrincipalContextBuilder", "RequirePrincipal", "principal_of"]
+__all__ = ["PUBLIC_PATHS", "SESSION_KEY", "UI_PREFIX", "PrincipalContextBuilder", "RequirePrincipal", "foreign_origin",
+           "principal_of", "session_of"]

@@ -2,8 +2,10 @@
 
 From the AgentConfig's ``access`` block (the operator writes it from the Agent's ``spec.access``) and the
 command line: ``--api-token-file`` (or ``GATEHOUSE_API_TOKEN``, tokens added to the file's),
-``--insecure-allow-anonymous``. No credential configured means local mode: every caller is ``anonymous``,
-which the app allows on a loopback address only, unless ``--insecure-allow-anonymous`` says otherwise.
+``--insecure-allow-anonymous``; for the web inbox ``--ui-trusted-proxy``, ``--ui-session-key-file`` and
+``--ui-session-ttl`` (:mod:`agent_runtime.access.proxy`, :mod:`agent_runtime.access.sessions`). No credential
+configured means local mode: every caller is ``anonymous``, which the app allows on a loopback address only,
+unless ``--insecure-allow-anonymous`` says otherwise.
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ class AccessSettings:
     identities: Identities = field(default_factory=Identities)
     allow_anonymous_remote: bool = False  # --insecure-allow-anonymous
     unowned_owner: str | None = None  # who gets tasks written before tasks had owners
+    # the web inbox (agent_runtime.ui): proxies whose X-Forwarded-User/-Groups are believed, the session cookie's key
+    trusted_proxies: tuple[str, ...] = ()  # --ui-trusted-proxy
+    session_key_file: Path | None = None  # --ui-session-key-file (else the key kept in the database)
+    session_ttl: float = 8 * 3600.0  # --ui-session-ttl
 
     @property
     def configured(self) -> bool:
@@ -45,7 +51,8 @@ class AccessSettings:
 
 def load_access_settings(
     access: AccessConfig, *, token_file: Path | None = None, insecure_allow_anonymous: bool = False,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None, trusted_proxies: tuple[str, ...] = (), session_key_file: Path | None = None,
+    session_ttl: float = 8 * 3600.0,
 ) -> AccessSettings:
     env = os.environ if env is None else env
     path = token_file or (Path(access.token_file) if access.token_file else None)
@@ -55,7 +62,8 @@ def load_access_settings(
     return AccessSettings(
         tokens=tokens, jwt=access.jwt, kubernetes_tokens=access.kubernetes_tokens,
         identities=Identities.of(access.identities), allow_anonymous_remote=insecure_allow_anonymous,
-        unowned_owner=access.unowned_tasks_owner,
+        unowned_owner=access.unowned_tasks_owner, trusted_proxies=trusted_proxies, session_key_file=session_key_file,
+        session_ttl=session_ttl,
     )
 
 

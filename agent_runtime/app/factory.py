@@ -11,7 +11,8 @@ Routes: A2A JSON-RPC at ``/``, the agent card at ``/.well-known/agent-card.json`
 ``/readyz`` (200 once the stores are open and the MCP tools listed, while the database stays usable; else 503
 with the reason: :mod:`agent_runtime.app.readiness`, which the Kubernetes side also reports on the Agent as
 ``RuntimeReady``), ``/metrics`` (Prometheus), the REST approvals API with its event stream
-(:mod:`agent_runtime.rest`) and the audit log at ``/audit`` (:mod:`agent_runtime.rest.audit`). Every request
+(:mod:`agent_runtime.rest`), the audit log at ``/audit`` (:mod:`agent_runtime.rest.audit`) and the approvals
+inbox at ``/ui/`` (:mod:`agent_runtime.ui`). Every request
 body is capped first (:mod:`agent_runtime.app.limits`).
 """
 
@@ -48,16 +49,6 @@ _import_a2a_server_without_grpc()
 # ruff: noqa: E402  (the imports below come after the workaround on purpose)
 from a2a.server.agent_execution import SimpleRequestContextBuilder
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.types import (
-    AgentCapabilities,
-    AgentCard,
-    AgentInterface,
-    AgentSkill,
-    HTTPAuthSecurityScheme,
-    SecurityRequirement,
-    SecurityScheme,
-    StringList,
-)
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
 from google.adk.tools.mcp_tool import McpToolset
@@ -72,8 +63,11 @@ from agent_runtime.access.authenticator import Authenticator
 from agent_runtime.access.jwt_tokens import JwtMethod
 from agent_runtime.access.methods import BearerMethod, TokenFileMethod
 from agent_runtime.access.middleware import PrincipalContextBuilder, RequirePrincipal
+from agent_runtime.access.proxy import TrustedProxy
+from agent_runtime.access.session_keys import shared_key
+from agent_runtime.access.sessions import Sessions
 from agent_runtime.access.settings import is_loopback
-from agent_runtime.agent_config import AgentConfig
+from agent_runtime.app.card import agent_card
 from agent_runtime.app.limits import BodyLimit
 from agent_runtime.app.readiness import (
     STARTING,
@@ -105,35 +99,11 @@ from agent_runtime.server.sweeper import TimeoutSweeper
 from agent_runtime.server.task_store import CachedTaskStore
 from agent_runtime.server.toolsets import ToolServerUnreachable, build_toolset, list_tool_servers
 from agent_runtime.server.turns import LEGACY_USER_ID, TurnRunner
+from agent_runtime.ui.login import TokenLogin
+from agent_runtime.ui.pages import InboxPages
+from agent_runtime.ui.runtime_inbox import RuntimeInbox
 
 log = logging.getLogger(__name__)
-
-
-def agent_card(config: AgentConfig, url: str, schemes: dict[str, dict[str, str]] | None = None) -> AgentCard:
-    """The public card; ``schemes`` (the authenticator's) become ``securitySchemes``, any one of which is enough."""
-    security = {
-        name: SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(
-            scheme=scheme.get("scheme", "Bearer"), bearer_format=scheme.get("bearerFormat", ""),
-            description=scheme.get("description", ""),
-        ))
-        for name, scheme in (schemes or {}).items()
-    }
-    requirements = [SecurityRequirement(schemes={name: StringList()}) for name in security]
-    return AgentCard(
-        security_schemes=security,
-        security_requirements=requirements,
-        name=config.card.name,
-        description=config.card.description or config.description,
-        version=config.card.version,
-        supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")],
-        capabilities=AgentCapabilities(streaming=True),
-        default_input_modes=["text/plain", "application/json"],
-        default_output_modes=["text/plain", "application/json"],
-        skills=[
-            AgentSkill(id=s.id, name=s.name, description=s.description, tags=list(s.tags), examples=list(s.examples))
-            for s in config.card.skills
-        ],
-    )
 
 
 def _agent_name(name: str) -> str:
@@ -341,6 +311,12 @@ def build_app(settings: RuntimeSettings) -> Starlette:
         decide_one=runtime.decide_one, ready=lambda: runtime.ready,
     )
     audit = AuditApi(settings.config.audit, db=runtime.db, agent=settings.config.name)  # GET /audit, retention
+    sessions = Sessions.from_key_file(settings.access.session_key_file, settings.access.session_ttl)
+    inbox = InboxPages(RuntimeInbox(
+        settings.config.name, approvals=runtime.approvals, decide_one=runtime.decide_one, tasks=runtime.task_store,
+        questions=runtime.hitl.store if runtime.hitl is not None else None,
+        allow_session=settings.config.approval.allow_session_grants,
+    ), sessions, TokenLogin(authenticator))  # /ui/: the approvals inbox
 
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -367,6 +343,8 @@ def build_app(settings: RuntimeSettings) -> Starlette:
             log.exception("runtime failed to start")
             await runtime.failed(exc)
             raise
+        if settings.access.session_key_file is None:  # the inbox's sessions: one key for every replica and restart
+            sessions.use_key(await shared_key(runtime.db))
         await rest.start()
         await audit.start()
         try:
@@ -382,12 +360,14 @@ def build_app(settings: RuntimeSettings) -> Starlette:
         Route("/metrics", metrics),
         *rest.routes,
         *audit.routes,
+        *inbox.routes,
         *create_agent_card_routes(agent_card(settings.config, settings.url, authenticator.security_schemes())),
         *create_jsonrpc_routes(runtime.handler, rpc_url="/", context_builder=PrincipalContextBuilder()),
     ]
     middleware = [  # outermost first: a body over the cap is refused before anything reads it
         Middleware(BodyLimit, max_bytes=settings.max_body_bytes),
-        Middleware(RequirePrincipal, authenticator=authenticator),
+        Middleware(RequirePrincipal, authenticator=authenticator, sessions=sessions,
+                   proxy=TrustedProxy.of(settings.access.trusted_proxies)),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     app.state.runtime = runtime

@@ -148,6 +148,8 @@ def started(say: Say, *, keep: bool = False, timeout: float = 90.0) -> Iterator[
             runtime = stack.enter_context(_process([*_RUNTIME, *serve_args], logs["runtime"]))
             _wait(lambda: _ready(out.url), runtime, out, "runtime", timeout)
             say(f"runtime ready at [bold]{out.url}[/] (agent card: {out.url}/.well-known/agent-card.json)")
+            say(f"approvals inbox: open [bold]{out.url}/ui/[/] in a browser to see and decide pending calls "
+                f"(chat tab: {out.url}/ui/chat)")
             yield out
     finally:
         if keep:

@@ -196,7 +196,8 @@ async def handover(url: str, console: Console) -> int:
         "  [bold]delete notes.txt[/]            pause again, then 2) deny all with a reason: the model reads it\n"
         "  [bold]read .env[/]                   gated by an argument rule (**/.env*)\n"
         "  [bold]clean up a.txt and b.txt[/]    two gated deletes + one ungated list: 3) decide each\n"
-        f"Equivalent: [bold]gatehouse chat {escape(url)}[/] from another terminal while this runs. /quit or Ctrl-D to stop."
+        f"Equivalent: [bold]gatehouse chat {escape(url)}[/] from another terminal while this runs. /quit or Ctrl-D to stop.\n"
+        f"Or decide in a browser: the approvals inbox at [bold]{escape(url)}/ui/[/] lists each pause as it happens."
     )
     # A terminal gets chat's menus; --interactive with a pipe, chat's explicit-lines mode.
     return await chat.run_chat(url, console=console)

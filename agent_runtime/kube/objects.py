@@ -91,6 +91,7 @@ def tool_approval(record: ApprovalRecord, agent: str, namespace: str, owner: dic
             "argumentsHash": record.args_hash,
             "redacted": list(record.shown.paths),
             "hint": record.hint,
+            "requestedBy": record.requested_by,
             "requestedAt": iso_utc(record.created_at),
             "expiresAt": iso_utc(record.expires_at),
         },

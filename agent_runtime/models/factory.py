@@ -6,6 +6,9 @@
 
 Secrets are read from the environment when a model is built, never at import time; the config itself only
 carries the *names* of the variables (see :class:`~agent_runtime.agent_config.SecretEnvRef`).
+
+LiteLLM is told to use the price list it ships (``LITELLM_LOCAL_MODEL_COST_MAP``) before it is first imported:
+otherwise its import fetches one from GitHub, which a cluster without egress waits on and a pod should not need.
 """
 
 from __future__ import annotations
@@ -19,9 +22,12 @@ from google.adk.models import BaseLlm
 
 from agent_runtime.agent_config import GeminiModel, LiteLLMModel, ModelSettings, ScriptedModel, SecretEnvRef
 
-__all__ = ["LITELLM_PREFIXES", "ModelBuildError", "build_model", "litellm_model_name"]
+__all__ = ["KEYLESS_OPENAI_KEY", "LITELLM_PREFIXES", "ModelBuildError", "build_model", "litellm_args", "litellm_model_name"]
 
 LITELLM_PREFIXES: dict[str, str] = {"OpenAI": "openai", "Anthropic": "anthropic", "Ollama": "ollama_chat", "LiteLLM": ""}
+# OpenAI's client refuses to send a request without a key, even to a server that checks none (llama.cpp, vLLM,
+# LM Studio): a ModelConfig with a baseUrl and no apiKeySecret gets this one, unless OPENAI_API_KEY is set.
+KEYLESS_OPENAI_KEY = "no-key"
 LITELLM_MISSING = (
     "The {provider} provider needs LiteLLM, which is not installed; install the 'litellm' extra: pip install 'gatehouse[litellm]'"
 )
@@ -78,17 +84,28 @@ def _gemini(cfg: GeminiModel, env: Mapping[str, str]) -> BaseLlm:
     return Gemini(**kwargs)
 
 
-def _litellm(cfg: LiteLLMModel, env: Mapping[str, str]) -> BaseLlm:
+def litellm_args(cfg: LiteLLMModel, env: Mapping[str, str]) -> dict[str, Any]:
+    """What ADK's ``LiteLlm`` is built with: the model name with its provider prefix, the key, the base URL."""
+    name = litellm_model_name(cfg)
     api_key = _secret(cfg.api_key, env, cfg.provider)
+    if api_key is None and cfg.base_url and name.startswith("openai/") and not env.get("OPENAI_API_KEY", "").strip():
+        api_key = KEYLESS_OPENAI_KEY
+    args: dict[str, Any] = {"model": name}
+    if api_key is not None:
+        args["api_key"] = api_key
+    if cfg.base_url:
+        args["api_base"] = cfg.base_url
+    return args
+
+
+def _litellm(cfg: LiteLLMModel, env: Mapping[str, str]) -> BaseLlm:
+    args = litellm_args(cfg, env)
     if importlib.util.find_spec("litellm") is None:
         raise ModelBuildError(LITELLM_MISSING.format(provider=cfg.provider))
+    # os.environ, not ``env``: LiteLLM reads it when it is imported, on the first model call of this process.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
         from google.adk.models.lite_llm import LiteLlm
     except ImportError as exc:
         raise ModelBuildError(LITELLM_MISSING.format(provider=cfg.provider) + f" ({exc})") from exc
-    kwargs: dict[str, Any] = {}
-    if api_key is not None:
-        kwargs["api_key"] = api_key
-    if cfg.base_url:
-        kwargs["api_base"] = cfg.base_url
-    return LiteLlm(model=litellm_model_name(cfg), **kwargs)
+    return LiteLlm(**args)

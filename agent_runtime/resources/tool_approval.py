@@ -45,6 +45,7 @@ class ToolApprovalSpec(SpecModel):
     arguments_hash: str = ""  # sha256 of the tool and the real arguments, which an approval is bound to
     redacted: list[str] = Field(default_factory=list)  # the paths of arguments shown as «redacted»
     hint: str = ""
+    requested_by: str = ""  # the principal whose task asked for the call (absent on objects from before the inbox)
     requested_at: str | None = None
     expires_at: str | None = None
     decision: ApprovalDecision | None = None  # one legacy decision: counted as the vote of decidedBy

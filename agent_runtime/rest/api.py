@@ -155,8 +155,9 @@ class RestApi:
             return _json(view, 202, {"Retry-After": str(wait)})
         return _json(view)
 
-    async def events(self, request: Request, _: Principal) -> Response:
-        return self.stream.response(request.headers.get("last-event-id"))
+    async def events(self, request: Request, principal: Principal) -> Response:
+        # Like the list: only the requests this caller asked for or may decide.
+        return self.stream.response(request.headers.get("last-event-id"), lambda record: self._visible(record, principal))
 
     # --- deciding -------------------------------------------------------------------------------
 

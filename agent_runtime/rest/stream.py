@@ -21,7 +21,7 @@ import asyncio
 import logging
 import secrets
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
@@ -67,13 +67,16 @@ class EventStream:
                     queue.get_nowait()
                     queue.put_nowait(_CLOSE)
 
-    def response(self, last_event_id: str | None = None) -> EventSourceResponse:
-        """The stream from now on; with ``last_event_id``, first what came after that event (or a reset)."""
+    def response(
+        self, last_event_id: str | None = None, visible: Callable[[ApprovalRecord], bool] = lambda _: True,
+    ) -> EventSourceResponse:
+        """The stream from now on; with ``last_event_id``, first what came after that event (or a reset). Only events
+        of requests ``visible`` admits are sent (the ids of the others are simply skipped)."""
         queue: asyncio.Queue[Item | None] = asyncio.Queue(self._queue_size)
         # Missed events and the live queue are taken in one step (no await between): no gap, no repeat.
         missed, reset = self._since(last_event_id)
         self._clients.add(queue)
-        events = self._events(queue, self._last, missed, reset)
+        events = self._events(queue, self._last, [m for m in missed if visible(m[2])], reset, visible)
         return EventSourceResponse(events, ping=self._ping, headers={"Cache-Control": "no-store"})
 
     def _since(self, last_event_id: str | None) -> tuple[list[Item], str | None]:
@@ -94,7 +97,8 @@ class EventStream:
         return [item for item in self._recent if item[0] > after], None
 
     async def _events(
-        self, queue: asyncio.Queue[Item | None], position: int, missed: Sequence[Item], reset: str | None
+        self, queue: asyncio.Queue[Item | None], position: int, missed: Sequence[Item], reset: str | None,
+        visible: Callable[[ApprovalRecord], bool],
     ) -> AsyncIterator[ServerSentEvent]:
         try:
             # Flushes the headers at once, and gives the client a position to resume from even if nothing happens.
@@ -105,7 +109,8 @@ class EventStream:
             for item in missed:
                 yield await self._render(item)
             while (queued := await queue.get()) is not _CLOSE:
-                yield await self._render(queued)
+                if visible(queued[2]):
+                    yield await self._render(queued)
         finally:
             self._clients.discard(queue)
 

@@ -89,14 +89,17 @@ class DecideOne:
         *,
         also: Callable[[Connection, float, list[Voted]], None] | None = None,
         wait: bool = False,
+        scope: str = "once",
     ) -> OneDecided:
         """Cast ``vote`` on ``request_id`` (:meth:`ApprovalService.vote`); raises :class:`UnknownRequest` or
         :class:`~agent_runtime.approvals.AlreadyDecided`. A vote that is refused or does not yet decide is recorded
-        and answered as such. ``also(conn, decided_at, results)`` adds writes to the same transaction."""
+        and answered as such. ``also(conn, decided_at, results)`` adds writes to the same transaction. ``scope``
+        ``session`` makes an approval that decides the request a session grant (the inbox offers it where the Agent
+        allows session grants)."""
         record = await self.approvals.get(request_id)
         if record is None:
             raise UnknownRequest(request_id)
-        (voted,) = await self.approvals.vote(record.task_id, {request_id: vote}, also=also)
+        (voted,) = await self.approvals.vote(record.task_id, {request_id: vote}, also=also, scope=scope)
         if not voted.decided:
             if voted.judgement.counted:
                 await self._restate(voted.record, vote.channel, f"{vote.principal}'s approval of {request_id} was counted; "

@@ -43,11 +43,24 @@ def test_single_stage_on_python_311_slim() -> None:
     assert _all("FROM") == ["python:3.11-slim"]
 
 
+def _installed_extras() -> set[str]:
+    """The extras of the one ``pip install .[…]`` line."""
+    (spec,) = [words[2] for run in _all("RUN") if (words := shlex.split(run))[:2] == ["pip", "install"]]
+    assert spec.startswith(".[") and spec.endswith("]"), spec
+    return set(spec[2:-1].split(","))
+
+
 def test_installs_the_project_with_pip() -> None:
     # with the postgres extra: an Agent whose spec.state is postgres runs this image with a postgresql+asyncpg URL;
     # with the otel extra: approval spans wherever OTEL_EXPORTER_OTLP_ENDPOINT is set
-    assert any(" ".join(shlex.split(run)[:3]) == "pip install .[postgres,otel]" for run in _all("RUN"))
+    assert {"postgres", "otel"} <= _installed_extras()
     assert _all("COPY") == [". ."]
+
+
+def test_installs_the_litellm_extra_so_the_image_serves_real_models() -> None:
+    # without it every ModelConfig but Gemini and Scripted fails at start-up with "install the 'litellm' extra"
+    assert "litellm" in _installed_extras()
+    assert "litellm" in PYPROJECT["project"]["optional-dependencies"], "the extra the Dockerfile names must exist"
 
 
 def test_runs_as_a_numeric_non_root_user() -> None:

@@ -23,7 +23,7 @@ from typing import Any
 import kubernetes
 import pytest
 
-from agent_runtime import kubectl_plugin
+from agent_runtime import kubectl_plugin, toolapproval_client
 from tests.support.kube_fixtures import Kubectl
 from tests.support.kube_server import RunningEmulator
 
@@ -164,7 +164,7 @@ def test_a_concurrent_decision_is_reported_as_decided_by_someone_else(
 ) -> None:
     stale = cluster.emulator.get_object(TA, "default", "fm-1")
     kubectl("label", "toolapproval", "fm-1", "touched=yes")  # someone else wrote in between: a newer resourceVersion
-    monkeypatch.setattr(kubectl_plugin, "_get", lambda *a, **k: stale)
+    monkeypatch.setattr(toolapproval_client, "_get", lambda *a, **k: stale)  # what cast_vote reads
     code, _, err = plugin(capsys, "approve", "fm-1")
     assert code == 1 and 'toolapproval "fm-1" was decided by someone else just now; nothing changed' in err
     assert "votes" not in cluster.emulator.get_object(TA, "default", "fm-1")["spec"]

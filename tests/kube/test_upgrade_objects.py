@@ -44,3 +44,15 @@ def test_the_runtime_finds_its_request_and_the_vote_in_it() -> None:
     updated = {**STORED, "status": objects.status(_record())}
     assert crd_validation.validate(updated, old=STORED) == []
     assert updated["status"]["approvals"] == "0/2" and updated["status"]["phase"] == "Pending"
+
+
+def test_the_inbox_shows_a_stored_toolapproval_and_todays_objects_name_who_asked() -> None:
+    from agent_runtime.kubectl_inbox import card_of
+
+    card = card_of(STORED)  # written before ToolApprovals said who asked: the page shows "unknown"
+    assert (card.tool, card.status, card.requested_by, card.required) == ("delete_file", "pending", "", 2)
+    assert [v.by for v in card.votes] == ["alice@example.com"]
+    today = objects.tool_approval(_record(), "file-manager", "team-a", None)
+    assert today["spec"]["requestedBy"] == "carol"
+    assert card_of({**today, "status": objects.status(_record())}).requested_by == "carol"
+    assert crd_validation.validate(today) == []

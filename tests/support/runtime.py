@@ -116,7 +116,7 @@ class RuntimeProcess:
 @contextmanager
 def runtime(base: Path, tools: Tools, serve_args: Sequence[str] = (), **approval: Any) -> Iterator[RuntimeProcess]:
     files = write_manifests(base / "manifests", tools.url, **approval)
-    proc = RuntimeProcess(files, base / "state", base / "runtime.log", serve_args)
+    proc = RuntimeProcess(files, base / "state", base / "runtime.log", serve_args=serve_args)
     proc.start()
     try:
         yield proc

@@ -1,0 +1,129 @@
+"""Browser sessions: a signed, HttpOnly, ``SameSite=Strict`` cookie that carries a principal, and its CSRF token.
+
+A browser cannot send a bearer header when it navigates, so the web inbox (:mod:`agent_runtime.ui`) exchanges a
+credential once (a token or JWT at ``/ui/login``, a trusted proxy's identity headers, or — in local mode — nothing)
+for this cookie. The cookie is a JWT (PyJWT, HS256) signed with a key the browser never sees: the principal, its
+groups, how it authenticated, a CSRF token and an expiry. Nothing of the credential it was exchanged for is kept.
+
+Every state-changing request authenticated by the cookie (the inbox's decisions, A2A ``SendMessage`` from the chat
+tab, REST) must repeat the CSRF token in the ``X-CSRF-Token`` header (:func:`csrf_ok`); a cross-site page can make
+the browser send the cookie (it cannot: ``SameSite=Strict``) but never read the token. The page gets the token in
+a ``<meta>`` tag of the HTML it was served.
+
+The signing key is the one stored in the runtime's database (:mod:`agent_runtime.access.session_keys`: replicas share
+it, restarts keep it), unless ``--ui-session-key-file`` names one; until the database is open, a key of this process.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import jwt
+
+from agent_runtime.principals import Principal
+
+COOKIE = "gatehouse_session"
+CSRF_HEADER = "x-csrf-token"
+_AUDIENCE = "gatehouse-ui"
+DEFAULT_TTL = 8 * 3600.0
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+@dataclass(frozen=True)
+class Session:
+    principal: Principal
+    csrf: str
+    expires_at: float
+    id: str = ""  # the JWT id: what signing out revokes
+
+
+class Sessions:
+    """Issues and reads session cookies."""
+
+    def __init__(self, key: bytes | None = None, ttl: float = DEFAULT_TTL, clock: Callable[[], float] = time.time) -> None:
+        self._key = key or secrets.token_bytes(32)
+        self.ttl = ttl
+        self._clock = clock
+        # Signed-out sessions until they would have expired. Per process: a replica sharing the key file still
+        # honours a copied cookie of a signed-out session until it expires (--ui-session-ttl bounds that).
+        self._revoked: dict[str, float] = {}
+
+    @classmethod
+    def from_key_file(cls, path: Path | None, ttl: float = DEFAULT_TTL) -> Sessions:
+        if path is None:
+            return cls(None, ttl)
+        key = path.read_bytes().strip()
+        if len(key) < 32:
+            raise ValueError(f"--ui-session-key-file {path}: the key must be at least 32 bytes, it has {len(key)}")
+        return cls(key, ttl)
+
+    def use_key(self, key: bytes) -> None:
+        """Sign with ``key`` from now on (the database's shared key, once it is open)."""
+        if len(key) < 32:
+            raise ValueError(f"a session key must be at least 32 bytes, this one has {len(key)}")
+        self._key = key
+
+    def issue(self, principal: Principal) -> tuple[str, Session]:
+        """A new session for ``principal``: the cookie value and what it holds."""
+        now = self._clock()
+        session = Session(principal, secrets.token_urlsafe(24), now + self.ttl, secrets.token_urlsafe(12))
+        claims = {
+            "aud": _AUDIENCE, "sub": principal.id, "grp": sorted(principal.groups), "via": principal.via,
+            "seen": principal.seen_as, "csrf": session.csrf, "iat": int(now), "exp": int(session.expires_at),
+            "jti": session.id,
+        }
+        return jwt.encode(claims, self._key, algorithm="HS256"), session
+
+    def read(self, value: str | None) -> Session | None:
+        """The session a cookie value holds; None when absent, forged, altered or expired."""
+        if not value:
+            return None
+        try:
+            claims = jwt.decode(
+                value, self._key, algorithms=["HS256"], audience=_AUDIENCE,
+                options={"require": ["sub", "csrf", "exp"], "verify_exp": False},
+            )
+        except jwt.PyJWTError:
+            return None
+        if float(claims["exp"]) <= self._clock():  # our clock, so tests with a fixed clock agree
+            return None
+        if str(claims.get("jti", "")) in self._revoked:
+            return None
+        groups = claims.get("grp") or []
+        principal = Principal(str(claims["sub"]), frozenset(str(g) for g in groups), str(claims.get("via", "")),
+                              str(claims.get("seen", "")))
+        return Session(principal, str(claims["csrf"]), float(claims["exp"]), str(claims.get("jti", "")))
+
+    def valid(self, session: Session) -> bool:
+        """Whether ``session`` still holds (not expired, not signed out): long-lived streams ask now and then."""
+        return session.expires_at > self._clock() and session.id not in self._revoked
+
+    def revoke(self, session: Session) -> None:
+        """Sign out: this session's cookie is refused from now on, even if someone kept a copy."""
+        now = self._clock()
+        self._revoked = {jti: exp for jti, exp in self._revoked.items() if exp > now}  # forget what expired anyway
+        if session.id:
+            self._revoked[session.id] = session.expires_at
+
+    def cookie(self, value: str, *, secure: bool) -> str:
+        """The ``Set-Cookie`` header value for a session (HttpOnly, SameSite=Strict, the whole site)."""
+        flags = "; Secure" if secure else ""
+        return f"{COOKIE}={value}; Path=/; Max-Age={int(self.ttl)}; HttpOnly; SameSite=Strict{flags}"
+
+    @staticmethod
+    def clear_cookie(*, secure: bool) -> str:
+        flags = "; Secure" if secure else ""
+        return f"{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict{flags}"
+
+
+def csrf_ok(session: Session, header: str | None) -> bool:
+    """Whether a request repeats its session's CSRF token (constant-time)."""
+    return bool(header) and hmac.compare_digest(header.encode(), session.csrf.encode())  # type: ignore[union-attr]
+
+
+__all__ = ["COOKIE", "CSRF_HEADER", "DEFAULT_TTL", "UNSAFE_METHODS", "Session", "Sessions", "csrf_ok"]

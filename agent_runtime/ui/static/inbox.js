@@ -1,0 +1,302 @@
+// Gatehouse inbox: decisions, countdowns, keyboard, live updates. Plain JavaScript, no framework, no inline code
+// (the Content-Security-Policy allows this origin's scripts only). The CSRF token comes from the page's <meta>;
+// nothing else secret is ever in the page.
+(() => {
+  "use strict";
+  const csrf = document.querySelector('meta[name="csrf-token"]')?.content || "";
+  const statusBox = document.getElementById("status");
+  const banner = document.getElementById("connection");
+
+  function say(text, ok) {
+    if (!statusBox) return;
+    const p = document.createElement("p");
+    p.className = ok ? "ok" : "err";
+    p.textContent = text;
+    statusBox.replaceChildren(p);
+  }
+
+  async function post(url, body) {
+    const reply = await fetch(url, {
+      method: "POST", credentials: "same-origin",
+      headers: { "content-type": "application/json", "x-csrf-token": csrf },
+      body: JSON.stringify(body),
+    });
+    let data = {};
+    try { data = await reply.json(); } catch (_) { /* not JSON */ }
+    if (!reply.ok) throw new Error(data.error || `${reply.status} ${reply.statusText}`);
+    return data;
+  }
+
+  function newId() {
+    if (crypto.randomUUID) return crypto.randomUUID();
+    const b = crypto.getRandomValues(new Uint8Array(16));
+    return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  }
+
+  // One A2A JSON-RPC call from the browser, authenticated by the session cookie and the CSRF token. With
+  // onEvent, SendStreamingMessage: every server-sent event's JSON-RPC result is handed to onEvent as it arrives.
+  async function a2a(message, onEvent) {
+    const method = onEvent ? "SendStreamingMessage" : "SendMessage";
+    return rpc(method, { message: { messageId: newId(), role: "ROLE_USER", ...message } }, onEvent);
+  }
+
+  async function rpc(method, params, onEvent) {
+    const reply = await fetch("/", {
+      method: "POST", credentials: "same-origin",
+      headers: { "content-type": "application/json", "x-csrf-token": csrf, "a2a-version": "1.0",
+                 "accept": onEvent ? "text/event-stream" : "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: newId(), method, params }),
+    });
+    if (!reply.ok) {
+      let error = `${reply.status} ${reply.statusText}`;
+      try { error = (await reply.json()).error || error; } catch (_) { /* keep the status */ }
+      throw new Error(error);
+    }
+    if (!onEvent) {
+      const data = await reply.json();
+      if (data.error) throw new Error(data.error.message || JSON.stringify(data.error));
+      return data.result;
+    }
+    const reader = reply.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true });
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0 || (cut = buffer.indexOf("\r\n\r\n")) >= 0) {
+        const chunk = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + (buffer.startsWith("\r\n\r\n", cut) ? 4 : 2));
+        const data = chunk.split(/\r?\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n");
+        if (!data) continue;
+        const parsed = JSON.parse(data);
+        if (parsed.error) throw new Error(parsed.error.message || JSON.stringify(parsed.error));
+        onEvent(parsed.result || {});
+      }
+    }
+    return null;
+  }
+
+  window.Gatehouse = { csrf, say, post, a2a, rpc, newId };
+
+  // --- countdowns ---------------------------------------------------------------------------------
+  function fmt(seconds) {
+    const h = Math.floor(seconds / 3600), m = Math.floor((seconds % 3600) / 60), s = seconds % 60;
+    return h ? `${h}h ${m}m` : m ? `${m}m ${s}s` : `${s}s`;
+  }
+  function tick() {
+    const now = Date.now();
+    for (const el of document.querySelectorAll("[data-expires]")) {
+      const left = Math.floor((Date.parse(el.dataset.expires) - now) / 1000);
+      el.textContent = left <= 0 ? "expired" : `expires in ${fmt(left)}`;
+      el.classList.toggle("expired", left <= 0);
+    }
+  }
+  setInterval(tick, 1000);
+  tick();
+
+  // --- the list -----------------------------------------------------------------------------------
+  const items = document.getElementById("items");
+  const live = items?.dataset.live;
+
+  function selectedKeys() {
+    return [...document.querySelectorAll("#items .select:checked")].map((box) => box.value);
+  }
+
+  let refreshing = null;
+  async function refresh() {
+    if (!live) { await rerender(); return; }
+    if (refreshing) { refreshing.again = true; return; }
+    refreshing = { again: false };
+    try {
+      do {
+        refreshing.again = false;
+        const reply = await fetch(live, { credentials: "same-origin" });
+        if (reply.status === 401) { sessionEnded(); return; }
+        if (!reply.ok) throw new Error(`${reply.status} ${reply.statusText}`);
+        const html = await reply.text();  // rendered (and escaped) by the server's templates
+        // What the person is doing survives the swap (taken now, after the awaits, so no keystroke is lost): the
+        // selection, the focused card, and a denial being written (its form stays open with its text and caret).
+        const keep = new Set(selectedKeys());
+        const focused = document.activeElement?.closest?.(".card")?.dataset.key;
+        const writing = new Map();
+        for (const form of items.querySelectorAll(".card .deny-form:not([hidden])")) {
+          const area = form.querySelector("textarea");
+          writing.set(form.closest(".card").dataset.key, { text: area.value, focused: area === document.activeElement,
+                                                           at: area.selectionStart });
+        }
+        items.innerHTML = html;
+        for (const box of items.querySelectorAll(".select")) {
+          box.checked = keep.has(box.value);
+          box.closest(".card").classList.toggle("selected", box.checked);
+        }
+        let typing = false;
+        for (const [key, was] of writing) {
+          const form = items.querySelector(`.card[data-key="${CSS.escape(key)}"] .deny-form`);
+          if (!form) continue;  // decided meanwhile: nothing left to deny
+          form.hidden = false;
+          const area = form.querySelector("textarea");
+          area.value = was.text;
+          if (was.focused) { area.focus(); area.setSelectionRange(was.at, was.at); typing = true; }
+        }
+        if (focused && !typing) items.querySelector(`.card[data-key="${CSS.escape(focused)}"]`)?.focus();
+        document.title = document.title.replace(/\(\d+\)/, `(${items.querySelectorAll(".card").length})`);
+        tick();
+      } while (refreshing.again);
+    } catch (error) {
+      say(`Could not refresh the list: ${error.message}`, false);
+    } finally {
+      refreshing = null;
+    }
+  }
+
+  // A page without a live list (a request's detail page): its <main> rendered again by the server, swapped in. Not a
+  // reload, which would wipe what the status line just said ("already approved by …", "1 of 2").
+  async function rerender() {
+    try {
+      const reply = await fetch(location.href, { credentials: "same-origin" });
+      if (!reply.ok) throw new Error(`${reply.status} ${reply.statusText}`);
+      const fresh = new DOMParser().parseFromString(await reply.text(), "text/html").querySelector("main");
+      const main = document.querySelector("main");
+      if (fresh && main) main.replaceChildren(...fresh.childNodes);
+    } catch (error) {
+      say(`Could not refresh the page: ${error.message}`, false);
+    }
+  }
+
+  async function decide(keys, decision, reason, session) {
+    if (!keys.length) { say("Select one or more requests first.", false); return; }
+    const buttons = [...document.querySelectorAll("button")];
+    buttons.forEach((b) => { b.disabled = true; });
+    try {
+      const data = await post("/ui/api/decisions", { ids: keys, decision, reason, session });
+      say(data.results.map((r) => r.message).join(" · "), data.results.every((r) => r.ok));
+    } catch (error) {
+      say(error.message, false);
+    } finally {
+      buttons.forEach((b) => { b.disabled = false; });
+    }
+    await refresh();
+  }
+
+  async function answerQuestion(card, data) {
+    try {
+      await a2a({ taskId: card.dataset.task, contextId: card.dataset.context, parts: [{ data }] });
+      say("Answer sent.", true);
+    } catch (error) {
+      say(`The answer was not taken: ${error.message}`, false);
+    }
+    await refresh();
+  }
+
+  function openDeny(form) {
+    form.hidden = false;
+    form.querySelector("textarea")?.focus();
+  }
+
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest("[data-action]");
+    if (!button) return;
+    const card = button.closest(".card");
+    const action = button.dataset.action;
+    if (action === "approve") decide([card.dataset.key], "approve", "", false);
+    else if (action === "approve-session") decide([card.dataset.key], "approve", "", true);
+    else if (action === "deny") openDeny(card.querySelector(".deny-form"));
+    else if (action === "batch-approve") decide(selectedKeys(), "approve", "", false);
+    else if (action === "batch-deny") {
+      if (!selectedKeys().length) say("Select one or more requests first.", false);
+      else openDeny(document.querySelector(".batch-deny-form"));
+    } else if (action === "cancel-deny") button.closest(".deny-form").hidden = true;
+    else if (action === "answer") answerQuestion(card, { decision_type: "answer", answers: { [card.dataset.question]: button.dataset.option } });
+    else if (action === "confirm") answerQuestion(card, { decision_type: "confirm" });
+    else if (action === "question-cancel") answerQuestion(card, { decision_type: "cancel" });
+    else if (action === "logout") post("/ui/logout", {}).catch(() => null).finally(() => { location.href = "/ui/login"; });
+  });
+
+  document.addEventListener("submit", (event) => {
+    const form = event.target.closest(".deny-form");
+    if (!form) return;
+    event.preventDefault();
+    const reason = form.querySelector("textarea").value.trim();
+    if (!reason) { say("A denial needs a reason: the agent is told why its call did not run.", false); return; }
+    const keys = form.classList.contains("batch-deny-form") ? selectedKeys() : [form.closest(".card").dataset.key];
+    decide(keys, "deny", reason, false);
+  });
+
+  document.addEventListener("change", (event) => {
+    if (event.target.id === "select-all") {
+      for (const box of document.querySelectorAll("#items .select")) {
+        box.checked = event.target.checked;
+        box.closest(".card").classList.toggle("selected", box.checked);
+      }
+    } else if (event.target.classList.contains("select")) {
+      event.target.closest(".card").classList.toggle("selected", event.target.checked);
+    }
+  });
+
+  // --- keyboard: j/k move, a approve, d deny, x select ------------------------------------------
+  document.addEventListener("keydown", (event) => {
+    if (event.ctrlKey || event.metaKey || event.altKey || event.target.matches("input, textarea, select")) return;
+    const cards = [...document.querySelectorAll("#items .card")];
+    if (!cards.length) return;
+    const current = document.activeElement?.closest?.(".card");
+    const at = cards.indexOf(current);
+    const focus = (i) => { const c = cards[Math.max(0, Math.min(cards.length - 1, i))]; c.focus(); c.scrollIntoView({ block: "nearest" }); };
+    if (event.key === "j") focus(at + 1);
+    else if (event.key === "k") focus(at < 0 ? 0 : at - 1);
+    else if (!current) return;
+    else if (event.key === "a") current.querySelector('[data-action="approve"], [data-action="confirm"]')?.click();
+    else if (event.key === "d") { const form = current.querySelector(".deny-form"); if (form) { event.preventDefault(); openDeny(form); } }
+    else if (event.key === "x") current.querySelector(".select")?.click();
+    else return;
+  });
+  document.addEventListener("focusin", (event) => {
+    for (const c of document.querySelectorAll(".card.focused")) c.classList.remove("focused");
+    event.target.closest?.(".card")?.classList.add("focused");
+  });
+
+  // --- live updates -------------------------------------------------------------------------------
+  // The session is gone (the runtime restarted with a new session key, or it expired): reconnecting cannot help.
+  // The banner says so and links to the login page, which brings the person back here; nothing typed is lost.
+  function sessionEnded() {
+    const link = document.createElement("a");
+    link.href = `/ui/login?next=${encodeURIComponent(location.pathname)}`;
+    link.textContent = "Sign in again";
+    banner.replaceChildren("Your session has ended. ", link);
+    banner.hidden = false;
+  }
+
+  async function signedOut() {
+    try {
+      return (await fetch(live, { credentials: "same-origin" })).status === 401;
+    } catch (_) {
+      return false;
+    }
+  }
+
+  if (live) {
+    let lost = false;
+    let timer = null;
+    const connect = () => {
+      const events = new EventSource("/ui/events");
+      events.addEventListener("hello", () => {
+        banner.hidden = true;
+        if (lost) { lost = false; refresh(); }
+      });
+      events.addEventListener("changed", () => {
+        clearTimeout(timer);
+        timer = setTimeout(refresh, 50);
+      });
+      events.onerror = async () => {
+        banner.hidden = false;
+        lost = true;
+        if (events.readyState !== EventSource.CLOSED) return;  // the server is away: the browser retries by itself
+        // The server answered, but not with events: the session may be gone; otherwise try again.
+        if (await signedOut()) sessionEnded();
+        else setTimeout(connect, 3000);
+      };
+    };
+    connect();
+  }
+})();

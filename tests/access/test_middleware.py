@@ -1,0 +1,121 @@
+"""The middleware in front of every route: bearer, session cookie with CSRF, trusted proxy, local mode, Origin."""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+from agent_runtime.access.authenticator import Authenticator
+from agent_runtime.access.methods import TokenFileMethod
+from agent_runtime.access.middleware import RequirePrincipal, principal_of
+from agent_runtime.access.proxy import TrustedProxy
+from agent_runtime.access.sessions import COOKIE, Sessions
+from agent_runtime.access.tokens import parse_tokens
+from agent_runtime.principals import Principal
+
+SESSIONS = Sessions(b"k" * 32)
+ALICE = Principal("alice", frozenset({"sre"}), "token", "alice")
+
+
+async def whoami(request: Request) -> JSONResponse:
+    p = principal_of(request)
+    return JSONResponse({"id": p.id, "groups": sorted(p.groups), "via": p.via})
+
+
+def client(tokens: str | None = "alice:groups=sre:tok-alice", proxy: TrustedProxy | None = None) -> TestClient:
+    methods = [TokenFileMethod(parse_tokens(tokens, "rest"))] if tokens else []
+    paths = ("/", "/approvals", "/ui/", "/ui/api/decisions", "/ui/events")
+    routes = [Route(path, whoami, methods=["GET", "POST"]) for path in paths]
+    app = Starlette(routes=routes, middleware=[
+        Middleware(RequirePrincipal, authenticator=Authenticator(methods), sessions=SESSIONS, proxy=proxy),
+    ])
+    return TestClient(app, base_url="http://127.0.0.1:8080", follow_redirects=False)
+
+
+def cookie_for(principal: Principal) -> tuple[dict[str, str], str]:
+    value, session = SESSIONS.issue(principal)
+    return {"cookie": f"{COOKIE}={value}"}, session.csrf
+
+
+def test_a_session_cookie_reads_but_writes_only_with_its_csrf_token() -> None:
+    c = client()
+    headers, csrf = cookie_for(ALICE)
+    assert c.get("/approvals", headers=headers).json() == {"id": "alice", "groups": ["sre"], "via": "token"}
+    for path in ("/", "/approvals", "/ui/api/decisions"):
+        assert c.post(path, headers=headers).status_code == 403
+        assert c.post(path, headers={**headers, "x-csrf-token": "wrong"}).status_code == 403
+        other_csrf = cookie_for(ALICE)[1]  # another session's token
+        assert c.post(path, headers={**headers, "x-csrf-token": other_csrf}).status_code == 403
+        assert c.post(path, headers={**headers, "x-csrf-token": csrf}).json()["id"] == "alice"
+
+
+def test_a_bearer_token_needs_no_csrf_and_wins_over_a_cookie() -> None:
+    c = client()
+    headers, _ = cookie_for(Principal("mallory"))
+    reply = c.post("/approvals", headers={**headers, "authorization": "Bearer tok-alice"})
+    assert reply.json()["id"] == "alice"
+    assert c.post("/approvals", headers={**headers, "authorization": "Bearer nope"}).status_code == 401
+
+
+def test_a_page_of_another_site_is_refused_whatever_it_carries() -> None:
+    c = client()
+    headers, csrf = cookie_for(ALICE)
+    for extra in ({"authorization": "Bearer tok-alice"}, {**headers, "x-csrf-token": csrf}):
+        assert c.post("/approvals", headers={**extra, "origin": "https://evil.example"}).status_code == 403
+        assert c.post("/approvals", headers={**extra, "origin": "null"}).status_code == 403
+        assert c.post("/approvals", headers={**extra, "origin": "http://127.0.0.1:8080"}).status_code == 200
+
+
+def test_unauthenticated_pages_go_to_the_login_and_everything_else_gets_401() -> None:
+    c = client()
+    reply = c.get("/ui/")
+    assert reply.status_code == 303 and reply.headers["location"] == "/ui/login?next=/ui/"
+    assert c.get("/ui/events").status_code == 401
+    assert c.get("/approvals").status_code == 401
+    forged = {"cookie": f"{COOKIE}={Sessions(b'x' * 32).issue(ALICE)[0]}"}
+    assert c.get("/approvals", headers=forged).status_code == 401
+
+
+def test_local_mode_lets_clients_in_but_inbox_writes_still_need_a_session() -> None:
+    c = client(tokens=None)
+    assert c.post("/").json()["id"] == "anonymous"  # an A2A client on loopback, as before
+    assert c.post("/ui/api/decisions").status_code == 403  # a page's write: needs the page's CSRF token
+    headers, csrf = cookie_for(Principal("anonymous", frozenset(), "anonymous", "anonymous"))
+    assert c.post("/ui/api/decisions", headers={**headers, "x-csrf-token": csrf}).status_code == 200
+
+
+def test_proxy_headers_count_from_the_trusted_proxy_only_and_writes_need_that_persons_session() -> None:
+    def via(proxy: TrustedProxy) -> TestClient:
+        return TestClient(client(proxy=proxy).app, base_url="http://127.0.0.1:8080", client=("127.0.0.1", 5000))
+
+    forwarded = {"x-forwarded-user": "bob@example.com", "x-forwarded-groups": "sre,ops"}
+    assert via(TrustedProxy.of(["10.0.0.0/8"])).get("/approvals", headers=forwarded).status_code == 401
+    c = via(TrustedProxy.of(["127.0.0.0/8"]))
+    assert c.get("/approvals", headers=forwarded).json() == {"id": "bob@example.com", "groups": ["ops", "sre"], "via": "proxy"}
+    bob = Principal("bob@example.com", frozenset({"sre", "ops"}), "proxy", "bob@example.com")
+    headers, csrf = cookie_for(bob)
+    assert c.post("/ui/api/decisions", headers=forwarded).status_code == 403  # no session: no CSRF token
+    assert c.post("/ui/api/decisions", headers={**forwarded, **headers, "x-csrf-token": csrf}).status_code == 200
+    alice_headers, alice_csrf = cookie_for(ALICE)  # someone else's session behind the same proxy
+    assert c.post("/ui/api/decisions", headers={**forwarded, **alice_headers, "x-csrf-token": alice_csrf}).status_code == 403
+
+
+def test_what_the_pages_script_fetches_gets_401_not_the_login_page() -> None:
+    c = client()
+    for path in ("/ui/events", "/ui/fragments/inbox", "/ui/api/decisions"):
+        reply = c.get(path)
+        assert reply.status_code == 401 and "location" not in reply.headers, path
+
+
+def test_an_ended_session_is_told_to_sign_in_again() -> None:
+    c = client()
+    headers, csrf = cookie_for(ALICE)
+    session = SESSIONS.read(headers["cookie"].split("=", 1)[1])
+    assert session is not None
+    SESSIONS.revoke(session)
+    reply = c.post("/ui/api/decisions", headers={**headers, "x-csrf-token": csrf})
+    assert reply.status_code == 401 and "session has ended" in reply.json()["error"]
