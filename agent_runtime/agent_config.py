@@ -100,6 +100,7 @@ class RuleConfig(ConfigModel):
     glob: str | None = None
     regex: str | None = None
     approvers: ApproversConfig | None = None  # a require rule's own approvers (else the tool's, else the default)
+    allow_edit: bool = False  # an approver may approve the calls this rule gates with changed arguments (agent_runtime.edits)
 
 
 class RedactConfig(ConfigModel):
@@ -129,6 +130,7 @@ class ApprovalPolicy(ConfigModel):
     tool_approvers: dict[str, ApproversConfig] = Field(default_factory=dict)  # per tool name
     grant_ttl_seconds: float = 3600.0  # a session grant lasts at most this long (and never beyond its context)
     redact: RedactConfig = Field(default_factory=RedactConfig)  # what approvers and viewers do not see of the arguments
+    editable_tools: list[str] = Field(default_factory=list)  # tools whose gated calls may be approved with changed arguments
 
 
 class IdentityConfig(ConfigModel):

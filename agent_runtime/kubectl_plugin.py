@@ -37,6 +37,7 @@ from agent_runtime.toolapproval_client import (
     _progress,
     await_runtime,
     cast_vote,
+    edited_arguments,
     identity,
     ignored_events,
     kind_of,
@@ -132,6 +133,11 @@ def describe(
         out.print(f"[bold]Redacted:[/]    {', '.join(spec['redacted'])}")
     if spec.get("argumentsHash"):
         out.print(f"[bold]Args hash:[/]   {spec['argumentsHash']}")
+    if status.get("edited"):  # an approver changed the arguments: votes now approve these
+        edited = status["edited"]
+        out.print(f"[bold]Edited by:[/]   {edited.get('by', '')} (changed: {', '.join(edited.get('changed') or [])})")
+        out.print("[bold]Edited arguments:[/]")
+        out.print_json(json.dumps(edited.get("arguments") or {}, sort_keys=True))
     if status.get("approvals"):
         waiting = f", waiting for {status['waitingFor']}" if status.get("waitingFor") else ""
         out.print(f"[bold]Approvals:[/]   {status['approvals']}{waiting}")
@@ -143,13 +149,18 @@ def describe(
         out.print(f"[bold]Reason:[/]      {status.get('reason') or (spec.get('decision') or {}).get('reason', '')}")
 
 
-def vote(name: str, namespace: str | None, context: str | None, action: str, reason: str, wait: str) -> None:
-    """Cast the vote, then (unless ``--wait 0``) wait for the runtime's verdict; a failure exits 1."""
+def vote(
+    name: str, namespace: str | None, context: str | None, action: str, reason: str, wait: str,
+    sets: list[str] | None = None, arguments: str | None = None,
+) -> None:
+    """Cast the vote (an approval with ``sets``/``arguments``: with edited arguments), then (unless ``--wait 0``) wait
+    for the runtime's verdict; a failure exits 1."""
     timeout = seconds(wait)
     ns = _namespace(namespace, context)
     client = _api(context)
     seen = ignored_events(client, {"metadata": {"name": name, "namespace": ns}}) if timeout > 0 else {}
-    written, username = cast_vote(client, name, ns, action, reason)
+    written, username = cast_vote(client, name, ns, action, reason,
+                                  lambda obj: edited_arguments(obj, list(sets or []), arguments))
     if timeout <= 0:
         out.print(f'toolapproval "{name}": {_NOUN[action]} sent (not waiting for the runtime to count it)')
         return
@@ -169,9 +180,13 @@ def approve(
     namespace: str | None = typer.Option(None, "-n", "--namespace"),
     context: str | None = typer.Option(None, "--context"),
     wait: str = typer.Option("10s", "--wait", help=WAIT_HELP),
+    set_: list[str] = typer.Option([], "--set", help="Edit and approve: change one argument, name=value (JSON or text); "
+                                   "repeatable. Only where the Agent allows editing (allowEdit, editableTools)."),
+    arguments: str | None = typer.Option(None, "--arguments", help="Edit and approve: the call's complete new "
+                                         "arguments as a JSON object."),
 ) -> None:
-    """Approve one pending tool call; the agent runs it exactly once."""
-    vote(name, namespace, context, "Approve", reason, wait)
+    """Approve one pending tool call; the agent runs it exactly once (with --set/--arguments: edited)."""
+    vote(name, namespace, context, "Approve", reason, wait, set_, arguments)
 
 
 @app.command()

@@ -34,7 +34,7 @@ class Decision:
     hint: str
     approvers: ApproversConfig | None = None  # for a require verdict: who may decide
     rule: str = ""  # which part of the Agent decided (spec.approval.rules[0], …; "" when nothing did): for the audit
-
+    allow_edit: bool = False  # for a require verdict: an approver may approve with changed arguments (agent_runtime.edits)
 
 
 def _rule_matches(rule: RuleConfig, args: dict[str, Any]) -> bool:
@@ -72,15 +72,18 @@ def evaluate(config: AgentConfig, server: str | None, tool: str, args: dict[str,
                 return Decision("deny", f"refused by policy: {_describe(rule)}", rule=where)
             if rule.action == "require":
                 approvers = rule.approvers or _approvers(config, tool)
-                return Decision("require", f"approval required: {_describe(rule)}", approvers, where)
+                editable = rule.allow_edit or tool in config.approval.editable_tools
+                return Decision("require", f"approval required: {_describe(rule)}", approvers, where, editable)
             return Decision("allow", f"allowed by policy: {_describe(rule)}", rule=where)
     for mcp in config.mcp_servers:
         if mcp.name == server and tool in mcp.require_approval:
             hint = f"{tool} on {mcp.name} requires approval (requireApproval)"
-            return Decision("require", hint, _approvers(config, tool), f"spec.tools[{mcp.name}].mcpServer.requireApproval")
+            return Decision("require", hint, _approvers(config, tool), f"spec.tools[{mcp.name}].mcpServer.requireApproval",
+                            tool in config.approval.editable_tools)
     if config.approval.require_for_all_tools and tool not in config.approval.exempt:
         hint = "every tool requires approval (requireForAllTools)"
-        return Decision("require", hint, _approvers(config, tool), "spec.approval.requireForAllTools")
+        return Decision("require", hint, _approvers(config, tool), "spec.approval.requireForAllTools",
+                        tool in config.approval.editable_tools)
     return Decision("allow", "not gated")
 
 

@@ -39,6 +39,8 @@ class RunScope:
     pending: list[PendingCall] = field(default_factory=list)
     hitl: list[Any] = field(default_factory=list)  # the hitl_request question this run paused on (questions/tool.py)
     claimed: set[str] = field(default_factory=set)  # approved calls this run claimed: marked done when they return
+    # claimed calls that run with an approver's edited arguments: what the model is told about each
+    edited: dict[str, str] = field(default_factory=dict)
 
 
 class HumanTool(BaseTool):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -172,9 +173,41 @@ def _get(client: Any, name: str, namespace: str, verb: str = "decide") -> dict[s
         raise _explain(exc, name, namespace, verb) from None
 
 
-def cast_vote(client: Any, name: str, namespace: str, action: str, reason: str) -> tuple[dict[str, Any], str]:
-    """Append the caller's vote; return the object as written and the caller's username. Raise PluginError when it is
-    not found, already decided, orphaned or forbidden."""
+def edited_arguments(obj: dict[str, Any], sets: list[str], arguments: str | None) -> dict[str, Any] | None:
+    """The complete new arguments of an edit: ``arguments`` (a JSON object), or the arguments as the ToolApproval shows
+    them now (``status.edited`` after an earlier edit, else ``spec``) with each ``key=value`` of ``sets`` applied (the
+    value read as JSON where it parses, else as a string); None when neither is given (no edit)."""
+    if arguments is not None and sets:
+        raise PluginError("give --arguments or --set, not both", "invalid")
+    if arguments is not None:
+        try:
+            parsed = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            raise PluginError(f"--arguments is not JSON ({exc}); nothing changed", "invalid") from None
+        if not isinstance(parsed, dict):
+            raise PluginError("--arguments must be a JSON object of the call's complete arguments; nothing changed", "invalid")
+        return parsed
+    if not sets:
+        return None
+    edited = ((obj.get("status") or {}).get("edited") or {}).get("arguments")
+    out = dict(edited if isinstance(edited, dict) else obj["spec"].get("arguments") or {})
+    for item in sets:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise PluginError(f"--set {item!r}: use --set name=value; nothing changed", "invalid")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def cast_vote(
+    client: Any, name: str, namespace: str, action: str, reason: str, edit: Callable[[dict[str, Any]], dict[str, Any] | None]
+    = lambda _obj: None,
+) -> tuple[dict[str, Any], str]:
+    """Append the caller's vote (``edit(obj)``: an approval's new arguments, or None); return the object as written and
+    the caller's username. Raise PluginError when it is not found, already decided, orphaned or forbidden."""
     obj = _get(client, name, namespace)
     if kind_of(obj) == KIND_HITL:
         raise PluginError(f'toolapproval "{name}" is a hitl_request: this is a question from the model; answer it in '
@@ -190,7 +223,11 @@ def cast_vote(client: Any, name: str, namespace: str, action: str, reason: str) 
     votes = list(obj["spec"].get("votes") or [])
     if any(v.get("by") == username for v in votes) or (obj["spec"].get("decision") or {}).get("decidedBy") == username:
         raise PluginError(f'you ({username}) have already voted on toolapproval "{name}"; a person counts once', "refused")
-    votes.append({"by": username, "groups": groups, "action": action, "reason": reason})
+    ballot: dict[str, Any] = {"by": username, "groups": groups, "action": action, "reason": reason}
+    arguments = edit(obj)
+    if arguments is not None:
+        ballot["arguments"] = arguments
+    votes.append(ballot)
     patch = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": {"votes": votes}}
     try:
         written = client.CustomObjectsApi().patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, patch)
@@ -253,6 +290,13 @@ def verdict(obj: dict[str, Any], username: str, action: str) -> Verdict | None:
     if phase == ORPHANED:
         return Verdict(False, f'toolapproval "{name}" is Orphaned: {status.get("reason", "")}; your vote changes nothing',
                        "refused")
+    edited = status.get("edited") or {}
+    if mine is not None and not mine.get("counted", False) and phase == "Pending" and edited.get("by") == username \
+            and not str(mine.get("note", "")).startswith("the edit was refused"):
+        waiting = status.get("waitingFor") or "other approvers"
+        return Verdict(True, f'toolapproval "{name}": your edit was applied (changed: {", ".join(edited.get("changed") or [])})'
+                             f", and the edited call waits for {waiting}; your own vote does not count: {mine.get('note')}",
+                       "counted")
     if mine is not None and not mine.get("counted", False):
         return Verdict(False, f"your vote does not count: {mine.get('note') or 'the runtime did not count it'} "
                               f'(toolapproval "{name}" stays {phase})', "refused")
@@ -327,6 +371,7 @@ def await_runtime(
 
 
 __all__ = [
-    "IGNORED", "ORPHANED", "Kube", "PluginError", "Verdict", "await_runtime", "cast_vote", "connect", "identity",
+    "IGNORED", "ORPHANED", "Kube", "PluginError", "Verdict", "await_runtime", "cast_vote", "connect", "edited_arguments",
+    "identity",
     "ignored_events", "kind_of", "my_vote", "phase_of", "seconds", "verdict",
 ]

@@ -221,6 +221,13 @@ def _policy(agent: Agent, problems: list[Problem]) -> ac.ApprovalPolicy:
                     f"approvers apply only to action require; this rule's action {rule.action!r} never waits for a decision",
                 )
             )
+        if rule.allow_edit and rule.action != "require":
+            problems.append(
+                Problem(
+                    f"{path}.allowEdit",
+                    f"allowEdit applies only to action require; this rule's action {rule.action!r} never waits for a decision",
+                )
+            )
         rules.append(
             ac.RuleConfig(
                 tool=rule.tool,
@@ -229,6 +236,7 @@ def _policy(agent: Agent, problems: list[Problem]) -> ac.ApprovalPolicy:
                 glob=when.glob if when else None,
                 regex=when.regex if when else None,
                 approvers=_approvers(rule.approvers, f"{path}.approvers", problems),
+                allow_edit=rule.allow_edit,
             )
         )
     tool_approvers: dict[str, ac.ApproversConfig] = {}
@@ -250,6 +258,9 @@ def _policy(agent: Agent, problems: list[Problem]) -> ac.ApprovalPolicy:
         first[entry.tool] = i
         if approvers is not None:
             tool_approvers[entry.tool] = approvers
+    for i, name in enumerate(spec.editable_tools):
+        if name not in known:
+            problems.append(Problem(f"spec.approval.editableTools[{i}]", f"unknown tool {name!r}; known tools: {sorted(known)}"))
     timeout = _duration(spec.timeout, "spec.approval.timeout", problems)
     grant_ttl = _duration(spec.grant_ttl, "spec.approval.grantTTL", problems)
     return ac.ApprovalPolicy(
@@ -263,6 +274,7 @@ def _policy(agent: Agent, problems: list[Problem]) -> ac.ApprovalPolicy:
         tool_approvers=tool_approvers,
         grant_ttl_seconds=grant_ttl,
         redact=_redact(spec.redact, problems),
+        editable_tools=list(spec.editable_tools),
     )
 
 

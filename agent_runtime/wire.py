@@ -52,6 +52,14 @@ class Approvers(WireModel):
     waiting_for: str = ""  # in words: who may still decide
 
 
+class Edited(WireModel):
+    """A request whose arguments an approver changed: ``args`` are now the edited ones, to be approved as such."""
+
+    by: str
+    original_args: dict[str, Any]
+    changed: list[str]  # the argument names whose values differ (added, removed or changed)
+
+
 class ActionRequest(WireModel):
     """One gated call waiting for a decision, as the client sees it."""
 
@@ -63,6 +71,8 @@ class ActionRequest(WireModel):
     expires_at: str
     approval: str | None = None
     approvers: Approvers | None = None  # present when the Agent names approvers for this call
+    editable: bool = False  # the policy lets an approver approve it with changed arguments (``edits``)
+    edited: Edited | None = None  # an approver changed its arguments; votes from before the edit no longer count
 
 
 class ApprovalInterrupt(WireModel):
@@ -83,11 +93,17 @@ class GrantGlob(WireModel):
     glob: str = Field(min_length=1)
 
 
+Edits = dict[str, dict[str, Any]]
+"""Edit and approve: ``{"<request id>": {<the call's complete new arguments>}}`` (where the policy allows it,
+``allowEdit``); the edited call is checked against the whole policy again before the approval counts."""
+
+
 class ApproveAll(WireModel):
     decision_type: Literal["approve"]
     scope: Scope = "once"
     reason: str = ""
     grant: GrantGlob | None = None
+    edits: Edits = Field(default_factory=dict)
 
 
 class DenyAll(WireModel):
@@ -99,6 +115,7 @@ class BatchItem(WireModel):
     id: str
     decision: Literal["approve", "deny"]
     reason: str = ""
+    args: dict[str, Any] | None = None  # approve with these arguments instead (edit and approve)
 
 
 class Batch(WireModel):
@@ -107,6 +124,7 @@ class Batch(WireModel):
     reasons: dict[str, str] = Field(default_factory=dict)
     scope: Scope = "once"
     grant: GrantGlob | None = None
+    edits: Edits = Field(default_factory=dict)
 
 
 class Answer(WireModel):
@@ -152,6 +170,7 @@ class Verdict:
     reason: str = ""
     scope: Scope = "once"
     grant: GrantGlob | None = None  # with scope session: a glob over one path argument instead of the exact arguments
+    args: dict[str, Any] | None = None  # approved with these arguments instead of the requested ones (edit and approve)
 
 
 def _text_word(text: str) -> str:
@@ -166,6 +185,15 @@ def parse_payload(data_parts: list[Any], text: str) -> WireModel | str:
         data = data_parts[0]
         if not isinstance(data, dict):
             raise DecisionError("The data part is not a JSON object.")
+        # kagent's hitl/v1 dialect: translated into one of our decisions, then validated below like any other.
+        # Imported where it is used, so this contract module's own imports stay as they are.
+        from agent_runtime import kagent_hitl
+
+        if kagent_hitl.is_payload(data):
+            try:
+                data = kagent_hitl.decision(data)
+            except kagent_hitl.KagentError as exc:
+                raise DecisionError(exc.problem) from None
         kind = data.get("decision_type")
         if not isinstance(kind, str) or kind not in DECISION_MODELS:
             raise DecisionError(
@@ -201,7 +229,8 @@ def parse_decision(
         return {i: Verdict(False, "") for i in pending_ids}
     if isinstance(payload, ApproveAll):
         _check_scope(payload.scope, allow_session, payload.grant)
-        return {i: Verdict(True, payload.reason, payload.scope, payload.grant) for i in pending_ids}
+        _check_edits(payload.edits, pending_ids, payload.scope)
+        return {i: Verdict(True, payload.reason, payload.scope, payload.grant, payload.edits.get(i)) for i in pending_ids}
     if isinstance(payload, DenyAll):
         return {i: Verdict(False, payload.reason) for i in pending_ids}
     if isinstance(payload, Batch):
@@ -217,13 +246,30 @@ def _check_scope(scope: Scope, allow_session: bool, grant: GrantGlob | None = No
         raise DecisionError('A "grant" glob applies to an approval with "scope": "session" only.')
 
 
+def _check_edits(edits: Edits, pending_ids: list[str], scope: Scope, denied: frozenset[str] = frozenset()) -> None:
+    """The shape of edits (whether the policy allows them is the runtime's check: :mod:`agent_runtime.edits`)."""
+    unknown = sorted(set(edits) - set(pending_ids))
+    if unknown:
+        raise DecisionError(f"Edits given for unknown ids: {', '.join(unknown)}. Pending ids: {', '.join(pending_ids)}.")
+    refused = sorted(set(edits) & denied)
+    if refused:
+        raise DecisionError(f"Edits given for denied ids: {', '.join(refused)}; an edit approves the call with new arguments.")
+    if edits and scope == "session":
+        raise DecisionError('An edited approval covers that one call: send it with "scope": "once".')
+
+
 def _batch(batch: Batch, pending_ids: list[str], allow_session: bool) -> dict[str, Verdict]:
+    edits = dict(batch.edits)
     if isinstance(batch.decisions, list):
         ids = [item.id for item in batch.decisions]
         duplicates = sorted({i for i in ids if ids.count(i) > 1})
         if duplicates:
             raise DecisionError(f"Duplicate ids in decisions: {', '.join(duplicates)}.")
         decided = {item.id: (item.decision, item.reason) for item in batch.decisions}
+        twice = sorted(item.id for item in batch.decisions if item.args is not None and item.id in edits)
+        if twice:
+            raise DecisionError(f"Arguments given twice (in decisions and in edits) for: {', '.join(twice)}.")
+        edits.update({item.id: item.args for item in batch.decisions if item.args is not None})
     else:
         decided = {k: (v, "") for k, v in batch.decisions.items()}
     unknown = sorted(set(decided) - set(pending_ids))
@@ -243,12 +289,14 @@ def _batch(batch: Batch, pending_ids: list[str], allow_session: bool) -> dict[st
         raise DecisionError(f"Reasons given for unknown ids: {', '.join(stray)}.")
     if any(d == "approve" for d, _ in decided.values()):
         _check_scope(batch.scope, allow_session, batch.grant)
+    _check_edits(edits, pending_ids, batch.scope, frozenset(i for i, (d, _) in decided.items() if d == "deny"))
     out = {}
     for request_id in pending_ids:
         decision, reason = decided[request_id]
         reason = batch.reasons.get(request_id, reason)
         approved = decision == "approve"
-        out[request_id] = Verdict(approved, reason, batch.scope if approved else "once", batch.grant if approved else None)
+        out[request_id] = Verdict(approved, reason, batch.scope if approved else "once", batch.grant if approved else None,
+                                  edits.get(request_id))
     return out
 
 
@@ -257,6 +305,11 @@ def _batch(batch: Batch, pending_ids: list[str], allow_session: bool) -> dict[st
 
 def approve_all(scope: Scope = "once") -> dict[str, Any]:
     return {"decision_type": "approve"} if scope == "once" else {"decision_type": "approve", "scope": scope}
+
+
+def approve_edited(edits: dict[str, dict[str, Any]], reason: str = "") -> dict[str, Any]:
+    """Approve every pending request, the ones named in ``edits`` with those arguments instead."""
+    return {"decision_type": "approve", "edits": edits, **({"reason": reason} if reason else {})}
 
 
 def deny_all(reason: str) -> dict[str, Any]:

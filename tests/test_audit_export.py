@@ -58,7 +58,7 @@ def test_filters_take_dates_times_and_durations() -> None:
     (["--url", "http://x", "--state-dir", "."], "give one source"),
     (["--state-dir", "a", "--database-url", "sqlite:///b"], "give one source"),
     (["--url", "http://x", "--format", "xml"], "--format must be jsonl or csv"),
-    (["--url", "http://x", "--event", "edited"], "--event must be one of"),
+    (["--url", "http://x", "--event", "deleted"], "--event must be one of"),
     (["--url", "http://x", "--since", "last week"], "invalid time 'last week'"),
     (["--state-dir", "/nonexistent/state"], "no runtime state in /nonexistent/state"),
     (["--url", "http://127.0.0.1:9"], "http://127.0.0.1:9/audit: ConnectError"),

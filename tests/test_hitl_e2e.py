@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from agent_runtime import wire
+from agent_runtime import kagent_hitl, wire
 from agent_runtime.questions import wire as question_wire
 from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, state, status_text, wait_for, write_manifests
 
@@ -78,9 +78,11 @@ def _ask(rpc: Rpc, text: str) -> tuple[dict[str, Any], question_wire.HitlPrompt]
 
 
 def _prompt(task: dict[str, Any]) -> question_wire.HitlPrompt:
-    assert task["status"]["message"]["metadata"] == {"interrupt_type": "hitl_request"}
+    metadata = task["status"]["message"]["metadata"]
     (data,) = [p["data"] for p in task["status"]["message"]["parts"] if "data" in p]
     (prompt,) = question_wire.HitlInterrupt.model_validate(data).requests
+    # Ours, and the same question in kagent's hitl/v1 shape (tests/test_kagent_hitl*.py).
+    assert metadata == {"interrupt_type": "hitl_request", kagent_hitl.URI: kagent_hitl.ask_user_request(prompt)}
     return prompt
 
 

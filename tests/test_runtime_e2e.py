@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_runtime import wire
+from agent_runtime import kagent_hitl, wire
 from tests.support.runtime import (
     Rpc,
     RuntimeProcess,
@@ -93,9 +93,12 @@ def test_pause_shape_then_approve_runs_once_with_two_model_calls(rpc: Rpc, tools
     task = _pause(rpc, "delete approve-me.txt")
     assert task["metadata"] == {"interrupt_type": "tool_approval"}
     message = task["status"]["message"]
-    assert message["metadata"] == {"interrupt_type": "tool_approval"}
     assert [list(p) for p in message["parts"]] == [["text"], ["data"]]
     pause = wire.ApprovalInterrupt.model_validate(interrupt(task))
+    # Ours, and the same calls in kagent's hitl/v1 shape (tests/test_kagent_hitl*.py).
+    assert message["metadata"] == {
+        "interrupt_type": "tool_approval", kagent_hitl.URI: kagent_hitl.tool_approval_request(pause.action_requests),
+    }
     (request,) = pause.action_requests
     assert request.id.startswith("apr-") and request.name == "delete_file" and request.args == {"path": "approve-me.txt"}
     assert request.call_id and request.approval is None and "requireApproval" in request.hint

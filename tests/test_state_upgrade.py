@@ -227,3 +227,71 @@ def test_v2_keys_become_their_principals_and_the_old_one_answers_nobody(tmp_path
     keys = query(db, "SELECT principal, request_id, status_code FROM gatehouse_idempotency_keys WHERE principal != '' "
                      "ORDER BY created_at")
     assert keys == [("bob", V2_DECIDED, 409), ("alice", V2_DECIDED, 409), ("bob", V2_PENDING, 200), ("alice", V2_PENDING, 409)]
+
+
+# Version 3 (tests/testdata/state-v3, written by the release at b0756a4): alice decided a delete over REST (one vote, one
+# decider) and left a write_file call pending; what later versions add must not lose it.
+STATE_V3 = Path(__file__).parent / "testdata" / "state-v3" / "gatehouse.db"
+V3_DECIDED, V3_DECIDED_TASK = "apr-435ebfc95a3b417f", "baed4493-a818-4f68-9880-f86e326faace"
+V3_PENDING, V3_PENDING_TASK = "apr-913c63857d474e47", "020a4826-5c3e-4915-9a4b-81e61e9367ee"
+V3_PENDING_CONTEXT = "bb6c4ef1-7070-4103-840b-aa49640ad3d9"
+V3_PATH, V3_CONTENT = "draft.txt", "hello"
+
+
+def test_the_v3_fixture_is_a_version_3_state_with_one_pending_write() -> None:
+    assert query(STATE_V3, "SELECT component, version FROM gatehouse_schema") == [("runtime", 3)]
+    columns = {row[1] for row in query(STATE_V3, "PRAGMA table_info(gatehouse_approvals)")}
+    assert "original_args_json" not in columns and "edited_by" not in columns
+    assert {"requested_by", "approvers_json", "redact_json"} <= columns
+    assert query(STATE_V3, "SELECT id, task_id, tool, args_json, status, requested_by FROM gatehouse_approvals "
+                           "ORDER BY created_at") == [
+        (V3_DECIDED, V3_DECIDED_TASK, "delete_file", json.dumps({"path": "decided.txt"}), "approved", "alice"),
+        (V3_PENDING, V3_PENDING_TASK, "write_file", json.dumps({"content": V3_CONTENT, "path": V3_PATH}), "pending",
+         "alice")]
+    assert query(STATE_V3, "SELECT context_id FROM gatehouse_approvals WHERE id = ?", V3_PENDING) == [(V3_PENDING_CONTEXT,)]
+    assert query(STATE_V3, "SELECT request_id, principal, ballot, channel, counted FROM gatehouse_approval_votes") == [
+        (V3_DECIDED, "alice", "approve", "rest", 1)]
+    assert query(STATE_V3, "SELECT request_id, decided_by FROM gatehouse_approval_deciders") == [(V3_DECIDED, "alice")]
+    assert query(STATE_V3, "SELECT principal, request_id, status_code FROM gatehouse_idempotency_keys") == [
+        ("alice", V3_DECIDED, 200)]
+    tasks = dict(query(STATE_V3, "SELECT id, status FROM tasks WHERE owner = 'alice'"))
+    assert json.loads(tasks[V3_DECIDED_TASK])["state"] == "TASK_STATE_COMPLETED"
+    assert json.loads(tasks[V3_PENDING_TASK])["state"] == "TASK_STATE_INPUT_REQUIRED" and len(tasks) == 2
+
+
+def test_v3_the_pending_write_is_still_listed_and_alices_approval_runs_it_once(tmp_path: Path) -> None:
+    (tmp_path / "tokens").write_text("alice:tok-alice\nbob:tok-bob\n")
+    serve = ["--api-token-file", str(tmp_path / "tokens")]
+    # The sandbox holds an older draft.txt: the approved call overwrites it with "hello".
+    with upgraded_runtime(tmp_path, serve, state=STATE_V3, path=V3_PATH) as (proc, tools, db):
+        assert query(db, "SELECT component, version FROM gatehouse_schema") == [("runtime", SCHEMA_VERSION)]
+        rest = httpx.Client(base_url=proc.url, headers={"Authorization": "Bearer tok-alice"}, timeout=60)
+        alice = Rpc(proc.url, "tok-alice")
+        (view,) = ApprovalList.model_validate_json(rest.get("/approvals").content).approvals
+        assert (view.id, view.task_id, view.context_id, view.tool, view.args, view.status, view.requested_by) == (
+            V3_PENDING, V3_PENDING_TASK, V3_PENDING_CONTEXT, "write_file", {"content": V3_CONTENT, "path": V3_PATH},
+            "pending", "alice")
+        task = alice.get_task(V3_PENDING_TASK)
+        assert state(task) == "TASK_STATE_INPUT_REQUIRED" and request_ids(task) == [V3_PENDING]
+        assert not tools.executions("write_file")
+        assert (tools.sandbox / V3_PATH).read_text() == "written before the upgrade\n"
+        reply = rest.post(f"/approvals/{V3_PENDING}/decision", json={"decision": "approve", "reason": "after the upgrade"},
+                          headers={"Idempotency-Key": str(uuid.uuid4())})
+        assert reply.status_code == 200, reply.text
+        decided = DecisionResult.model_validate_json(reply.content).approval
+        assert (decided.id, decided.status, decided.decided_by) == (V3_PENDING, "approved", "alice")
+        wait_for(lambda: state(alice.get_task(V3_PENDING_TASK)) == "TASK_STATE_COMPLETED", 60)
+        done = alice.get_task(V3_PENDING_TASK)
+        assert f"Write of {V3_PATH}: wrote {len(V3_CONTENT)} bytes" in status_text(done), done
+        again = rest.post(f"/approvals/{V3_PENDING}/decision", json={"decision": "approve"},
+                          headers={"Idempotency-Key": str(uuid.uuid4())})
+        assert again.status_code == 409 and "Already decided" in again.json()["error"], again.text
+        (ran,) = tools.executions("write_file")
+        assert ran["args"] == {"path": V3_PATH, "content": V3_CONTENT} and ran["ok"], ran
+        assert (tools.sandbox / V3_PATH).read_text() == V3_CONTENT
+        assert not tools.executions("delete_file")  # the request decided before the upgrade is not run again
+    assert query(db, "SELECT component, version FROM gatehouse_schema") == [("runtime", SCHEMA_VERSION)]
+    assert query(db, "SELECT id, status FROM gatehouse_approvals ORDER BY created_at") == [
+        (V3_DECIDED, "approved"), (V3_PENDING, "approved")]
+    votes = query(db, "SELECT request_id, principal, ballot, channel, counted FROM gatehouse_approval_votes ORDER BY id")
+    assert votes == [(V3_DECIDED, "alice", "approve", "rest", 1), (V3_PENDING, "alice", "approve", "rest", 1)]

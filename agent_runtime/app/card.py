@@ -1,11 +1,12 @@
 """The agent card the runtime publishes at ``/.well-known/agent-card.json``: from the AgentConfig, with the
-authenticator's security schemes (any one of which is enough)."""
+authenticator's security schemes (any one of which is enough) and the one A2A extension it speaks, kagent's hitl/v1."""
 
 from __future__ import annotations
 
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
+    AgentExtension,
     AgentInterface,
     AgentSkill,
     HTTPAuthSecurityScheme,
@@ -14,6 +15,7 @@ from a2a.types import (
     StringList,
 )
 
+from agent_runtime import kagent_hitl
 from agent_runtime.agent_config import AgentConfig
 
 
@@ -34,7 +36,10 @@ def agent_card(config: AgentConfig, url: str, schemes: dict[str, dict[str, str]]
         description=config.card.description or config.description,
         version=config.card.version,
         supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")],
-        capabilities=AgentCapabilities(streaming=True),
+        # kagent's hitl/v1 is optional: a client that does not speak it still gets (and answers) our own payloads.
+        capabilities=AgentCapabilities(streaming=True, extensions=[
+            AgentExtension(uri=kagent_hitl.URI, description=kagent_hitl.DESCRIPTION, required=False),
+        ]),
         default_input_modes=["text/plain", "application/json"],
         default_output_modes=["text/plain", "application/json"],
         skills=[

@@ -270,7 +270,7 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     resumer = Resumer(handler, task_store.owner_of)
     sweeper = TimeoutSweeper(approvals, resumer, config.approval.on_timeout, settings.sweep_interval)
     hitl.watch(handler, settings.sweep_interval)
-    decide = DecideOne(approvals, metrics, resumer, task_store)
+    decide = DecideOne(approvals, metrics, resumer, task_store, config)
     kube = KubeBridge(
         settings.kube, config.name, approvals, decide, hitl=hitl.store, identities=settings.access.identities,
     ) if settings.kube else None

@@ -2,7 +2,7 @@
 
 The events of one call::
 
-    requested ─► voted … ─► decided | timed_out | canceled ─► started ─► executed   (or refused: not run)
+    requested ─► voted … (edited ─► voted …) ─► decided | timed_out | canceled ─► started ─► executed   (or refused: not run)
     granted (ran at once under a session grant) ───────────────────────► executed
 
 One store, not two. Every vote is already a row of ``gatehouse_approval_votes`` (approvals/votes.py: counted or
@@ -51,12 +51,14 @@ from agent_runtime.database import Database
 from agent_runtime.durations import parse_duration
 from agent_runtime.principals import INTERNAL
 
-EventKind = Literal["requested", "voted", "decided", "timed_out", "canceled", "granted", "started", "executed", "refused"]
+EventKind = Literal[
+    "requested", "voted", "edited", "decided", "timed_out", "canceled", "granted", "started", "executed", "refused",
+]
 EVENTS: tuple[str, ...] = (
-    "requested", "voted", "decided", "timed_out", "canceled", "granted", "started", "executed", "refused",
+    "requested", "voted", "edited", "decided", "timed_out", "canceled", "granted", "started", "executed", "refused",
 )
 # An event's place in a call's life: orders events written at the same instant (a vote and the decision it made).
-_RANK = {"requested": 0, "voted": 1, "decided": 2, "timed_out": 2, "canceled": 2, "granted": 2, "started": 3,
+_RANK = {"requested": 0, "edited": 1, "voted": 1, "decided": 2, "timed_out": 2, "canceled": 2, "granted": 2, "started": 3,
          "refused": 3, "executed": 4}
 # The decision of a request by a channel that is not a vote, as an event (sources of ApprovalService.decide).
 _DECISION_EVENT = {"timeout": "timed_out", "cancel": "canceled"}
@@ -84,7 +86,7 @@ class AuditEntry(BaseModel):
     channel: str = ""  # a2a, rest, kubectl, timeout, cancel, grant
     outcome: str = ""  # requested: pending; voted: approve|deny; decided: approved|denied|expired; executed: ok|error
     counted: bool | None = None  # voted: whether the vote counted
-    reason: str = ""  # requested: the policy's hint; voted/decided: the reason given; refused: why not run
+    reason: str = ""  # requested: the policy's hint; voted/decided: the reason given; edited: what changed; refused: why not run
     note: str = ""  # voted: why a vote did not count
     requested_by: str = ""
     wait_seconds: float | None = None  # decided, timed_out, canceled: from the request to its decision
@@ -143,6 +145,12 @@ def decided(conn: Connection, request_id: str, at: float, *, status: str, source
     event = _DECISION_EVENT.get(source, "decided")
     conn.execute(_INSERT, _row(event, request_id, at, by or (INTERNAL if event != "decided" else source), source, status,
                                reason))
+
+
+def edited(conn: Connection, request_id: str, at: float, *, by: str, channel: str, reason: str) -> None:
+    """An approver replaced the pending call's arguments (agent_runtime/edits.py); ``reason`` says what changed and gives
+    both arguments' hashes (the arguments themselves stay in the request: ``original_args_json`` and ``args_json``)."""
+    conn.execute(_INSERT, _row("edited", request_id, at, by, channel, "edited", reason))
 
 
 def granted(conn: Connection, record: ApprovalRecord, granted_by: str, rule: str) -> None:
@@ -312,6 +320,6 @@ def csv_row(entry: AuditEntry) -> list[str]:
 
 __all__ = [
     "EVENTS", "FIELDS", "MAX_PAGE", "AuditEntry", "AuditLog", "AuditPage", "AuditQuery", "EventKind", "csv_row",
-    "decided", "executed", "granted", "iso_micro", "outcome_of", "parse_cursor", "parse_time", "refused", "requested",
+    "decided", "edited", "executed", "granted", "iso_micro", "outcome_of", "parse_cursor", "parse_time", "refused", "requested",
     "started",
 ]

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from agent_runtime import redaction, wire
 from agent_runtime.agent_config import ApproversConfig, RedactConfig
 from agent_runtime.authority import Vote, tally, who_may_decide
+from agent_runtime.edits import changed_fields
 
 ApprovalStatus = Literal["pending", "approved", "denied", "expired"]
 ExecState = Literal["none", "started", "done"]
@@ -85,18 +86,41 @@ class ApprovalRecord:
     requested_by: str = ""  # the principal whose task asked for the call ("" before requests recorded it)
     approvers: ApproversConfig | None = None  # who may decide (agent_runtime.authority); None: whoever reaches it
     redact: RedactConfig | None = None  # what others do not see of the arguments; None: the built-in secret shapes
+    original_args: dict[str, Any] | None = None  # the arguments the model asked for, once an approver edited ``args``
+    edited_by: str = ""  # who last edited the arguments (agent_runtime.edits)
+
+    @property
+    def requested_args(self) -> dict[str, Any]:
+        """The arguments as the model made the call (ADK resumes the call with these)."""
+        return self.original_args if self.original_args is not None else self.args
+
+    @property
+    def requested_hash(self) -> str:
+        return args_hash(self.tool, self.original_args) if self.original_args is not None else self.args_hash
+
+    def edited_view(self) -> wire.Edited | None:
+        if self.original_args is None:
+            return None
+        return wire.Edited(by=self.edited_by, original_args=self.original_args,
+                           changed=list(changed_fields(self.original_args, self.args)))
 
     @functools.cached_property
     def shown(self) -> redaction.Redacted:
         """The arguments as approvers and viewers see them, and which paths were redacted."""
         return redaction.redact(self.args, self.redact)
 
-    def action_request(self, votes: Sequence[Vote] = ()) -> wire.ActionRequest:
+    @functools.cached_property
+    def requested_shown(self) -> redaction.Redacted:
+        """The model's arguments as approvers and viewers see them (what a ToolApproval's spec keeps after an edit)."""
+        return self.shown if self.original_args is None else redaction.redact(self.original_args, self.redact)
+
+    def action_request(self, votes: Sequence[Vote] = (), *, editable: bool = False) -> wire.ActionRequest:
         """As the task's owner sees it in the pause: the real arguments (they wrote them); ``votes``: the counted votes
-        so far (shown when the call has approvers)."""
+        so far (shown when the call has approvers); ``editable``: the policy lets approvers change the arguments."""
         return wire.ActionRequest(
             id=self.id, name=self.tool, args=self.args, call_id=self.call_id, hint=self.hint,
             expires_at=iso_utc(self.expires_at), approval=None, approvers=self.approvers_view(votes),
+            editable=editable, edited=self.edited_view(),
         )
 
     def approvers_view(self, votes: Sequence[Vote] = ()) -> wire.Approvers | None:

@@ -5,9 +5,11 @@ and who may decide it (``requested_by``, ``approvers_json`` on the approvals tab
 the ToolApproval uids the runtime created. Version 3 scopes the REST idempotency keys to their principal
 (``principal`` on ``gatehouse_idempotency_keys``, defined in :mod:`agent_runtime.rest.idempotency` and upgraded
 here by name, since the version is one number for the whole state): keys written before answer nobody and expire
-with the others. Each step is additive, so the rows of an older runtime are all still there; :func:`upgrade` runs
-at start-up inside one transaction, before anything else reads the tables. A table that does not exist yet is
-created whole by its owner (``create_all``), so its step is skipped.
+with the others. Version 4 keeps edited approvals (``original_args_json``, ``edited_by`` on the approvals table; a
+request written before was never edited: NULL and '') and says what each vote was cast on (``args_hash`` on the votes
+table; '' for votes written before: on the model's arguments). Each step is additive, so the rows of an older runtime are
+all still there; :func:`upgrade` runs at start-up inside one transaction, before anything else reads the tables. A
+table that does not exist yet is created whole by its owner (``create_all``), so its step is skipped.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from sqlalchemy import Connection, inspect, select, text
 
 from agent_runtime.approvals.tables import schema_versions
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Columns added to existing tables since version 1: (table, column, DDL type and default).
 _ADDED = [
@@ -26,6 +28,10 @@ _ADDED = [
     ("gatehouse_approvals", "redact_json", "TEXT"),
     # Version 3: whose key it is ('' for keys written before: they match no principal).
     ("gatehouse_idempotency_keys", "principal", "VARCHAR(256) NOT NULL DEFAULT ''"),
+    # Version 4: edit and approve.
+    ("gatehouse_approvals", "original_args_json", "TEXT"),
+    ("gatehouse_approvals", "edited_by", "VARCHAR(256) NOT NULL DEFAULT ''"),
+    ("gatehouse_approval_votes", "args_hash", "VARCHAR(64) NOT NULL DEFAULT ''"),
 ]
 
 

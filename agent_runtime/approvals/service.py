@@ -37,6 +37,7 @@ from agent_runtime.approvals.records import ApprovalRecord, ApprovalStatus, Reso
 from agent_runtime.approvals.tables import approvals, deciders, metadata, mirrored_objects
 from agent_runtime.authority import Judgement, Vote, judge
 from agent_runtime.database import Database
+from agent_runtime.edits import EditPlan
 from agent_runtime.fresh_ids import FreshIds
 
 # The statements of the request path, built once (bind parameters): building a statement per call cost more
@@ -65,6 +66,12 @@ _BY_CALL = select(approvals).where(approvals.c.call_id == bindparam("call_id"))
 _FINISH = (
     update(approvals).where(approvals.c.call_id == bindparam("w_call_id"), approvals.c.exec_state == "started")
     .values(exec_state="done")
+)
+_EDIT = (
+    update(approvals).where(approvals.c.id == bindparam("w_id"), approvals.c.status == "pending")
+    .values(args_json=bindparam("new_args_json"), args_hash=bindparam("new_args_hash"), hint=bindparam("new_hint"),
+            approvers_json=bindparam("new_approvers_json"), original_args_json=bindparam("new_original_args_json"),
+            edited_by=bindparam("new_edited_by"))
 )
 _CLAIM = (
     update(approvals).where(approvals.c.call_id == bindparam("w_call_id"), approvals.c.exec_state == "none")
@@ -116,6 +123,8 @@ def _row_to_record(row: Any) -> ApprovalRecord:
         decided_at=m["decided_at"], exec_state=m["exec_state"], requested_by=m["requested_by"] or "",
         approvers=ApproversConfig.model_validate_json(m["approvers_json"]) if m["approvers_json"] else None,
         redact=RedactConfig.model_validate_json(m["redact_json"]) if m["redact_json"] else None,
+        original_args=json.loads(m["original_args_json"]) if m["original_args_json"] else None,
+        edited_by=m["edited_by"] or "",
     )
 
 
@@ -128,6 +137,8 @@ def _record_to_row(r: ApprovalRecord) -> dict[str, Any]:
         "decided_at": r.decided_at, "exec_state": r.exec_state, "requested_by": r.requested_by,
         "approvers_json": r.approvers.model_dump_json() if r.approvers is not None else None,
         "redact_json": r.redact.model_dump_json() if r.redact is not None else None,
+        "original_args_json": json.dumps(r.original_args) if r.original_args is not None else None,
+        "edited_by": r.edited_by,
     }
 
 
@@ -258,6 +269,7 @@ class ApprovalService:
         self, task_id: str, votes: dict[str, Vote], *, scope: str = "once",
         also: Callable[[Connection, float, list[Voted]], None] | None = None,
         grant: grant_rows.GrantTerms | None = None, grant_ttl: float = 3600.0,
+        edits: Mapping[str, EditPlan] | None = None,
     ) -> list[Voted]:
         """Cast one vote on each named pending request of ``task_id`` (``{request_id: vote}``), judged by
         :func:`agent_runtime.authority.judge`, in ONE transaction: every vote is recorded (counted or refused,
@@ -266,7 +278,8 @@ class ApprovalService:
         written. ``scope`` (once or session) applies to an approval this makes final; a session approval also
         makes a grant (approvals/grants.py: the exact arguments, or ``grant``'s glob) lasting ``grant_ttl``.
         ``also(conn, decided_at, results)`` runs in the same transaction (an idempotency key storing the answer),
-        whatever the judgement.
+        whatever the judgement. ``edits``: approvals with changed arguments (:mod:`agent_runtime.edits`, checked by the
+        caller against the policy); see :meth:`_edit`.
         """
         now = self._clock()
 
@@ -280,8 +293,19 @@ class ApprovalService:
                     continue
                 record = _row_to_record(row)
                 earlier = vote_rows.for_request(conn, request_id)
+                plan = (edits or {}).get(request_id)
+                if plan is not None:
+                    refused = self._edit(conn, record, cast, plan, now)
+                    if refused is not None:
+                        results.append(Voted(record, refused))
+                        continue
+                    record = replace(record, args=plan.args, args_hash=args_hash(record.tool, plan.args), hint=plan.hint,
+                                     approvers=plan.approvers, original_args=record.requested_args,
+                                     edited_by=cast.principal)
+                    earlier = []  # cast on the arguments before the edit: they no longer count (approvals/votes.py)
                 judgement = judge(record.approvers, record.requested_by, vote_rows.counted(earlier), cast)
-                vote_rows.write(conn, request_id, vote_rows.CastVote(cast, now, judgement.counted, judgement.refused))
+                vote_rows.write(conn, request_id, vote_rows.CastVote(cast, now, judgement.counted, judgement.refused),
+                                record.args_hash)
                 tally = judgement.tally
                 if judgement.counted and tally.outcome != "pending":
                     status: ApprovalStatus = "approved" if tally.outcome == "approved" else "denied"
@@ -320,6 +344,47 @@ class ApprovalService:
         channel = next(iter(votes.values())).channel if votes else ""
         await self.events.publish("voted", [v.record for v in results if not v.decided], channel)
         return results
+
+    async def refuse_vote(self, request_id: str, vote: Vote, note: str) -> ApprovalRecord | None:
+        """Record ``vote`` on a pending request as not counted, with why (an edit the policy refused, seen by a channel
+        that must answer through the record, such as kubectl); None when the request is not pending."""
+        now = self._clock()
+
+        def transaction(conn: Connection) -> ApprovalRecord | None:
+            row = conn.execute(_LOCK, {"request_id": request_id}).first()
+            if row is None or row._mapping["status"] != "pending":
+                return None
+            record = _row_to_record(row)
+            vote_rows.write(conn, request_id, vote_rows.CastVote(vote, now, False, note), record.args_hash)
+            return record
+
+        record = await self._db.run(transaction)
+        if record is not None:
+            await self.events.publish("voted", [record], vote.channel)
+        return record
+
+    @staticmethod
+    def _edit(
+        conn: Connection, record: ApprovalRecord, cast: Vote, plan: EditPlan, now: float,
+    ) -> Judgement | None:
+        """Apply an edit inside :meth:`vote`'s transaction, or refuse it (the judgement, recorded as a vote that did not
+        count): only a person who may decide the request as it stands may change its arguments. The request keeps the
+        model's arguments (``original_args``) and who edited; votes counted so far stop counting (they approved other
+        arguments, approvals/votes.py); the audit gets an ``edited`` event with what changed and both arguments' hashes."""
+        judgement = judge(record.approvers, record.requested_by, [], cast)  # may this person decide it at all?
+        if not judgement.counted:
+            note = f"the edit was not applied: {judgement.refused}"
+            vote_rows.write(conn, record.id, vote_rows.CastVote(cast, now, False, note), record.args_hash)
+            return replace(judgement, refused=note)
+        new_hash = args_hash(record.tool, plan.args)
+        conn.execute(_EDIT, {
+            "w_id": record.id, "new_args_json": json.dumps(plan.args), "new_args_hash": new_hash, "new_hint": plan.hint,
+            "new_approvers_json": plan.approvers.model_dump_json() if plan.approvers is not None else None,
+            "new_original_args_json": json.dumps(record.requested_args), "new_edited_by": cast.principal,
+        })
+        audit.edited(conn, record.id, now, by=cast.principal, channel=cast.channel,
+                     reason=f"changed {', '.join(plan.changed)}; arguments sha256 {record.args_hash} -> {new_hash}")
+        return None
 
     async def grant_for(
         self, context_id: str, owner: str, server: str | None, tool: str, args: dict[str, Any],
@@ -406,7 +471,7 @@ class ApprovalService:
     def _claim(conn: Connection, record: ApprovalRecord, call_id: str, tool: str, args_hash: str) -> Claim:
         if record.status != "approved":
             return Claim(record, f"the call is {record.status}, not approved; it was not run")
-        if record.tool != tool or record.args_hash != args_hash:
+        if record.tool != tool or record.requested_hash != args_hash:
             return Claim(record, "the call's arguments differ from the approved ones; it was not run")
         result = conn.execute(_CLAIM, {"w_call_id": call_id})
         if result.rowcount != 1:

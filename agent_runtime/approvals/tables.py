@@ -36,6 +36,10 @@ approvals = Table(
     Column("requested_by", String(256), nullable=False, default=""),  # since state version 2 (approvals/schema.py)
     Column("approvers_json", Text),
     Column("redact_json", Text),  # spec.approval.redact when the call paused (NULL: the built-in secret shapes)
+    # Since state version 4 (edit and approve, agent_runtime/edits.py): the arguments the model asked for, once an
+    # approver replaced ``args_json`` (NULL: never edited), and who did.
+    Column("original_args_json", Text),
+    Column("edited_by", String(256), nullable=False, default=""),
 )
 
 # Who decided a request, where a channel knew the person (written and read by approvals/deciders.py).
@@ -61,6 +65,7 @@ votes = Table(
     Column("cast_at", Float, nullable=False),
     Column("counted", Boolean, nullable=False),
     Column("note", Text, nullable=False, default=""),
+    Column("args_hash", String(64), nullable=False, default=""),  # the arguments voted on (state version 4; "" before)
 )
 
 schema_versions = Table(

@@ -5,6 +5,10 @@ One row per vote, written in the same transaction that judged it (:meth:`Approva
 A refused vote (a principal not among the approvers, the requester under separation of duties, a second
 vote by the same person) is kept with ``counted`` false and the reason in ``note``: the audit shows every
 attempt, and only counted rows ever feed :func:`agent_runtime.authority.tally`.
+
+A vote is for the arguments it was cast on (``args_hash``, since state version 4). When an approver edits a
+request's arguments (agent_runtime/edits.py), the votes cast before stop counting: they are read back as not counted,
+with why, while their rows stay as they were written (the table is append-only, like the audit it feeds).
 """
 
 from __future__ import annotations
@@ -15,11 +19,16 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, bindparam, select
 
-from agent_runtime.approvals.tables import votes
+from agent_runtime.approvals.tables import approvals, votes
 from agent_runtime.authority import Vote
 from agent_runtime.database import Database
 
-_FOR_REQUEST = select(votes).where(votes.c.request_id == bindparam("request_id")).order_by(votes.c.id)
+# Each vote with the request's current arguments' hash and who edited them: a vote cast on other arguments is stale.
+_WITH_REQUEST = select(
+    votes, approvals.c.args_hash.label("current_hash"), approvals.c.original_args_json.label("original_args"),
+    approvals.c.edited_by.label("editor"),
+).join(approvals, approvals.c.id == votes.c.request_id)
+_FOR_REQUEST = _WITH_REQUEST.where(votes.c.request_id == bindparam("request_id")).order_by(votes.c.id)
 
 
 @dataclass(frozen=True)
@@ -35,6 +44,11 @@ class CastVote:
 def _row(row: object) -> CastVote:
     m = row._mapping  # type: ignore[attr-defined]
     vote = Vote(m["principal"], frozenset(json.loads(m["groups_json"])), m["ballot"], m["reason"], m["channel"], m["seen_as"])
+    cast_on = m["args_hash"] or ""  # "" : cast before votes said on what (state version < 4): on the model's arguments
+    edited = m["original_args"] is not None
+    stale = cast_on != m["current_hash"] if cast_on else edited
+    if m["counted"] and stale:
+        return CastVote(vote, m["cast_at"], False, f"cast on the arguments before {m['editor'] or 'an approver'} edited them")
     return CastVote(vote, m["cast_at"], bool(m["counted"]), m["note"])
 
 
@@ -46,11 +60,13 @@ def counted(cast: Sequence[CastVote]) -> list[Vote]:
     return [c.vote for c in cast if c.counted]
 
 
-def write(conn: Connection, request_id: str, cast: CastVote) -> None:
+def write(conn: Connection, request_id: str, cast: CastVote, args_hash: str) -> None:
+    """Record ``cast`` on ``request_id`` as it stands with arguments ``args_hash``."""
     v = cast.vote
     conn.execute(votes.insert().values(
         request_id=request_id, principal=v.principal, seen_as=v.seen_as, groups_json=json.dumps(sorted(v.groups)),
         ballot=v.ballot, reason=v.reason, channel=v.channel, cast_at=cast.cast_at, counted=cast.counted, note=cast.note,
+        args_hash=args_hash,
     ))
 
 
@@ -59,7 +75,7 @@ async def lookup(db: Database, request_ids: Iterable[str]) -> dict[str, list[Cas
     ids = list(request_ids)
     if not ids:
         return {}
-    stmt = select(votes).where(votes.c.request_id.in_(ids)).order_by(votes.c.id)
+    stmt = _WITH_REQUEST.where(votes.c.request_id.in_(ids)).order_by(votes.c.id)
 
     def read(conn: Connection) -> dict[str, list[CastVote]]:
         found: dict[str, list[CastVote]] = {}

@@ -87,9 +87,9 @@ def tool_approval(record: ApprovalRecord, agent: str, namespace: str, owner: dic
             "requestId": record.id,
             "callId": record.call_id,
             "tool": record.tool,
-            "arguments": record.shown.args,
-            "argumentsHash": record.args_hash,
-            "redacted": list(record.shown.paths),
+            "arguments": record.requested_shown.args,  # the call the model made: the request never changes (edits: status)
+            "argumentsHash": record.requested_hash,
+            "redacted": list(record.requested_shown.paths),
             "hint": record.hint,
             "requestedBy": record.requested_by,
             "requestedAt": iso_utc(record.created_at),
@@ -106,6 +106,7 @@ class Ballot:
     groups: tuple[str, ...]
     ballot: Literal["approve", "deny"]
     reason: str
+    arguments: dict[str, Any] | None = None  # an approval with the call's complete new arguments (edit and approve)
 
 
 def ballots(spec: dict[str, Any]) -> list[Ballot]:
@@ -118,23 +119,24 @@ def ballots(spec: dict[str, Any]) -> list[Ballot]:
     for vote in spec.get("votes") or []:
         if isinstance(vote, dict) and vote.get("by") and vote.get("action") in ("Approve", "Deny"):
             groups = tuple(str(g) for g in vote.get("groups") or [] if isinstance(g, str))
+            arguments = vote.get("arguments") if vote["action"] == "Approve" else None
             found.append(Ballot(str(vote["by"]), groups, "approve" if vote["action"] == "Approve" else "deny",
-                                str(vote.get("reason") or "")))
+                                str(vote.get("reason") or ""), arguments if isinstance(arguments, dict) else None))
     return found
 
 
 def same_request(spec: dict[str, Any], record: ApprovalRecord) -> bool:
     """The ToolApproval still shows exactly the request the runtime wrote (nobody changed what is being approved):
     the redacted arguments, the paths redacted and the real arguments' hash; or, on a ToolApproval written before
-    redaction (no ``argumentsHash``), the real arguments."""
+    redaction (no ``argumentsHash``), the real arguments. Always the call the model made (an edit shows in the status)."""
     if (spec.get("requestId"), spec.get("taskId"), spec.get("tool")) != (record.id, record.task_id, record.tool):
         return False
     arguments = spec.get("arguments") or {}
     if "argumentsHash" not in spec and "redacted" not in spec:
-        return bool(arguments == record.args)
-    shown = record.shown
+        return bool(arguments == record.requested_args)
+    shown = record.requested_shown
     return (spec.get("argumentsHash"), arguments, list(spec.get("redacted") or [])) == (
-        record.args_hash, shown.args, list(shown.paths))
+        record.requested_hash, shown.args, list(shown.paths))
 
 
 def is_hitl(obj: dict[str, Any]) -> bool:
@@ -241,6 +243,10 @@ def votes_status(record: ApprovalRecord, cast: Sequence[CastVote] = ()) -> dict[
     }
     if record.status == "pending" and record.approvers is not None:
         out["waitingFor"] = who_may_decide(record.approvers, record.requested_by)
+    edited = record.edited_view()
+    if edited is not None:
+        out["edited"] = {"by": edited.by, "arguments": record.shown.args, "argumentsHash": record.args_hash,
+                         "redacted": list(record.shown.paths), "changed": edited.changed}
     return out
 
 

@@ -31,8 +31,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from agent_runtime import redaction
 from agent_runtime.approvals import AlreadyDecided, ApprovalService
 from agent_runtime.authority import Vote
+from agent_runtime.edits import EditRefused
 from agent_runtime.kube import objects
 from agent_runtime.kube.client import KubeClient, KubeError
 from agent_runtime.kube.mirror import Mirror
@@ -208,9 +210,18 @@ class DecisionWatcher:
                 principal = self._identities.resolve(ballot.by, ballot.groups, "kubernetes")
                 vote = Vote(principal.id, principal.groups, ballot.ballot, ballot.reason, SOURCE, ballot.by)
                 try:
-                    one = await self._decide_one(request_id, vote)
+                    arguments = None
+                    if ballot.arguments is not None:  # edited from what the ToolApproval shows: redacted values kept
+                        current = await self._approvals.get(request_id) or record
+                        arguments = redaction.unredact(ballot.arguments, current.args, current.shown)
+                    one = await self._decide_one(request_id, vote, arguments=arguments)
                 except AlreadyDecided:
                     return
+                except (EditRefused, redaction.RedactedEdit) as exc:
+                    # The voter learns why from the ToolApproval's status (their vote, not counted, with the reason).
+                    await self._approvals.refuse_vote(request_id, vote, f"the edit was refused: {exc}")
+                    log.warning("kube: %s's edit of %s refused: %s", ballot.by, request_id, exc)
+                    continue
                 if one.voted.decided:
                     return  # the decision's event updates the ToolApproval (mirror.on_event), as a vote's does
                 if not one.judgement.counted:

@@ -32,7 +32,7 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Role, SendMessageRequest, Task, TaskState
 
-from agent_runtime import wire
+from agent_runtime import kagent_hitl, wire
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import ApprovalRecord
 from agent_runtime.database import Database
@@ -158,9 +158,13 @@ class HitlFlow:
         await self._input_required(updater, record, error)
 
     async def _input_required(self, updater: TaskUpdater, record: HitlRecord, text: str) -> None:
-        interrupt = question_wire.HitlInterrupt(requests=[record.prompt()])
+        prompt = record.prompt()
+        interrupt = question_wire.HitlInterrupt(requests=[prompt])
         parts = [new_text_part(text), new_data_part(interrupt.model_dump(mode="json"))]
-        message = updater.new_agent_message(parts, metadata=dict(INTERRUPT_METADATA))
+        # The same question in kagent's hitl/v1 shape as well (docs/wire-contract.md, "kagent hitl/v1").
+        metadata = {**INTERRUPT_METADATA, kagent_hitl.URI: kagent_hitl.ask_user_request(prompt)}
+        message = updater.new_agent_message(parts, metadata=metadata)
+        message.extensions.append(kagent_hitl.URI)
         await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, message=message, metadata=dict(INTERRUPT_METADATA))
 
     async def _resume(self, task: Task, record: HitlRecord, updater: TaskUpdater, report: Report) -> None:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from agent_runtime import wire
+from agent_runtime import kagent_hitl, wire
 
 TOOL_NAME = wire.HITL_TOOL_NAME
 ALIASES = wire.HITL_TOOL_ALIASES
@@ -222,6 +222,8 @@ def _payload(data_parts: list[Any], text: str, state: HitlState) -> Any:
         payload = wire.parse_payload(data_parts, "")
     except wire.DecisionError as exc:
         raise HitlError(exc.problem, how) from None
+    if isinstance(payload, wire.Answer) and kagent_hitl.is_payload(data_parts[0]):
+        payload = _kagent_step(payload, state, how)
     if isinstance(payload, wire.Answer | wire.Confirm | wire.Cancel):
         if isinstance(payload, wire.Confirm) and state.stage != "confirm":
             raise HitlError("Nothing to confirm yet: choose an option first.", how)
@@ -232,6 +234,21 @@ def _payload(data_parts: list[Any], text: str, state: HitlState) -> Any:
         f"A {payload.decision_type!r} decision approves or denies tool calls; this task waits for an answer to a question.",  # type: ignore[union-attr]
         how,
     )
+
+
+def _kagent_step(answer: wire.Answer, state: HitlState, how: str) -> wire.Answer | wire.Confirm | wire.Cancel:
+    """A kagent ask-user answer (already translated by :func:`agent_runtime.wire.parse_payload`): at the confirmation
+    step it must answer that step's own request (the question's id + ``/confirm``) with confirm or cancel, so an
+    answer to the first step sent again never confirms."""
+    if state.stage != "confirm":
+        return answer
+    step = state.request_id + kagent_hitl.CONFIRM_SUFFIX
+    if set(answer.answers) != {step}:
+        raise HitlError(f"answers must name the pending confirmation {step} (got {sorted(answer.answers)}).", how)
+    choice = answer.answers[step]
+    if choice not in kagent_hitl.CONFIRM_CHOICES:
+        raise HitlError(f"{choice!r} is not one of {list(kagent_hitl.CONFIRM_CHOICES)}.", how)
+    return wire.Confirm(decision_type="confirm") if choice == "confirm" else wire.Cancel(decision_type="cancel")
 
 
 def _option(payload: Any, state: HitlState) -> str:

@@ -78,6 +78,11 @@ class ApprovalRule(SpecModel):
     approvers: ApproversSpec | None = Field(
         default=None, description="Who may decide calls this rule gates; only with action require."
     )
+    allow_edit: bool = Field(
+        default=False,
+        description="Whether an approver may approve a call this rule gates with changed arguments (the edited call is "
+        "checked against the whole policy again); only with action require.",
+    )
 
 
 class ToolApprovers(SpecModel):
@@ -131,6 +136,11 @@ class ApprovalSpec(SpecModel):
         default_factory=RedactSpec,
         description="Arguments shown as «redacted» in ToolApprovals, Events, REST, the event stream and webhooks; the "
         "task's owner sees them in full, and an approval stays bound to the real arguments by their hash.",
+    )
+    editable_tools: list[str] = Field(
+        default_factory=list,
+        description="Tools whose gated calls an approver may approve with changed arguments, whichever part of the "
+        "policy gated them (the edited call is checked against the whole policy again).",
     )
 
 

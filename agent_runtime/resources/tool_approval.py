@@ -32,6 +32,7 @@ class ApprovalVote(SpecModel):
     groups: list[str] = Field(default_factory=list)
     action: Literal["Approve", "Deny"]
     reason: str = ""
+    arguments: dict[str, Any] | None = None  # with Approve: the call's complete new arguments (edit and approve)
 
 
 class ToolApprovalSpec(SpecModel):
@@ -69,6 +70,17 @@ class CountedVote(SpecModel):
     seen_as: str = ""
 
 
+class EditedStatus(SpecModel):
+    """An approver changed the call's arguments (agent_runtime/edits.py): what votes now approve, redacted like
+    ``spec.arguments`` (which stays the call the model made: the request never changes)."""
+
+    by: str
+    arguments: dict[str, Any]
+    arguments_hash: str
+    redacted: list[str] = Field(default_factory=list)
+    changed: list[str] = Field(default_factory=list)
+
+
 class ToolApprovalStatus(SpecModel):
     phase: Phase = "Pending"
     decided_by: str | None = None
@@ -79,6 +91,7 @@ class ToolApprovalStatus(SpecModel):
     required: int | None = None
     votes: list[CountedVote] = Field(default_factory=list)
     waiting_for: str | None = None  # while Pending with approvers: who may still decide, in words
+    edited: EditedStatus | None = None
 
 
 class ToolApproval(Resource):

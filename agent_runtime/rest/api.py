@@ -39,6 +39,7 @@ from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalServ
 from agent_runtime.approvals import votes as vote_rows
 from agent_runtime.authority import Vote, may_see
 from agent_runtime.database import Database
+from agent_runtime.edits import EditRefused
 from agent_runtime.metrics import Metrics
 from agent_runtime.principals import Principal
 from agent_runtime.rest.idempotency import MAX_KEY_LENGTH, IdempotencyKeys, KeyPurge, StoredAnswer
@@ -188,7 +189,9 @@ class RestApi:
             self.keys.write(conn, principal.id, key, request_id, fingerprint, *answer[-1])
 
         try:
-            await self._decide_one(request_id, vote, also=remember)
+            await self._decide_one(request_id, vote, also=remember, arguments=body.arguments)
+        except EditRefused as exc:
+            return _problem(422, f"{exc} Nothing was decided; the request is still pending.")
         except UnknownRequest:
             return _problem(404, f"no approval request {request_id!r}")
         except IntegrityError:  # the same key, used at the same moment by another request, won

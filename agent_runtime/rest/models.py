@@ -9,9 +9,9 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from agent_runtime import wire
+from agent_runtime import redaction, wire
 from agent_runtime.approvals import ApprovalRecord, iso_utc
 from agent_runtime.authority import Vote
 
@@ -47,6 +47,7 @@ class ApprovalView(BaseModel):
     source: str = ""
     requested_by: str = ""
     approvers: wire.Approvers | None = None  # who may decide and the votes so far, when the Agent names approvers
+    edited: wire.Edited | None = None  # an approver changed the arguments (``args``); the model's, redacted alike
 
     @classmethod
     def of(cls, record: ApprovalRecord, decided_by: str | None = None, votes: list[Vote] | None = None) -> ApprovalView:
@@ -58,8 +59,15 @@ class ApprovalView(BaseModel):
             expires_at=iso_utc(record.expires_at), decided_by=(decided_by or record.source) if decided else None,
             decided_at=iso_utc(record.decided_at) if decided and record.decided_at else None,
             reason=record.reason, source=record.source, requested_by=record.requested_by,
-            approvers=record.approvers_view(votes or []),
+            approvers=record.approvers_view(votes or []), edited=_edited(record),
         )
+
+
+def _edited(record: ApprovalRecord) -> wire.Edited | None:
+    edited = record.edited_view()
+    if edited is None:
+        return None
+    return edited.model_copy(update={"original_args": redaction.redact(edited.original_args, record.redact).args})
 
 
 class ApprovalList(BaseModel):
@@ -67,12 +75,20 @@ class ApprovalList(BaseModel):
 
 
 class DecisionBody(BaseModel):
-    """``POST /approvals/{id}/decision``: ``{"decision": "approve"|"deny", "reason": "…"}``."""
+    """``POST /approvals/{id}/decision``: ``{"decision": "approve"|"deny", "reason": "…"}``; an approval may carry
+    ``arguments``, the call's complete new arguments, where the Agent allows editing (agent_runtime/edits.py)."""
 
     model_config = ConfigDict(extra="forbid")
 
     decision: Literal["approve", "deny"]
     reason: str = ""
+    arguments: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _edit_approves(self) -> DecisionBody:
+        if self.arguments is not None and self.decision != "approve":
+            raise ValueError("arguments (an edit) go with decision approve only")
+        return self
 
     @classmethod
     def parse(cls, raw: bytes) -> DecisionBody:
@@ -90,7 +106,8 @@ class DecisionBody(BaseModel):
 
     def fingerprint(self, request_id: str) -> str:
         """What an idempotency key is bound to: this request id and this decision."""
-        canonical = json.dumps({"id": request_id, **self.model_dump()}, sort_keys=True, separators=(",", ":"))
+        # exclude_none: a body without arguments keeps the fingerprint it had before edits existed (stored keys)
+        canonical = json.dumps({"id": request_id, **self.model_dump(exclude_none=True)}, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 

@@ -35,16 +35,19 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import TaskStore
 from a2a.types import TaskState
 from sqlalchemy import Connection
 
+from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import ApprovalRecord, ApprovalService, Voted
 from agent_runtime.authority import Judgement, Vote
+from agent_runtime.edits import EditRefused
 from agent_runtime.metrics import Metrics
-from agent_runtime.server.executor import OUTCOME_LABEL
+from agent_runtime.server.executor import OUTCOME_LABEL, plan_edits
 from agent_runtime.server.resume import Resumer
 
 log = logging.getLogger(__name__)
@@ -81,6 +84,7 @@ class DecideOne:
     metrics: Metrics
     resumer: Resumer
     tasks: TaskStore
+    config: AgentConfig | None = None  # the policy an edit is checked against (agent_runtime/edits.py); None: no edits
 
     async def __call__(
         self,
@@ -90,18 +94,30 @@ class DecideOne:
         also: Callable[[Connection, float, list[Voted]], None] | None = None,
         wait: bool = False,
         scope: str = "once",
+        arguments: dict[str, Any] | None = None,
     ) -> OneDecided:
         """Cast ``vote`` on ``request_id`` (:meth:`ApprovalService.vote`); raises :class:`UnknownRequest` or
         :class:`~agent_runtime.approvals.AlreadyDecided`. A vote that is refused or does not yet decide is recorded
         and answered as such. ``also(conn, decided_at, results)`` adds writes to the same transaction. ``scope``
         ``session`` makes an approval that decides the request a session grant (the inbox offers it where the Agent
-        allows session grants)."""
+        allows session grants). ``arguments``: approve the call with these arguments instead (edit and approve); raises
+        :class:`~agent_runtime.edits.EditRefused` where the policy does not allow it."""
         record = await self.approvals.get(request_id)
         if record is None:
             raise UnknownRequest(request_id)
-        (voted,) = await self.approvals.vote(record.task_id, {request_id: vote}, also=also, scope=scope)
+        plans = {}
+        if arguments is not None and record.status == "pending":
+            if self.config is None:
+                raise EditRefused("this channel cannot edit a call's arguments")
+            plans = plan_edits(self.config, [record], {request_id: arguments})
+        (voted,) = await self.approvals.vote(record.task_id, {request_id: vote}, also=also, scope=scope, edits=plans)
+        edited = request_id in plans and voted.record.args == plans[request_id].args
         if not voted.decided:
-            if voted.judgement.counted:
+            if edited:
+                changed = ", ".join(plans[request_id].changed)
+                await self._restate(voted.record, vote.channel, f"{vote.principal} edited the arguments of {request_id} "
+                                                                 f"({changed}); votes cast before the edit no longer count.")
+            elif voted.judgement.counted:
                 await self._restate(voted.record, vote.channel, f"{vote.principal}'s approval of {request_id} was counted; "
                                                                  f"{voted.judgement.tally.progress()}.")
             return OneDecided(voted, None)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +40,7 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Task, TaskState
 from a2a.utils.errors import TaskNotCancelableError, UnsupportedOperationError
 
-from agent_runtime import wire
+from agent_runtime import edits, kagent_hitl, wire
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Resolution, Voted
 from agent_runtime.approvals.grants import GrantTerms, terms_problem
@@ -260,8 +260,12 @@ class GatehouseExecutor(AgentExecutor):
         if problem:
             return await self._still_waiting(updater, pending, str(wire.DecisionError(problem[0].upper() + problem[1:] + ".")))
         try:
+            plans = plan_edits(self._config, pending, {i: v.args for i, v in verdicts.items() if v.args is not None})
+        except edits.EditRefused as exc:
+            return await self._still_waiting(updater, pending, str(wire.DecisionError(str(exc))))
+        try:
             voted = await self._approvals.vote(
-                task.id, votes, scope=scope, grant=terms, grant_ttl=self._config.approval.grant_ttl_seconds,
+                task.id, votes, scope=scope, grant=terms, grant_ttl=self._config.approval.grant_ttl_seconds, edits=plans,
             )
         except AlreadyDecided as exc:
             pending = await self._approvals.for_task(task.id, pending_only=True)  # what is left after the winner
@@ -273,7 +277,7 @@ class GatehouseExecutor(AgentExecutor):
         batch = _batch_after(records, decided)
         still = [r for r in batch if r.status == "pending"]
         if still:  # not final yet (more approvals needed, a refused vote) or partly decided elsewhere
-            return await self._still_waiting(updater, still, _votes_text(voted, still))
+            return await self._still_waiting(updater, still, _votes_text(voted, still, set(plans)))
         await self._resume(task, batch, updater)
 
     async def _internal_decision(
@@ -329,10 +333,14 @@ class GatehouseExecutor(AgentExecutor):
 
     async def _still_waiting(self, updater: TaskUpdater, pending: list[ApprovalRecord], error: str) -> None:
         parts = [new_text_part(error)]
+        metadata: dict[str, Any] = dict(INTERRUPT_METADATA)
         if pending:
             interrupt = wire.ApprovalInterrupt(action_requests=await self._action_requests(pending))
             parts.append(new_data_part(interrupt.model_dump(mode="json")))
-        message = updater.new_agent_message(parts, metadata=dict(INTERRUPT_METADATA))
+            metadata[kagent_hitl.URI] = kagent_hitl.tool_approval_request(interrupt.action_requests)
+        message = updater.new_agent_message(parts, metadata=metadata)
+        if pending:
+            message.extensions.append(kagent_hitl.URI)  # kagent's clients read the payload only where it is declared
         await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, message=message, metadata=dict(INTERRUPT_METADATA))
 
     # --- reporting ------------------------------------------------------------------------------
@@ -341,7 +349,8 @@ class GatehouseExecutor(AgentExecutor):
         with_approvers = [r.id for r in records if r.approvers is not None]
         votes = await self._approvals.counted_votes(with_approvers) if with_approvers else {}
         return [
-            r.action_request(votes.get(r.id, ())).model_copy(update={"approval": self._approval_name(r.id)})
+            r.action_request(votes.get(r.id, ()), editable=edits.editable(self._config, r.server, r.tool, r.requested_args))
+            .model_copy(update={"approval": self._approval_name(r.id)})
             for r in records
         ]
 
@@ -354,7 +363,11 @@ class GatehouseExecutor(AgentExecutor):
             requests = await self._action_requests(outcome.requests)
             interrupt = wire.ApprovalInterrupt(action_requests=requests)
             parts = [new_text_part(wire.describe_requests(requests)), new_data_part(interrupt.model_dump(mode="json"))]
-            message = updater.new_agent_message(parts, metadata=dict(INTERRUPT_METADATA))
+            # The same pause in kagent's hitl/v1 shape as well, whether or not this caller asked for the extension:
+            # the stored task is what every later reader sees (docs/wire-contract.md, "kagent hitl/v1").
+            pause = {**INTERRUPT_METADATA, kagent_hitl.URI: kagent_hitl.tool_approval_request(requests)}
+            message = updater.new_agent_message(parts, metadata=pause)
+            message.extensions.append(kagent_hitl.URI)
             await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, message=message, metadata=dict(INTERRUPT_METADATA))
             return
         text = outcome.text or ("; ".join(outcome.errors) if outcome.errors else "(no reply)")
@@ -369,6 +382,25 @@ class GatehouseExecutor(AgentExecutor):
             await updater.update_status(TaskState.TASK_STATE_FAILED, message=message, metadata=status_metadata)
         else:
             await updater.update_status(TaskState.TASK_STATE_COMPLETED, message=message, metadata=status_metadata)
+
+
+def plan_edits(
+    config: AgentConfig, pending: list[ApprovalRecord], proposed: dict[str, dict[str, Any]],
+) -> dict[str, edits.EditPlan]:
+    """Check each proposed edit against the policy (:func:`agent_runtime.edits.plan`); raises
+    :class:`~agent_runtime.edits.EditRefused` naming the request. An edit equal to the current arguments is no edit."""
+    by_id = {r.id: r for r in pending}
+    plans = {}
+    for request_id, new_args in proposed.items():
+        r = by_id[request_id]
+        try:
+            found = edits.plan(config, server=r.server, tool=r.tool, requested_args=r.requested_args, current_args=r.args,
+                               current_approvers=r.approvers, new_args=new_args)
+        except edits.EditRefused as exc:
+            raise edits.EditRefused(f"{request_id} ({r.tool}): {exc}") from None
+        if found is not None:
+            plans[request_id] = found
+    return plans
 
 
 def _text(updater: TaskUpdater, text: str, metadata: dict[str, Any] | None = None) -> Message:
@@ -400,11 +432,14 @@ def _waiting_for(still: list[ApprovalRecord]) -> str:
     return f"Still waiting for a decision on {waiting}; the task resumes once every request is decided."
 
 
-def _votes_text(voted: list[Voted], still: list[ApprovalRecord]) -> str:
-    """What a voter is told when their votes did not finish the pause."""
+def _votes_text(voted: list[Voted], still: list[ApprovalRecord], edited: Collection[str] = ()) -> str:
+    """What a voter is told when their votes did not finish the pause (``edited``: the requests this message edited)."""
     lines = []
     for v in voted:
         r, j = v.record, v.judgement
+        if r.id in edited and r.original_args is not None and r.edited_by == j.vote.principal:
+            changed = ", ".join(edits.changed_fields(r.original_args, r.args))
+            lines.append(f"Edited {r.id} ({r.tool}): {changed}; votes cast before the edit no longer count.")
         if not j.counted:
             lines.append(f"Not counted: {r.id} ({r.tool}): {j.refused}.")
         elif v.decided:

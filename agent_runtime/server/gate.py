@@ -10,7 +10,9 @@ approved with ``source: grant``. On resume ADK calls the gate again for the same
 - denied → the model gets ``{"error": "rejected by the user: <reason>"}``;
 - timed out → ``{"error": "timeout: no decision within <N>s; the call was not run"}``;
 - approved → the gate claims the execution in the approvals table (arguments' hash must match, and only
-  the first claim wins) and lets the call run, exactly once.
+  the first claim wins) and lets the call run, exactly once. Where an approver edited the arguments
+  (:mod:`agent_runtime.edits`), the claim matches the model's arguments, the call runs with the edited ones (ADK hands
+  the tool the same arguments dict the callback gets), and its result tells the model what was changed.
 
 The model never sees the placeholder result of a paused call (ADK drops it from the model's history), and
 setting ``skip_summarization`` on it keeps ADK from calling the model again for the pause itself. The
@@ -30,6 +32,8 @@ from agent_runtime import policy
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import ApprovalService, args_hash
 from agent_runtime.approvals.audit import outcome_of
+from agent_runtime.edits import changed_fields
+from agent_runtime.edits import describe as describe_edit
 from agent_runtime.metrics import Metrics
 from agent_runtime.run_scope import CURRENT_RUN, HumanTool, PendingCall, RunScope
 
@@ -46,6 +50,14 @@ def timeout_error(seconds: float) -> dict[str, str]:
 
 def rejection_error(reason: str) -> dict[str, str]:
     return {"error": f"rejected by the user: {reason.strip() or 'no reason given'}"}
+
+
+def with_note(response: Any, note: str) -> dict[str, Any]:
+    """A tool result with ``note`` added where a model reads it: one more text item of an MCP result's ``content``,
+    else a ``gatehouse_note`` key."""
+    if isinstance(response, dict) and isinstance(response.get("content"), list):
+        return {**response, "content": [*response["content"], {"type": "text", "text": note}]}
+    return {**(response if isinstance(response, dict) else {"result": response}), "gatehouse_note": note}
 
 
 class Gate:
@@ -124,6 +136,9 @@ class Gate:
         if scope is not None and call_id in scope.claimed:
             scope.claimed.discard(call_id)
             await self._approvals.finish_execution(call_id, outcome_of(tool_response))
+            note = scope.edited.pop(call_id, None)
+            if note is not None:  # the model must know its call ran with other arguments than it asked for
+                return with_note(tool_response, note)
         return None
 
     async def _resumed(
@@ -144,6 +159,13 @@ class Gate:
         scope = CURRENT_RUN.get()
         if scope is not None:
             scope.claimed.add(call_id)
+        record = claim.record
+        if record.original_args is not None:
+            args.clear()
+            args.update(record.args)  # the very dict ADK passes on to the tool
+            if scope is not None:
+                changed = changed_fields(record.original_args, record.args)
+                scope.edited[call_id] = describe_edit(changed, record.edited_by, record.original_args, record.args)
         return None
 
 

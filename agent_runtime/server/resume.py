@@ -19,6 +19,8 @@ itself is the audit record of who decided).
   ("Already decided: …", or that nothing was run) and the client goes on with a new task in the same context.
   The runtime's own callers (sweepers, REST and kubectl resumes) get that text as a message instead.
 - A message that names a task but no context is filed under the task's context (never a new one).
+- A kagent hitl/v1 decision (in the message's metadata) is added to the message as a data part, for the one parser
+  of decisions; one that cannot be a decision is refused with ``InvalidParamsError`` (-32602).
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ from a2a.server.cluster.task_store import StoredTask
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.types import CancelTaskRequest, Message, Role, SendMessageRequest, Task, TaskState
-from a2a.utils.errors import A2AError, TaskNotCancelableError, UnsupportedOperationError
+from a2a.utils.errors import A2AError, InvalidParamsError, TaskNotCancelableError, UnsupportedOperationError
+from google.protobuf.json_format import MessageToDict
 
+from agent_runtime import kagent_hitl
 from agent_runtime.approvals import AlreadyDecided, ApprovalService, Resolution
 from agent_runtime.questions import flow as question_flow
 from agent_runtime.questions.store import HitlStore
@@ -124,8 +128,10 @@ class GatehouseRequestHandler(DefaultRequestHandler):
         return found.task if isinstance(found, StoredTask) else found
 
     async def _admit(self, params: SendMessageRequest, context: ServerCallContext) -> Message | None:
-        """Before a2a-sdk sees a message on an existing task: take the task's context id where the message has none,
-        and refuse a finished task (``UnsupportedOperationError``; a message for the runtime's own callers)."""
+        """Before a2a-sdk sees a message: add a kagent hitl/v1 payload as a data part; then, on an existing task, take
+        the task's context id where the message has none, and refuse a finished task (``UnsupportedOperationError``;
+        a message for the runtime's own callers)."""
+        _lift_kagent_payload(params.message)
         task_id = params.message.task_id
         if not task_id:
             return None
@@ -182,6 +188,27 @@ class GatehouseRequestHandler(DefaultRequestHandler):
             context_id=params.message.context_id,
             parts=[new_text_part(str(AlreadyDecided([r for r in records if r.status != "pending"])))],
         )
+
+
+def _lift_kagent_payload(message: Message) -> None:
+    """kagent's hitl/v1 decisions travel in the message's metadata; decisions are read from data parts by the one
+    parser (:func:`agent_runtime.wire.parse_payload`), so the payload is added to the message as one more data part
+    (and the task history shows it there). A message that also has a data part of its own then has two, which
+    decides nothing. A payload that cannot be a decision (undeclared, untyped) or that names no task is refused
+    here: left in the metadata, the message's text ("Approved") would be read as the decision instead."""
+    if not message.HasField("metadata"):
+        return
+    try:
+        payload = kagent_hitl.payload_of(list(message.extensions), MessageToDict(message.metadata))
+    except kagent_hitl.KagentError as exc:
+        raise InvalidParamsError(message=f"{exc.problem} Nothing was decided.") from None
+    if payload is None:
+        return
+    if not message.task_id:
+        raise InvalidParamsError(message=(
+            f"A hitl/v1 {payload['type']} answers a paused task: send it with that task's taskId. Nothing was decided."
+        ))
+    message.parts.append(new_data_part(payload))
 
 
 def _finished_message(task: Task) -> str:

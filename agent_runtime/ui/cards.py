@@ -3,7 +3,8 @@
 A :class:`Card` is a tool approval as a person deciding it needs to see it (the arguments as approvers see them,
 redacted; why it is gated; who asked; when it expires; the votes so far; the conversation's last user message).
 A :class:`Question` is the model's own ``hitl_request``. :func:`fields` turns arguments into readable rows (long
-values folded, paths marked). Both sources (the runtime's table, the cluster's ToolApprovals) build these.
+values folded, paths marked) and into the inputs of the "Edit and approve" form (strings as text, anything else as
+JSON). Both sources (the runtime's table, the cluster's ToolApprovals) build these.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from agent_runtime import redaction
+
 FOLD_AT = 160  # characters: longer values are folded (shown on demand)
 _PATH_KEYS = re.compile(r"(^|_)(path|file|filename|dir|directory|dest|destination|src|source|target)s?$", re.I)
 _PATH_VALUE = re.compile(r"^(~|\.{1,2})?/[^\s]*$|^[\w.-]+(/[\w.-]+)+/?$")
+ONE_LINE_AT = 100  # characters: a longer string is edited in a text area
 
 Status = Literal["pending", "approved", "denied", "expired", "orphaned"]
 
@@ -61,6 +65,11 @@ class Card:
     session_allowed: bool = False
     args_hash: str = ""
     name: str = ""  # the ToolApproval object, where there is one
+    editable: bool = False  # pending, and the policy lets approvers approve it with changed arguments (edit and approve)
+    edited_by: str = ""  # an approver changed the arguments: who (last)
+    original_args: Mapping[str, Any] | None = None  # ...and the model's arguments, redacted as ``args`` are
+    original_redacted: Sequence[str] = ()  # ...where those were redacted
+    changed: Sequence[str] = ()  # ...and which of them differ from the model's
 
     @property
     def pending(self) -> bool:
@@ -70,6 +79,10 @@ class Card:
     def progress(self) -> str:
         """``1 of 2`` when more than one approval is needed, else empty."""
         return f"{self.approvals} of {self.required}" if self.required > 1 else ""
+
+    @property
+    def edited(self) -> bool:
+        return self.original_args is not None
 
     @property
     def key(self) -> str:
@@ -122,7 +135,7 @@ class Outcome:
 
     id: str
     ok: bool
-    status: Literal["decided", "counted", "refused", "already", "unknown", "invalid", "sent"]
+    status: Literal["decided", "counted", "edited", "refused", "already", "unknown", "invalid", "sent"]
     message: str
 
 
@@ -132,17 +145,37 @@ class Field:
     text: str
     folded: bool = False  # long: shown on demand
     path: bool = False  # looks like a file path
-    redacted: bool = False
+    redacted: bool = False  # the value, or something in it, is hidden (an edit keeps it as it is)
+    kind: Literal["string", "json"] = "string"  # how the edit form reads the text back: as it is, or as JSON
+    multiline: bool = False  # edited in a text area rather than a one-line input
+
+
+def hidden_fields(redacted: Sequence[str]) -> frozenset[str]:
+    """The argument names that hold a redacted value somewhere: ``redacted`` names paths as the runtime renders them
+    (``$.token``, ``$.headers.authorization``, ``$["x.y"]``) or, from older objects, plain names (``token``)."""
+    names: set[str] = set()
+    for path in redacted:
+        try:
+            steps = redaction.parse_path(path)
+        except ValueError:
+            names.add(path)
+            continue
+        names.add(steps[0] if isinstance(steps[0], str) else "*")  # "*": a wildcard (not rendered by the runtime)
+    return frozenset(names)
 
 
 def fields(args: Mapping[str, Any], redacted: Sequence[str] = ()) -> list[Field]:
-    """Arguments as rows: strings as they are, anything else as indented JSON; long values folded; paths marked."""
+    """Arguments as rows: strings as they are, anything else as indented JSON; long values folded; paths marked;
+    fields holding a redacted value marked."""
     rows = []
-    hidden = set(redacted)
+    hidden = hidden_fields(redacted)
     for name, value in args.items():
-        text = value if isinstance(value, str) else json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
-        is_path = isinstance(value, str) and bool(_PATH_KEYS.search(name) or _PATH_VALUE.match(value)) and "\n" not in value
-        rows.append(Field(name, text, len(text) > FOLD_AT or text.count("\n") > 3, is_path, name in hidden))
+        is_text = isinstance(value, str)
+        text = value if is_text else json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+        is_path = is_text and bool(_PATH_KEYS.search(name) or _PATH_VALUE.match(value)) and "\n" not in value
+        multiline = len(text) > ONE_LINE_AT or "\n" in text or "\r" in text
+        rows.append(Field(name, text, len(text) > FOLD_AT or text.count("\n") > 3, is_path,
+                          name in hidden or "*" in hidden, "string" if is_text else "json", multiline))
     return rows
 
 
@@ -180,6 +213,6 @@ def last_user_text(messages: Sequence[tuple[str, str]]) -> str:
 
 
 __all__ = [
-    "FOLD_AT", "Card", "Field", "Filters", "Outcome", "Question", "Status", "VoteLine", "fields", "iso", "last_user_text",
-    "newest_first", "remaining", "when",
+    "FOLD_AT", "ONE_LINE_AT", "Card", "Field", "Filters", "Outcome", "Question", "Status", "VoteLine", "fields",
+    "hidden_fields", "iso", "last_user_text", "newest_first", "remaining", "when",
 ]

@@ -5,7 +5,9 @@
 - ``GET /ui/history`` decided requests with filters; ``GET /ui/requests/{key}`` one request in full;
 - ``GET /ui/chat`` (the runtime's page only) a chat that talks A2A to the agent from the browser;
 - ``GET /ui/events`` server-sent ``changed`` events, only for requests the viewer may see;
-- ``POST /ui/api/decisions`` ``{"ids": [...], "decision": "approve"|"deny", "reason": "...", "session": false}``;
+- ``POST /ui/api/decisions`` ``{"ids": [...], "decision": "approve"|"deny", "reason": "...", "session": false}``; an
+  approval of one request may carry ``"arguments": {"path": "new.txt"}`` (the fields the approver changed, the rest
+  keep their values: edit and approve, where the policy allows it) and ``"args_hash"`` (the arguments the page showed);
 - ``GET|POST /ui/login``, ``POST /ui/logout``.
 
 Authentication is the app's middleware (:mod:`agent_runtime.access.middleware`: bearer, session cookie, trusted
@@ -38,7 +40,7 @@ from agent_runtime.ui import cards
 from agent_runtime.ui.cards import Filters
 from agent_runtime.ui.headers import PAGE_HEADERS
 from agent_runtime.ui.login import Login
-from agent_runtime.ui.source import InboxSource
+from agent_runtime.ui.source import EditingSource, InboxSource
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,19 @@ class DecisionsBody(BaseModel):
     decision: Literal["approve", "deny"]
     reason: str = Field(default="", max_length=2000)
     session: bool = False
+    arguments: dict[str, Any] | None = None  # edit and approve: the changed fields (name -> new value) of ONE request
+    args_hash: str = Field(default="", max_length=128)  # with ``arguments``: the arguments hash the page showed
+
+    def problem(self) -> str:
+        """What is wrong with a body that parsed, in words ("" when nothing is)."""
+        if self.decision == "deny" and not self.reason.strip():
+            return "a denial needs a reason: the agent is told why its call did not run"
+        if self.session and self.decision != "approve":
+            return "only an approval can be for the session"
+        if self.arguments is not None:
+            if self.decision != "approve" or self.session or len(self.ids) != 1:
+                return "changed arguments go with an approval of one request, for that call only (not the session)"
+        return ""
 
 
 def _environment() -> Environment:
@@ -179,14 +194,19 @@ class InboxPages:
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
             return JSONResponse({"error": problems}, 422)
-        if body.decision == "deny" and not body.reason.strip():
-            return JSONResponse({"error": "a denial needs a reason: the agent is told why its call did not run"}, 422)
-        if body.session and body.decision != "approve":
-            return JSONResponse({"error": "only an approval can be for the session"}, 422)
+        problem = body.problem()
+        if problem:
+            return JSONResponse({"error": problem}, 422)
         viewer = principal_of(request)
         results = []
         for key in dict.fromkeys(body.ids):  # each request once, in the order given
-            outcome = await self.source.decide(viewer, key, body.decision, body.reason.strip(), body.session)
+            if body.arguments is None:
+                outcome = await self.source.decide(viewer, key, body.decision, body.reason.strip(), body.session)
+            elif isinstance(self.source, EditingSource):
+                outcome = await self.source.approve_edited(viewer, key, body.arguments, body.args_hash)
+            else:
+                outcome = cards.Outcome(key, False, "invalid", "this inbox cannot change a call's arguments: approve or "
+                                                               "deny it as it is")
             results.append({"id": outcome.id, "ok": outcome.ok, "status": outcome.status, "message": outcome.message})
         return JSONResponse({"results": results}, headers={"cache-control": "no-store"})
 

@@ -8,16 +8,25 @@ only: they answer them over A2A from the page, the path every A2A client uses.
 Deciding: a person's click is a :class:`~agent_runtime.authority.Vote` cast through
 :class:`~agent_runtime.server.decide_one.DecideOne` (channel ``inbox``), the path of REST and kubectl: judged by the
 one authority function, recorded in the votes table, N-of-M, the call run exactly once when the pause resumes.
+
+Edit and approve (:meth:`RuntimeInbox.approve_edited`): where the policy allows it (:func:`agent_runtime.edits.editable`)
+a card is :attr:`~agent_runtime.ui.cards.Card.editable`; the page sends the fields the approver changed, which are laid
+over the arguments *as shown* and then given their real values back where they were redacted
+(:func:`agent_runtime.redaction.unredact`: a field left as shown keeps its real value; a redacted one changed is
+refused, nobody edits what they cannot see). The result goes to ``DecideOne`` as the call's complete new arguments,
+checked against the whole policy again there. The approver's page never holds a redacted value.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from a2a.server.context import ServerCallContext
 from a2a.types import Role, Task
 
+from agent_runtime import edits, redaction
 from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService
 from agent_runtime.approvals.events import ApprovalEvent
 from agent_runtime.authority import Vote, may_see, tally, who_may_decide
@@ -116,11 +125,13 @@ class RuntimeInbox:
             votes = cast.get(record.id, [])
             counted = [v.vote for v in votes if v.counted]
             so_far = tally(record.approvers, record.requested_by, counted)
+            edited = record.edited_view()
+            original = redaction.redact(edited.original_args, record.redact) if edited is not None else None
             cards.append(Card(
                 id=record.id, agent=self._agent, tool=record.tool, args=record.shown.args, hint=record.hint,
                 status=record.status, created_at=record.created_at, expires_at=record.expires_at,
                 server=record.server or "", redacted=tuple(record.shown.paths), requested_by=record.requested_by,
-                context=await self._last_user_text(record.task_id) if context else "",
+                context=await self._context(record) if context else "",
                 task_id=record.task_id, context_id=record.context_id,
                 decided_by=deciders.get(record.id, "") or (record.source if record.status != "pending" else ""),
                 decided_at=record.decided_at, reason=record.reason, source=record.source,
@@ -128,9 +139,25 @@ class RuntimeInbox:
                 waiting_for=who_may_decide(record.approvers, record.requested_by)
                 if record.approvers is not None and record.status == "pending" else "",
                 votes=tuple(VoteLine(v.vote.principal, v.vote.ballot, v.vote.channel, v.counted, v.note) for v in votes),
-                session_allowed=self._allow_session, args_hash=record.args_hash,
+                session_allowed=self._allow_session, args_hash=record.args_hash, editable=self._editable(record),
+                edited_by=edited.by if edited is not None else "",
+                original_args=original.args if original is not None else None,
+                original_redacted=original.paths if original is not None else (),
+                changed=tuple(edited.changed) if edited is not None else (),
             ))
         return cards
+
+    def _editable(self, record: ApprovalRecord) -> bool:
+        """Whether the page offers "Edit and approve": a pending call with arguments that the policy lets approvers
+        change (judged on the call as the model made it, as the A2A pause's ``editable`` is)."""
+        config = self._decide.config
+        return (record.status == "pending" and bool(record.args) and config is not None
+                and edits.editable(config, record.server, record.tool, record.requested_args))
+
+    async def _context(self, record: ApprovalRecord) -> str:
+        """The task's last user message, redacted like the arguments (the patterns: it is free text). Whoever typed a
+        secret into the conversation sees it in the chat; the approvers' cards do not show it."""
+        return redaction.redact_text(await self._last_user_text(record.task_id), record.redact)
 
     async def _question(self, record: HitlRecord, viewer: Principal) -> Question:
         prompt = record.prompt()
@@ -159,20 +186,58 @@ class RuntimeInbox:
             return Outcome(key, False, "invalid", f"agent {self._agent} does not allow approvals for the session")
         if record.status != "pending":
             return Outcome(key, False, "already", await self._already(record))
+        return await self._cast(viewer, record, ballot, reason, "session" if session and ballot == "approve" else "once")
+
+    async def approve_edited(self, viewer: Principal, key: str, changes: Mapping[str, Any], seen: str) -> Outcome:
+        record = await self._approvals.get(key)
+        if record is None or not self._visible(record, viewer):
+            return Outcome(key, False, "unknown", f"no approval request {key!r} that you may see")
+        if record.status != "pending":
+            return Outcome(key, False, "already", await self._already(record))
+        if seen and seen != record.args_hash:
+            by = f" (edited by {record.edited_by})" if record.edited_by else ""
+            return Outcome(key, False, "refused", f"{record.tool}: its arguments changed since your page showed them{by}; "
+                                                  "look at them again. Nothing was decided.")
+        try:
+            arguments = redaction.unredact({**record.shown.args, **changes}, record.args, record.shown)
+        except redaction.RedactedEdit as exc:
+            return Outcome(key, False, "refused", f"{record.tool}: {exc} (they are hidden from you and keep their "
+                                                  "values). Nothing was decided.")
+        return await self._cast(viewer, record, "approve", "", "once", arguments)
+
+    async def _cast(
+        self, viewer: Principal, record: ApprovalRecord, ballot: Ballot, reason: str, scope: str,
+        arguments: dict[str, Any] | None = None,
+    ) -> Outcome:
+        key = record.id
         vote = Vote(viewer.id, viewer.groups, ballot, reason, CHANNEL, viewer.seen_as)
         try:
-            one = await self._decide(key, vote, scope="session" if session and ballot == "approve" else "once")
+            one = await self._decide(key, vote, scope=scope, arguments=arguments)
         except UnknownRequest:
             return Outcome(key, False, "unknown", f"no approval request {key!r}")
         except AlreadyDecided:
             current = await self._approvals.get(key)
             return Outcome(key, False, "already", await self._already(current or record))
-        judgement = one.judgement
+        except edits.EditRefused as exc:
+            return Outcome(key, False, "refused", f"{exc} Nothing was decided; the request is still pending.")
+        judgement, after = one.judgement, one.record
+        edited = arguments is not None and arguments != record.args and after.args == arguments
+        changed = ", ".join(v.changed) if edited and (v := after.edited_view()) is not None else ""
         if not judgement.counted:
+            if edited:  # applied, but the edited call needs approvers the editor is not among
+                waiting = who_may_decide(after.approvers, after.requested_by)
+                gone = "" if self._visible(after, viewer) else " You may no longer see it."
+                return Outcome(key, True, "edited", f"{after.tool}: your edit ({changed}) was applied; the edited call "
+                                                    f"needs other approvers, so your approval does not count: waiting "
+                                                    f"for {waiting}.{gone}")
             return Outcome(key, False, "refused", f"your vote does not count: {judgement.refused}")
         if one.voted.decided:
-            decided = one.record
-            return Outcome(key, True, "decided", f"{decided.tool}: {decided.status} (decided by {judgement.tally.decided_by})")
+            how = f" with your edit ({changed})" if edited and after.status == "approved" else ""
+            return Outcome(key, True, "decided", f"{after.tool}: {after.status}{how} (decided by {judgement.tally.decided_by})")
+        if edited:
+            return Outcome(key, True, "edited", f"{after.tool}: your edit ({changed}) was applied and your approval counted, "
+                                                f"{judgement.tally.progress()}; waiting for "
+                                                f"{who_may_decide(after.approvers, after.requested_by)}")
         return Outcome(key, True, "counted", f"{record.tool}: your approval counted, {judgement.tally.progress()}; "
                                              "still waiting for more approvals")
 

@@ -7,12 +7,17 @@
 
 Who may see and decide is never decided here: the runtime source asks the one authority function, the cluster source
 the API server and the runtime behind it.
+
+Edit and approve is a capability a source may have (:class:`EditingSource`: the runtime's has it): the pages offer
+the form on cards marked :attr:`~agent_runtime.ui.cards.Card.editable` (False unless a source sets it) and send an
+edit only to a source that has :meth:`EditingSource.approve_edited`; any other source answers it "invalid". A source
+without it (``kubectl gatehouse inbox`` today) needs no change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Literal, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from agent_runtime.principals import Principal
 from agent_runtime.ui.cards import Card, Filters, Outcome, Question
@@ -46,4 +51,15 @@ class InboxSource(Protocol):
     def subscribe(self, listener: Listener) -> Callable[[], None]: ...
 
 
-__all__ = ["Ballot", "InboxSource", "Listener"]
+@runtime_checkable
+class EditingSource(InboxSource, Protocol):
+    """A source whose cards may be approved with changed arguments (where the Agent's policy allows it)."""
+
+    async def approve_edited(self, viewer: Principal, key: str, changes: Mapping[str, Any], seen: str) -> Outcome:
+        """Approve ``key`` with ``changes`` (argument name -> new value) applied to its arguments; every other field
+        keeps its value, redacted ones included (the viewer never saw them). ``seen``: the arguments hash the viewer's
+        page showed (:attr:`Card.args_hash`); when the request has changed since (another edit), nothing is decided."""
+        ...
+
+
+__all__ = ["Ballot", "EditingSource", "InboxSource", "Listener"]

@@ -26,7 +26,7 @@ PAUSED, DONE = "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_COMPLETED"
 
 def _requests(task: dict[str, Any]) -> list[dict[str, Any]]:
     assert state(task) == PAUSED, status_text(task) or task
-    assert task["status"]["message"]["metadata"] == {"interrupt_type": "tool_approval"}, task["status"]
+    assert task["status"]["message"]["metadata"]["interrupt_type"] == "tool_approval", task["status"]
     return list(interrupt(task)["action_requests"])
 
 
@@ -103,7 +103,7 @@ def test_two_deletes_run_only_as_approved_and_once_each(rpc: Rpc, tools: Tools) 
 
 def _question(task: dict[str, Any]) -> question_wire.HitlPrompt:
     assert state(task) == PAUSED, status_text(task) or task
-    assert task["status"]["message"]["metadata"] == {"interrupt_type": "hitl_request"}, task["status"]
+    assert task["status"]["message"]["metadata"]["interrupt_type"] == "hitl_request", task["status"]
     (data,) = [p["data"] for p in task["status"]["message"]["parts"] if "data" in p]
     (prompt,) = question_wire.HitlInterrupt.model_validate(data).requests
     return prompt
@@ -118,7 +118,7 @@ def test_the_model_asks_before_choosing(rpc: Rpc, tools: Tools) -> None:
     chosen = next((o for o in prompt.options if "old" in o.lower()), None)
     assert chosen is not None, prompt.options
     task = rpc.send(data={"decision_type": "answer", "answers": {prompt.id: chosen}}, task=task)["task"]
-    if state(task) == PAUSED and task["status"]["message"]["metadata"] == {"interrupt_type": "hitl_request"}:
+    if state(task) == PAUSED and task["status"]["message"]["metadata"]["interrupt_type"] == "hitl_request":
         task = rpc.send(data={"decision_type": "confirm"}, task=task)["task"]
     if state(task) == PAUSED:
         (request,) = _requests(task)

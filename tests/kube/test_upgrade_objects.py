@@ -56,3 +56,20 @@ def test_the_inbox_shows_a_stored_toolapproval_and_todays_objects_name_who_asked
     assert today["spec"]["requestedBy"] == "carol"
     assert card_of({**today, "status": objects.status(_record())}).requested_by == "carol"
     assert crd_validation.validate(today) == []
+
+
+def test_an_edit_of_a_stored_request_is_an_update_the_crd_admits() -> None:
+    """Edit and approve (state version 4) on an object stored before it: a vote with arguments appended, and the
+    status showing the edit; the request in its spec stays what the runtime wrote, so its votes still count."""
+    from dataclasses import replace
+
+    edited = replace(_record(), args={"path": "other.txt"}, args_hash=args_hash("delete_file", {"path": "other.txt"}),
+                     original_args={"path": "old.txt"}, edited_by="alice")
+    assert objects.same_request(STORED["spec"], edited)
+    votes = [*STORED["spec"]["votes"], {"by": "bob@example.com", "groups": ["sre"], "action": "Approve",
+                                        "arguments": {"path": "other.txt"}}]
+    updated = {**STORED, "spec": {**STORED["spec"], "votes": votes}, "status": objects.status(edited)}
+    assert crd_validation.validate(updated, old=STORED) == []
+    assert updated["status"]["edited"] == {"by": "alice", "arguments": {"path": "other.txt"},
+                                           "argumentsHash": edited.args_hash, "redacted": [], "changed": ["path"]}
+    assert objects.ballots(updated["spec"])[-1].arguments == {"path": "other.txt"}

@@ -9,7 +9,11 @@
 ``gatehouse`` package-scoped: the demo tools and one runtime serving the example agent with bearer tokens (alice and
               bob in group sre, carol and dave in none) and a session key file (a restart keeps people logged in);
               ``write_file`` needs two approvals, from alice and bob; every other gated call one, from a member of
-              sre. carol is nobody's approver: she sees only what she asked for herself.
+              sre. carol is nobody's approver: she sees only what she asked for herself. Edit and approve
+              (:data:`RULES`): writes under ``edit/`` need one member of sre, who may change the arguments; writes
+              of ``.env`` files are refused; writes under ``prod/`` need bob.
+``sign_in``   ``sign_in(who, **context_args)``: a browser context logged in as ``who`` on ``gatehouse``; closed after the
+              test, and every task still waiting canceled.
 
 pytest-playwright's plugin is disabled (``-p no:playwright`` in pyproject's addopts): its ``browser``/``page``
 fixtures would launch Playwright's own, absent, browser; these fixtures replace them.
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,7 +35,7 @@ from tests.support.browser import chromium
 from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, state, wait_for, write_manifests
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, BrowserContext
+    from playwright.sync_api import Browser, BrowserContext, Locator, Page
 
 WAIT_MS = 15_000  # how long a page may take to show what a test waits for (a loaded 2-core machine)
 
@@ -41,6 +45,13 @@ GROUPS = {"alice": "sre", "bob": "sre"}
 TWO_OF_ALICE_AND_BOB = {"users": ["alice", "bob"], "required": 2}
 SRE = {"groups": ["sre"], "required": 1}  # every other gated call: one member of sre (without an approvers block any
 # authenticated user may decide, see agent_runtime/authority.py)
+RULES = [  # first match wins; then the example's requireApproval (write_file: alice and bob)
+    {"tool": "read_file", "when": {"arg": "path", "glob": "**/.env*"}, "action": "require"},  # the example's own
+    {"tool": "write_file", "when": {"arg": "path", "glob": "**/.env*"}, "action": "deny"},
+    {"tool": "write_file", "when": {"arg": "path", "glob": "prod/**"}, "action": "require", "approvers": {"users": ["bob"]}},
+    {"tool": "write_file", "when": {"arg": "path", "glob": "edit/**"}, "action": "require", "approvers": SRE,
+     "allowEdit": True},
+]
 
 
 @pytest.fixture(scope="package")  # not the session: while Playwright's sync API is open, no asyncio test can run
@@ -106,7 +117,7 @@ def serve(base: Path, tools: Tools, *serve_args: str, session_key: bool = True) 
     if session_key:
         (base / "session.key").write_text(secrets.token_hex(32))
         args += ["--ui-session-key-file", str(base / "session.key")]
-    files = write_manifests(base / "manifests", tools.url, approvers=SRE,
+    files = write_manifests(base / "manifests", tools.url, approvers=SRE, rules=RULES,
                             toolApprovers=[{"tool": "write_file", "approvers": TWO_OF_ALICE_AND_BOB}])
     proc = RuntimeProcess(files, base / "state", base / "runtime.log", serve_args=args)
     proc.start()
@@ -139,4 +150,44 @@ def login(browser: Browser, url: str, who: str, **context_args: Any) -> BrowserC
     return context
 
 
-__all__ = ["TOKENS", "WAIT_MS", "Gatehouse", "browser", "gatehouse", "login", "serve"]
+SignIn = Callable[..., "BrowserContext"]
+
+
+@pytest.fixture
+def sign_in(browser: Browser, gatehouse: Gatehouse) -> Iterator[SignIn]:
+    """``sign_in(who, **context_args)``: a browser context logged in as ``who``; closed after the test, and every task
+    still waiting canceled."""
+    opened: list[BrowserContext] = []
+
+    def open_as(who: str, **context_args: Any) -> BrowserContext:
+        context = login(browser, gatehouse.url, who, **context_args)
+        opened.append(context)
+        return context
+
+    yield open_as
+    for context in opened:
+        context.close()
+    gatehouse.cancel_waiting_tasks()
+
+
+def open_inbox(context: BrowserContext, url: str) -> Page:
+    """The inbox in a new tab, its live connection (server-sent events) open, marked so that a reload would show."""
+    page = context.new_page()
+    with page.expect_response(lambda r: r.url.endswith("/ui/events")):
+        page.goto(f"{url}/ui/")
+    page.evaluate("window.notReloaded = true")
+    return page
+
+
+def card(page: Page, request_id: str) -> Locator:
+    return page.locator(f'#items .card[data-key="{request_id}"]')
+
+
+def status_line(page: Page) -> str:
+    return str(page.inner_text("#status"))
+
+
+__all__ = [
+    "RULES", "TOKENS", "WAIT_MS", "Gatehouse", "SignIn", "browser", "card", "gatehouse", "login", "open_inbox", "serve",
+    "sign_in", "status_line",
+]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_runtime.ui.cards import FOLD_AT, Card, Filters, fields, last_user_text, remaining
+from agent_runtime.ui.cards import FOLD_AT, ONE_LINE_AT, Card, Filters, fields, hidden_fields, last_user_text, remaining
+from agent_runtime.ui.pages import _environment
 
 
 def card(**overrides: object) -> Card:
@@ -25,6 +26,45 @@ def test_arguments_become_rows_paths_marked_long_values_folded_redactions_named(
     assert rows["options"].text == '{\n  "force": true\n}'
     assert rows["token"].redacted and not rows["path"].redacted
     assert not fields({"path": "two\nlines"})[0].path
+
+
+def test_redacted_paths_as_the_runtime_renders_them_mark_their_top_level_field() -> None:
+    assert hidden_fields(["$.token", "$.headers.authorization", '$["x.y"]', "$.items[0].secret", "plain"]) == {
+        "token", "headers", "x.y", "items", "plain"}
+    rows = {f.name: f for f in fields({"token": "«redacted»", "headers": {"authorization": "«redacted»"}, "path": "a"},
+                                      redacted=["$.token", "$.headers.authorization"])}
+    assert rows["token"].redacted and rows["headers"].redacted and not rows["path"].redacted
+
+
+def test_the_edit_form_reads_strings_as_typed_and_everything_else_as_json() -> None:
+    rows = {f.name: f for f in fields({"path": "a.txt", "count": 3, "force": True, "tags": ["a"], "body": "x\ny",
+                                       "long": "y" * (ONE_LINE_AT + 1)})}
+    assert [(n, r.kind, r.multiline) for n, r in rows.items()] == [
+        ("path", "string", False), ("count", "json", False), ("force", "json", False), ("tags", "json", True),
+        ("body", "string", True), ("long", "string", True)]
+    assert (rows["count"].text, rows["force"].text, rows["tags"].text) == ("3", "true", '[\n  "a"\n]')
+
+
+def test_an_editable_card_renders_its_form_prefilled_and_a_redacted_field_read_only() -> None:
+    macro = _environment().from_string('{% from "_card.html" import approval %}{{ approval(c, 0) }}')
+    args = {"path": "a.txt", "body": "\nstarts with a newline", "token": "«redacted»", "n": {"k": 1}}
+    html = macro.render(c=card(status="pending", args=args, redacted=["$.token"], editable=True, args_hash="h1"))
+    assert 'class="edit-form" hidden data-args-hash="h1"' in html and 'data-action="edit"' in html
+    assert 'data-arg="path" data-kind="string" value="a.txt"' in html
+    assert 'data-arg="body" data-kind="string" rows="2" spellcheck="false">\n\nstarts with a newline</textarea>' in html
+    assert 'data-arg="token" data-kind="string" value="«redacted»" readonly' in html
+    assert 'data-arg="n" data-kind="json" rows="3" spellcheck="false">\n{\n  &#34;k&#34;: 1\n}</textarea>' in html
+    plain = macro.render(c=card(status="pending", args=args))  # a card no policy lets anyone edit: no form
+    assert "edit-form" not in plain and 'data-action="edit"' not in plain
+
+
+def test_an_edited_card_shows_who_changed_what_and_the_value_as_asked_for() -> None:
+    macro = _environment().from_string('{% from "_card.html" import approval %}{{ approval(c, 0, full=True) }}')
+    html = macro.render(c=card(args={"path": "b.txt", "content": "x"}, edited_by="alice", changed=["path"],
+                               original_args={"path": "a.txt", "content": "x"}))
+    assert "Edited by</span> <b>alice</b>: changed path." in html
+    edited = html[html.index('data-testid="edited"'):html.index("</div>", html.index('data-testid="edited"'))]
+    assert '<code class="path">a.txt</code>' in edited and "content" not in edited
 
 
 @given(st.dictionaries(st.text(min_size=1, max_size=10), st.text(max_size=400), max_size=5))

@@ -11,46 +11,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.support.runtime import state, status_text, wait_for
-from tests.ui.conftest import TOKENS, WAIT_MS, Gatehouse, login
+from tests.ui.conftest import TOKENS, WAIT_MS, Gatehouse, SignIn, card, open_inbox, status_line
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, BrowserContext, Locator, Page
+    from playwright.sync_api import Browser, BrowserContext, Page
 
 pytestmark = pytest.mark.e2e
-
-SignIn = Callable[..., "BrowserContext"]
-
-
-@pytest.fixture
-def sign_in(browser: Browser, gatehouse: Gatehouse) -> Iterator[SignIn]:
-    """``sign_in(who, **context_args)``: a browser context logged in as ``who``; closed after the test, and every task
-    still waiting canceled."""
-    opened: list[BrowserContext] = []
-
-    def open_as(who: str, **context_args: Any) -> BrowserContext:
-        context = login(browser, gatehouse.url, who, **context_args)
-        opened.append(context)
-        return context
-
-    yield open_as
-    for context in opened:
-        context.close()
-    gatehouse.cancel_waiting_tasks()
-
-
-def open_inbox(context: BrowserContext, url: str) -> Page:
-    """The inbox in a new tab, its live connection (server-sent events) open, marked so that a reload would show."""
-    page = context.new_page()
-    with page.expect_response(lambda r: r.url.endswith("/ui/events")):
-        page.goto(f"{url}/ui/")
-    page.evaluate("window.notReloaded = true")
-    return page
 
 
 def not_reloaded(page: Page) -> bool:
@@ -66,14 +37,6 @@ def open_chat(context: BrowserContext, url: str) -> Page:
 def say_in_chat(chat: Page, text: str) -> None:
     chat.fill("#chat-input", text)
     chat.press("#chat-input", "Enter")
-
-
-def card(page: Page, request_id: str) -> Locator:
-    return page.locator(f'#items .card[data-key="{request_id}"]')
-
-
-def status_line(page: Page) -> str:
-    return str(page.inner_text("#status"))
 
 
 def pending(gatehouse: Gatehouse, request_id: str) -> bool:

@@ -104,6 +104,58 @@
     return [...document.querySelectorAll("#items .select:checked")].map((box) => box.value);
   }
 
+  // What the person is doing survives a swap of the list (or of a detail page's <main>): every open form (a denial,
+  // an edit) with what was typed in it, its focus and caret, and an edit's error line. An edit whose request changed
+  // meanwhile (another approver edited it: its arguments hash differs) is not put back over the new arguments.
+  function keepWork(root) {
+    const forms = [];
+    for (const form of root.querySelectorAll(".card form:not([hidden])")) {
+      const values = new Map();
+      let focused = null, at = 0;
+      for (const el of form.querySelectorAll("textarea, input")) {
+        const id = el.dataset.arg ?? el.name;
+        values.set(id, el.value);
+        if (el === document.activeElement) { focused = id; at = el.selectionStart; }
+      }
+      const error = form.querySelector(".form-error");
+      forms.push({ key: form.closest(".card").dataset.key, kind: form.classList.contains("edit-form") ? "edit-form" : "deny-form",
+                   hash: form.dataset.argsHash, values, focused, at, error: error && !error.hidden ? error.textContent : "" });
+    }
+    return forms;
+  }
+
+  function restoreWork(root, forms) {
+    let typing = false;
+    for (const was of forms) {
+      const form = root.querySelector(`.card[data-key="${CSS.escape(was.key)}"] .${was.kind}`);
+      if (!form) continue;  // decided meanwhile: nothing left to deny or edit
+      form.hidden = false;
+      if (was.kind === "edit-form" && form.dataset.argsHash !== was.hash) {
+        showError(form, "This request changed while you were editing it (it was edited): the form now shows its " +
+                        "arguments as they are. Nothing was decided.");
+        continue;
+      }
+      for (const el of form.querySelectorAll("textarea, input")) {
+        const id = el.dataset.arg ?? el.name;
+        if (was.values.has(id)) el.value = was.values.get(id);
+        if (id === was.focused) {
+          el.focus();
+          if (typeof was.at === "number") el.setSelectionRange(was.at, was.at);
+          typing = true;
+        }
+      }
+      if (was.error) showError(form, was.error);
+    }
+    return typing;
+  }
+
+  function showError(form, text) {
+    const line = form.querySelector(".form-error");
+    if (!line) return;
+    line.textContent = text;
+    line.hidden = !text;
+  }
+
   let refreshing = null;
   async function refresh() {
     if (!live) { await rerender(); return; }
@@ -116,30 +168,16 @@
         if (reply.status === 401) { sessionEnded(); return; }
         if (!reply.ok) throw new Error(`${reply.status} ${reply.statusText}`);
         const html = await reply.text();  // rendered (and escaped) by the server's templates
-        // What the person is doing survives the swap (taken now, after the awaits, so no keystroke is lost): the
-        // selection, the focused card, and a denial being written (its form stays open with its text and caret).
+        // Taken now, after the awaits, so that no keystroke is lost: the selection, the focused card, open forms.
         const keep = new Set(selectedKeys());
         const focused = document.activeElement?.closest?.(".card")?.dataset.key;
-        const writing = new Map();
-        for (const form of items.querySelectorAll(".card .deny-form:not([hidden])")) {
-          const area = form.querySelector("textarea");
-          writing.set(form.closest(".card").dataset.key, { text: area.value, focused: area === document.activeElement,
-                                                           at: area.selectionStart });
-        }
+        const work = keepWork(items);
         items.innerHTML = html;
         for (const box of items.querySelectorAll(".select")) {
           box.checked = keep.has(box.value);
           box.closest(".card").classList.toggle("selected", box.checked);
         }
-        let typing = false;
-        for (const [key, was] of writing) {
-          const form = items.querySelector(`.card[data-key="${CSS.escape(key)}"] .deny-form`);
-          if (!form) continue;  // decided meanwhile: nothing left to deny
-          form.hidden = false;
-          const area = form.querySelector("textarea");
-          area.value = was.text;
-          if (was.focused) { area.focus(); area.setSelectionRange(was.at, was.at); typing = true; }
-        }
+        const typing = restoreWork(items, work);
         if (focused && !typing) items.querySelector(`.card[data-key="${CSS.escape(focused)}"]`)?.focus();
         document.title = document.title.replace(/\(\d+\)/, `(${items.querySelectorAll(".card").length})`);
         tick();
@@ -159,25 +197,93 @@
       if (!reply.ok) throw new Error(`${reply.status} ${reply.statusText}`);
       const fresh = new DOMParser().parseFromString(await reply.text(), "text/html").querySelector("main");
       const main = document.querySelector("main");
-      if (fresh && main) main.replaceChildren(...fresh.childNodes);
+      if (fresh && main) {
+        const work = keepWork(main);
+        main.replaceChildren(...fresh.childNodes);
+        restoreWork(main, work);
+        tick();
+      }
     } catch (error) {
       say(`Could not refresh the page: ${error.message}`, false);
     }
   }
 
-  async function decide(keys, decision, reason, session) {
-    if (!keys.length) { say("Select one or more requests first.", false); return; }
+  async function withButtonsOff(run) {
     const buttons = [...document.querySelectorAll("button")];
     buttons.forEach((b) => { b.disabled = true; });
     try {
-      const data = await post("/ui/api/decisions", { ids: keys, decision, reason, session });
-      say(data.results.map((r) => r.message).join(" · "), data.results.every((r) => r.ok));
-    } catch (error) {
-      say(error.message, false);
+      await run();
     } finally {
       buttons.forEach((b) => { b.disabled = false; });
     }
+  }
+
+  async function decide(keys, decision, reason, session) {
+    if (!keys.length) { say("Select one or more requests first.", false); return; }
+    await withButtonsOff(async () => {
+      try {
+        const data = await post("/ui/api/decisions", { ids: keys, decision, reason, session });
+        say(data.results.map((r) => r.message).join(" · "), data.results.every((r) => r.ok));
+      } catch (error) {
+        say(error.message, false);
+      }
+    });
     await refresh();
+  }
+
+  // Edit and approve: only the fields the person changed are sent (the others keep their values on the server,
+  // redacted ones included: this page never had them); strings as typed, the other fields read as JSON.
+  function changedFields(form) {
+    const changes = [];
+    for (const el of form.querySelectorAll("[data-arg]")) {
+      if (el.readOnly || el.value === el.defaultValue) continue;
+      if (el.dataset.kind !== "json") { changes.push([el.dataset.arg, el.value]); continue; }
+      try {
+        changes.push([el.dataset.arg, JSON.parse(el.value)]);
+      } catch (error) {
+        el.focus();
+        throw new Error(`${el.dataset.arg} is not valid JSON (${error.message}): nothing was sent.`);
+      }
+    }
+    return Object.fromEntries(changes);
+  }
+
+  async function approveEdited(form) {
+    const key = form.closest(".card").dataset.key;
+    // The list may be swapped while the decision is on its way (a live update): the form is then its new copy.
+    const current = () => document.querySelector(`.card[data-key="${CSS.escape(key)}"] .edit-form`) || form;
+    let changes;
+    try {
+      changes = changedFields(form);
+    } catch (error) {
+      showError(form, error.message);
+      return;
+    }
+    if (!Object.keys(changes).length) {
+      showError(form, "Nothing is changed: change an argument, or use Approve to approve the call as it is.");
+      return;
+    }
+    showError(form, "");
+    await withButtonsOff(async () => {
+      try {
+        const data = await post("/ui/api/decisions", { ids: [key], decision: "approve", reason: "", session: false,
+                                                       arguments: changes, args_hash: form.dataset.argsHash });
+        const result = data.results[0];
+        say(result.message, result.ok);
+        const now = current();
+        if (result.ok) now.hidden = true;  // done with it: the card shows the edit, or leaves
+        else showError(now, result.message);  // refused: the form stays open, as typed, with why
+      } catch (error) {
+        say(error.message, false);
+        showError(current(), error.message);
+      }
+    });
+    await refresh();
+  }
+
+  function openEdit(form) {
+    form.hidden = false;
+    form.querySelector("[data-arg]:not([readonly])")?.focus();
   }
 
   async function answerQuestion(card, data) {
@@ -203,6 +309,13 @@
     if (action === "approve") decide([card.dataset.key], "approve", "", false);
     else if (action === "approve-session") decide([card.dataset.key], "approve", "", true);
     else if (action === "deny") openDeny(card.querySelector(".deny-form"));
+    else if (action === "edit") openEdit(card.querySelector(".edit-form"));
+    else if (action === "cancel-edit") {
+      const form = button.closest(".edit-form");
+      form.reset();
+      showError(form, "");
+      form.hidden = true;
+    }
     else if (action === "batch-approve") decide(selectedKeys(), "approve", "", false);
     else if (action === "batch-deny") {
       if (!selectedKeys().length) say("Select one or more requests first.", false);
@@ -215,6 +328,8 @@
   });
 
   document.addEventListener("submit", (event) => {
+    const edit = event.target.closest(".edit-form");
+    if (edit) { event.preventDefault(); approveEdited(edit); return; }
     const form = event.target.closest(".deny-form");
     if (!form) return;
     event.preventDefault();
@@ -235,7 +350,7 @@
     }
   });
 
-  // --- keyboard: j/k move, a approve, d deny, x select ------------------------------------------
+  // --- keyboard: j/k move, a approve, d deny, e edit and approve, x select ------------------------------------------
   document.addEventListener("keydown", (event) => {
     if (event.ctrlKey || event.metaKey || event.altKey || event.target.matches("input, textarea, select")) return;
     const cards = [...document.querySelectorAll("#items .card")];
@@ -248,6 +363,7 @@
     else if (!current) return;
     else if (event.key === "a") current.querySelector('[data-action="approve"], [data-action="confirm"]')?.click();
     else if (event.key === "d") { const form = current.querySelector(".deny-form"); if (form) { event.preventDefault(); openDeny(form); } }
+    else if (event.key === "e") { const form = current.querySelector(".edit-form"); if (form) { event.preventDefault(); openEdit(form); } }
     else if (event.key === "x") current.querySelector(".select")?.click();
     else return;
   });
