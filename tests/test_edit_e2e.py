@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from agent_runtime import wire
+from agent_runtime.approvals import args_hash
 from agent_runtime.rest.models import ApprovalView, DecisionResult, ProblemDetails
 from tests.support.runtime import (
     Rpc,
@@ -165,8 +166,13 @@ def test_an_edit_that_needs_other_approvers_waits_for_them_over_rest(env: Env) -
     assert shown.args == edited and shown.edited is not None and shown.edited.by == "alice"
     assert shown.approvers is not None and shown.approvers.groups == ["sre"]
     assert not sandbox(env, "prod/d.txt").exists()
+    # bob looked before the edit: an approval bound to what he saw (args_hash) is refused, nothing decided.
+    stale = decide_rest(env, "bob", request.id, {"decision": "approve", "args_hash": args_hash("write_file", request.args)})
+    assert stale.status_code == 409, stale.text
+    assert f"The arguments of {request.id} (write_file) were edited by alice since you saw them" in stale.json()["error"]
+    assert not sandbox(env, "prod/d.txt").exists() and not sandbox(env, "notes/d.txt").exists()
     # bob (sre) approves the edited call as it stands; it runs once, with the edited arguments.
-    decided = decide_rest(env, "bob", request.id, {"decision": "approve"})
+    decided = decide_rest(env, "bob", request.id, {"decision": "approve", "args_hash": view.args_hash})
     assert decided.status_code == 200, decided.text
     assert DecisionResult.model_validate(decided.json()).approval.args == edited
     wait_for(lambda: state(env.rpc("alice").get_task(task["id"])) == "TASK_STATE_COMPLETED")

@@ -88,6 +88,18 @@ class AlreadyDecided(Exception):
         super().__init__(f"Already decided: {details}. Nothing was run again.")
 
 
+class ArgumentsChanged(Exception):
+    """A vote cast on arguments that are no longer the request's (an approver edited them since the voter looked).
+    ``str(exc)`` is what the voter is told; nothing was written."""
+
+    def __init__(self, record: ApprovalRecord) -> None:
+        self.record = record
+        super().__init__(
+            f"The arguments of {record.id} ({record.tool}) were edited by {record.edited_by or 'an approver'} since you saw "
+            f"them (args_hash is now {record.args_hash}): look at the request again. Nothing was decided."
+        )
+
+
 @dataclass(frozen=True)
 class Voted:
     """One vote's effect: the request after it, and what the authority function said."""
@@ -269,7 +281,7 @@ class ApprovalService:
         self, task_id: str, votes: dict[str, Vote], *, scope: str = "once",
         also: Callable[[Connection, float, list[Voted]], None] | None = None,
         grant: grant_rows.GrantTerms | None = None, grant_ttl: float = 3600.0,
-        edits: Mapping[str, EditPlan] | None = None,
+        edits: Mapping[str, EditPlan] | None = None, seen: Mapping[str, str] | None = None,
     ) -> list[Voted]:
         """Cast one vote on each named pending request of ``task_id`` (``{request_id: vote}``), judged by
         :func:`agent_runtime.authority.judge`, in ONE transaction: every vote is recorded (counted or refused,
@@ -279,7 +291,9 @@ class ApprovalService:
         makes a grant (approvals/grants.py: the exact arguments, or ``grant``'s glob) lasting ``grant_ttl``.
         ``also(conn, decided_at, results)`` runs in the same transaction (an idempotency key storing the answer),
         whatever the judgement. ``edits``: approvals with changed arguments (:mod:`agent_runtime.edits`, checked by the
-        caller against the policy); see :meth:`_edit`.
+        caller against the policy); see :meth:`_edit`. ``seen``: the arguments' hash each voter saw
+        (``{request_id: args_hash}``); a request whose arguments differ now raises :class:`ArgumentsChanged`, and
+        nothing is written.
         """
         now = self._clock()
 
@@ -292,6 +306,8 @@ class ApprovalService:
                     lost.append(request_id)
                     continue
                 record = _row_to_record(row)
+                if seen is not None and request_id in seen and seen[request_id] != record.args_hash:
+                    raise ArgumentsChanged(record)  # rolls the whole transaction back
                 earlier = vote_rows.for_request(conn, request_id)
                 plan = (edits or {}).get(request_id)
                 if plan is not None:
@@ -514,4 +530,4 @@ class ApprovalService:
         return int(await self._db.run(lambda conn: conn.execute(stmt).scalar() or 0, write=False))
 
 
-__all__ = ["AlreadyDecided", "ApprovalService", "Claim", "Voted", "approvals", "deciders", "metadata"]
+__all__ = ["AlreadyDecided", "ApprovalService", "ArgumentsChanged", "Claim", "Voted", "approvals", "deciders", "metadata"]

@@ -35,7 +35,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from agent_runtime.access.middleware import principal_of
-from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Voted
+from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, ArgumentsChanged, Voted
 from agent_runtime.approvals import votes as vote_rows
 from agent_runtime.authority import Vote, may_see
 from agent_runtime.database import Database
@@ -189,7 +189,7 @@ class RestApi:
             self.keys.write(conn, principal.id, key, request_id, fingerprint, *answer[-1])
 
         try:
-            await self._decide_one(request_id, vote, also=remember, arguments=body.arguments)
+            await self._decide_one(request_id, vote, also=remember, arguments=body.arguments, seen=body.args_hash)
         except EditRefused as exc:
             return _problem(422, f"{exc} Nothing was decided; the request is still pending.")
         except UnknownRequest:
@@ -198,6 +198,9 @@ class RestApi:
             stored = await self.keys.get(principal.id, key)
             assert stored is not None
             return self._replay(stored, fingerprint, key)
+        except ArgumentsChanged as exc:
+            (view,) = await views(self._db, [exc.record])
+            return _problem(409, str(exc), view)
         except AlreadyDecided as exc:
             current = await self._approvals.get(request_id)
             (view,) = await views(self._db, [current or record])

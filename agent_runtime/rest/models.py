@@ -83,6 +83,7 @@ class DecisionBody(BaseModel):
     decision: Literal["approve", "deny"]
     reason: str = ""
     arguments: dict[str, Any] | None = None
+    args_hash: str | None = None  # the arguments' hash the caller saw (ApprovalView.args_hash): 409 if edited since
 
     @model_validator(mode="after")
     def _edit_approves(self) -> DecisionBody:

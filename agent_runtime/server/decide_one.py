@@ -95,13 +95,15 @@ class DecideOne:
         wait: bool = False,
         scope: str = "once",
         arguments: dict[str, Any] | None = None,
+        seen: str | None = None,
     ) -> OneDecided:
         """Cast ``vote`` on ``request_id`` (:meth:`ApprovalService.vote`); raises :class:`UnknownRequest` or
         :class:`~agent_runtime.approvals.AlreadyDecided`. A vote that is refused or does not yet decide is recorded
         and answered as such. ``also(conn, decided_at, results)`` adds writes to the same transaction. ``scope``
         ``session`` makes an approval that decides the request a session grant (the inbox offers it where the Agent
         allows session grants). ``arguments``: approve the call with these arguments instead (edit and approve); raises
-        :class:`~agent_runtime.edits.EditRefused` where the policy does not allow it."""
+        :class:`~agent_runtime.edits.EditRefused` where the policy does not allow it. ``seen``: the arguments' hash the
+        voter saw; raises :class:`~agent_runtime.approvals.ArgumentsChanged` when an edit changed them since."""
         record = await self.approvals.get(request_id)
         if record is None:
             raise UnknownRequest(request_id)
@@ -110,7 +112,8 @@ class DecideOne:
             if self.config is None:
                 raise EditRefused("this channel cannot edit a call's arguments")
             plans = plan_edits(self.config, [record], {request_id: arguments})
-        (voted,) = await self.approvals.vote(record.task_id, {request_id: vote}, also=also, scope=scope, edits=plans)
+        (voted,) = await self.approvals.vote(record.task_id, {request_id: vote}, also=also, scope=scope, edits=plans,
+                                             seen={request_id: seen} if seen is not None else None)
         edited = request_id in plans and voted.record.args == plans[request_id].args
         if not voted.decided:
             if edited:

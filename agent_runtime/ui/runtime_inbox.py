@@ -27,7 +27,7 @@ from a2a.server.context import ServerCallContext
 from a2a.types import Role, Task
 
 from agent_runtime import edits, redaction
-from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService
+from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, ArgumentsChanged
 from agent_runtime.approvals.events import ApprovalEvent
 from agent_runtime.authority import Vote, may_see, tally, who_may_decide
 from agent_runtime.principals import Principal
@@ -203,18 +203,20 @@ class RuntimeInbox:
         except redaction.RedactedEdit as exc:
             return Outcome(key, False, "refused", f"{record.tool}: {exc} (they are hidden from you and keep their "
                                                   "values). Nothing was decided.")
-        return await self._cast(viewer, record, "approve", "", "once", arguments)
+        return await self._cast(viewer, record, "approve", "", "once", arguments, seen or None)
 
     async def _cast(
         self, viewer: Principal, record: ApprovalRecord, ballot: Ballot, reason: str, scope: str,
-        arguments: dict[str, Any] | None = None,
+        arguments: dict[str, Any] | None = None, seen: str | None = None,
     ) -> Outcome:
         key = record.id
         vote = Vote(viewer.id, viewer.groups, ballot, reason, CHANNEL, viewer.seen_as)
         try:
-            one = await self._decide(key, vote, scope=scope, arguments=arguments)
+            one = await self._decide(key, vote, scope=scope, arguments=arguments, seen=seen)  # seen: checked atomically
         except UnknownRequest:
             return Outcome(key, False, "unknown", f"no approval request {key!r}")
+        except ArgumentsChanged as exc:
+            return Outcome(key, False, "refused", str(exc))
         except AlreadyDecided:
             current = await self._approvals.get(key)
             return Outcome(key, False, "already", await self._already(current or record))
