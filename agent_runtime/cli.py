@@ -246,15 +246,18 @@ def demo_tools(
     port: int = typer.Option(8765, "--port", help="Port to listen on (0: any free port, printed in the ready line)."),
     journal: Path | None = typer.Option(None, "--journal", help="Append one JSON line per executed tool call here."),
     seed: bool = typer.Option(False, "--seed", help="Put the demo's files (notes.txt, old.txt, .env, …) where missing."),
+    state_key_file: Path | None = typer.Option(
+        None, "--state-key-file", help="Seal put_file's request state with this file's bytes (default: the demo key)."),
 ) -> None:
-    """Serve the demo MCP file server (list_dir, read_file, write_file, delete_file) at http://HOST:PORT/mcp."""
-    from agent_runtime.demo_tools import serve
+    """Serve the demo MCP file server (list_dir, read_file, write_file, delete_file, put_file) at http://HOST:PORT/mcp."""
+    from agent_runtime.demo_tools import DEMO_STATE_KEY, serve
 
     if seed:
         from agent_runtime.demo.stack import seed as seed_files
 
         seed_files(sandbox, overwrite=False)
-    serve(sandbox, host=host, port=port, journal=journal)
+    key = state_key_file.read_bytes().strip() if state_key_file is not None else DEMO_STATE_KEY
+    serve(sandbox, host=host, port=port, journal=journal, state_key=key)
 
 
 @app.command()

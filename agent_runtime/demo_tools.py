@@ -1,7 +1,14 @@
-"""The demo MCP file server behind ``gatehouse demo-tools``: four file tools confined to one sandbox directory.
+"""The demo MCP file server behind ``gatehouse demo-tools``: five file tools confined to one sandbox directory.
 
 Tools: ``list_dir(path="")``, ``read_file(path)``, ``write_file(path, content)``, ``delete_file(path)``, served
-over MCP streamable HTTP at ``/mcp`` by mcp 2.x's ``MCPServer``.
+over MCP streamable HTTP at ``/mcp`` by mcp 2.x's ``MCPServer``; and ``put_file(path, content)``, which asks the user
+(MCP elicitation) before it overwrites a file that exists: on the 2026-07-28 protocol the question comes back as an
+``input_required`` result and the call is retried with the answer (docs/wire-contract.md, "Elicitation").
+
+Request state: the server seals its ``requestState`` with a fixed key (``--state-key-file``, else the built-in demo
+key; :data:`STATE_TTL_SECONDS`), not the SDK's per-process default, so an answer given after this server restarted
+still completes the call. A real MCP server that elicits must do likewise (a shared key, a TTL at least the agent's
+``approval.timeout``) for a restart between the question and the answer.
 
 Confinement: every path is taken relative to the sandbox root (``/etc/passwd`` means ``<sandbox>/etc/passwd``)
 and resolved with symlinks followed; a path that then lies outside the sandbox (``../x``, a symlink pointing
@@ -21,16 +28,29 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
+from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.resolve import Elicit, Resolve
+from mcp.server.request_state import RequestStateSecurity
+from pydantic import BaseModel, Field
 from starlette.applications import Starlette
 
-__all__ = ["TOOL_NAMES", "Journal", "Sandbox", "SandboxError", "build_app", "build_server", "serve"]
+__all__ = ["DEMO_STATE_KEY", "TOOL_NAMES", "Journal", "Sandbox", "SandboxError", "build_app", "build_server", "serve"]
 
-TOOL_NAMES = ("list_dir", "read_file", "write_file", "delete_file")
+TOOL_NAMES = ("list_dir", "read_file", "write_file", "delete_file", "put_file")
 MCP_PATH = "/mcp"
+# The demo's request-state key: public, so only for the demo. A deployment passes its own (--state-key-file).
+DEMO_STATE_KEY = b"gatehouse-demo-tools-request-state-key-v1"[:32]
+STATE_TTL_SECONDS = 24 * 3600.0  # at least any approval.timeout the demo or the tests use
+
+
+class Overwrite(BaseModel):
+    """What ``put_file`` asks before replacing a file (the elicitation's requested schema)."""
+
+    overwrite: bool = Field(description="Replace the existing file")
 _T = TypeVar("_T")
 
 
@@ -110,8 +130,8 @@ class Journal:
             os.fsync(f.fileno())
 
 
-def build_server(sandbox: Path, journal: Path | None = None) -> MCPServer:
-    """The ``MCPServer`` with the four file tools bound to ``sandbox`` (created if missing)."""
+def build_server(sandbox: Path, journal: Path | None = None, state_key: bytes = DEMO_STATE_KEY) -> MCPServer:
+    """The ``MCPServer`` with the five file tools bound to ``sandbox`` (created if missing)."""
     Path(sandbox).mkdir(parents=True, exist_ok=True)
     box = Sandbox(sandbox)
     log = Journal(journal) if journal is not None else None
@@ -119,6 +139,7 @@ def build_server(sandbox: Path, journal: Path | None = None) -> MCPServer:
         name="gatehouse-demo-tools",
         instructions="File tools confined to one sandbox directory.",
         log_level="WARNING",
+        request_state_security=RequestStateSecurity(keys=[state_key], ttl=STATE_TTL_SECONDS),
     )
 
     def run(tool: str, args: dict[str, Any], fn: Callable[[], _T]) -> _T:
@@ -152,10 +173,33 @@ def build_server(sandbox: Path, journal: Path | None = None) -> MCPServer:
         """Delete a file in the sandbox."""
         return run("delete_file", {"path": path}, lambda: box.delete_file(path))
 
+    def ask_overwrite(path: str) -> Elicit[Overwrite] | Overwrite:
+        # Runs on every round (the SDK's Resolve): asks only when there is something to overwrite.
+        if box.resolve(path).is_file():
+            return Elicit(f"{path} exists. Overwrite it?", Overwrite)
+        return Overwrite(overwrite=True)  # nothing to overwrite, nothing to ask (the SDK passes it on as accepted)
+
+    def put_file(path: str, content: str, confirm: Any) -> str:
+        """Write a text file in the sandbox; if it exists, the user is asked first whether to overwrite it."""
+        # The body runs once, on the final round (after the answer): only then is anything written or journaled.
+        if not (isinstance(confirm, AcceptedElicitation) and confirm.data.overwrite):
+            answer = "kept it" if isinstance(confirm, AcceptedElicitation) else f"answered {confirm.action}"
+            return run("put_file", {"path": path, "content": content},
+                       lambda: f"not written: {path} exists and the user {answer}")
+        return run("put_file", {"path": path, "content": content}, lambda: box.write_file(path, content))
+
+    # The SDK keys the question by the resolver's "module:qualname", which clients show: name it "put_file:overwrite".
+    ask_overwrite.__module__, ask_overwrite.__qualname__ = "put_file", "overwrite"
+    # The SDK reads the resolver from the annotation; a local resolver cannot be named in a string annotation.
+    put_file.__annotations__["confirm"] = Annotated[ElicitationResult[Overwrite], Resolve(ask_overwrite)]
+    server.tool(structured_output=False)(put_file)
+
     return server
 
 
-def build_app(sandbox: Path, journal: Path | None = None, *, host: str = "127.0.0.1") -> Starlette:
+def build_app(
+    sandbox: Path, journal: Path | None = None, *, host: str = "127.0.0.1", state_key: bytes = DEMO_STATE_KEY
+) -> Starlette:
     """An ASGI app serving the tools at ``/mcp`` (run its lifespan: it starts the MCP session manager).
 
     ``host`` is the address it will be served on; for a loopback host the MCP SDK turns on DNS-rebinding
@@ -165,14 +209,17 @@ def build_app(sandbox: Path, journal: Path | None = None, *, host: str = "127.0.
     reply at its result and closes the response unfinished, which costs its HTTP connection, so every call
     opened a new one (measured: 9.5 → 5.3 ms per call, a third less server CPU).
     """
-    return build_server(sandbox, journal).streamable_http_app(streamable_http_path=MCP_PATH, host=host, json_response=True)
+    server = build_server(sandbox, journal, state_key)
+    return server.streamable_http_app(streamable_http_path=MCP_PATH, host=host, json_response=True)
 
 
-async def serve_async(sandbox: Path, host: str = "127.0.0.1", port: int = 8765, journal: Path | None = None) -> None:
+async def serve_async(
+    sandbox: Path, host: str = "127.0.0.1", port: int = 8765, journal: Path | None = None, state_key: bytes = DEMO_STATE_KEY
+) -> None:
     """Serve until cancelled; print one ready line (with the real port, also for ``port=0``) once listening."""
     import uvicorn
 
-    app = build_app(sandbox, journal, host=host)
+    app = build_app(sandbox, journal, host=host, state_key=state_key)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
     task = asyncio.create_task(server.serve())
     while not server.started:
@@ -188,9 +235,11 @@ async def serve_async(sandbox: Path, host: str = "127.0.0.1", port: int = 8765, 
     await task
 
 
-def serve(sandbox: Path, host: str = "127.0.0.1", port: int = 8765, journal: Path | None = None) -> None:
+def serve(
+    sandbox: Path, host: str = "127.0.0.1", port: int = 8765, journal: Path | None = None, state_key: bytes = DEMO_STATE_KEY
+) -> None:
     """Blocking :func:`serve_async` for the CLI."""
     try:
-        asyncio.run(serve_async(sandbox, host, port, journal))
+        asyncio.run(serve_async(sandbox, host, port, journal, state_key))
     except KeyboardInterrupt:
         pass

@@ -1,8 +1,9 @@
 """The scope of one agent run (one A2A request): what the gate and the human tools learn while ADK runs.
 
 Set by the turn runner (:mod:`agent_runtime.server.turns`) around each ADK run and read by the approval gate
-(:mod:`agent_runtime.server.gate`) and the ``hitl_request`` tool (:mod:`agent_runtime.questions.tool`), which
-never import each other: both only need the scope of the run they are called in.
+(:mod:`agent_runtime.server.gate`), the ``hitl_request`` tool (:mod:`agent_runtime.questions.tool`) and the MCP tools
+that may ask the user (:mod:`agent_runtime.server.toolsets`), which never import each other: each only needs the
+scope of the run it is called in.
 """
 
 from __future__ import annotations
@@ -30,6 +31,21 @@ class PendingCall:
 
 
 @dataclass
+class PendingElicitation:
+    """An MCP tool call that came back ``input_required`` with questions for the user (round 1 of its call)."""
+
+    request_id: str
+    call_id: str
+    tool: str
+    server: str | None
+    args: dict[str, Any]  # exactly as the tool was called (an approver's edit applied): the retry must match them
+    requests: dict[str, Any]  # key -> {"mode": "form", "message", "requested_schema"} (elicitations/wire.FormRequest)
+    preset: dict[str, Any]  # key -> ElicitResult answered by the runtime itself (URL mode: declined)
+    request_state: str | None
+    note: str = ""  # what the model is told with the final result (an approver's edit, a URL request declined)
+
+
+@dataclass
 class RunScope:
     """What one agent run (one A2A request) learns from the gate: the calls it paused."""
 
@@ -38,6 +54,7 @@ class RunScope:
     owner: str = ""  # the principal the run acts for: the task's owner, who asked for these calls
     pending: list[PendingCall] = field(default_factory=list)
     hitl: list[Any] = field(default_factory=list)  # the hitl_request question this run paused on (questions/tool.py)
+    eliciting: list[PendingElicitation] = field(default_factory=list)  # an MCP tool's question (server/toolsets.py)
     claimed: set[str] = field(default_factory=set)  # approved calls this run claimed: marked done when they return
     # claimed calls that run with an approver's edited arguments: what the model is told about each
     edited: dict[str, str] = field(default_factory=dict)
@@ -50,4 +67,4 @@ class HumanTool(BaseTool):
 CURRENT_RUN: ContextVar[RunScope | None] = ContextVar("gatehouse_run", default=None)
 
 
-__all__ = ["CURRENT_RUN", "HumanTool", "PendingCall", "RunScope"]
+__all__ = ["CURRENT_RUN", "HumanTool", "PendingCall", "PendingElicitation", "RunScope"]

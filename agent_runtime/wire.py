@@ -21,6 +21,7 @@ HITL_TOOL_NAME: Final = "hitl_request"
 """The built-in tool with which the model asks the human a question; also its pause's ``interrupt_type``."""
 HITL_TOOL_ALIASES = (HITL_TOOL_NAME, "human_intervention_request")
 INTERRUPT_HITL: Final = HITL_TOOL_NAME
+INTERRUPT_ELICITATION: Final = "elicitation"  # an MCP tool asks the user (agent_runtime/elicitations/)
 
 APPROVE_WORDS = frozenset({"approve", "approved", "yes", "proceed"})
 DENY_WORDS = frozenset({"deny", "denied", "reject", "no", "cancel"})

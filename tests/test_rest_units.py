@@ -18,7 +18,7 @@ from agent_runtime.rest.idempotency import IdempotencyKeys, scoped
 from agent_runtime.rest.models import ApprovalEventData, ApprovalView, BodyError, DecisionBody
 from agent_runtime.rest.settings import RestSettings, load_rest_settings
 from agent_runtime.rest.webhooks import Webhooks, render, slack_text
-from agent_runtime.server.executor import with_decided_siblings
+from agent_runtime.server.batches import with_decided_siblings
 
 
 def _record(rid: str = "apr-1", created: float = 1_000.0, position: int = 0, **changes: object) -> ApprovalRecord:

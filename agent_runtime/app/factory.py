@@ -23,8 +23,9 @@ import contextlib
 import logging
 import re
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 
 def _import_a2a_server_without_grpc() -> None:
@@ -81,6 +82,8 @@ from agent_runtime.app.readiness import (
 from agent_runtime.app.settings import RuntimeSettings
 from agent_runtime.approvals import ApprovalService
 from agent_runtime.database import Database
+from agent_runtime.elicitations import wire as elicitation_wire
+from agent_runtime.elicitations.flow import ElicitationRuntime
 from agent_runtime.fresh_ids import FreshIds
 from agent_runtime.kube.bridge import KubeBridge
 from agent_runtime.kube.objects import approval_name
@@ -97,7 +100,7 @@ from agent_runtime.server.resume import GatehouseRequestHandler, Resumer
 from agent_runtime.server.sessions import DurableSessionService
 from agent_runtime.server.sweeper import TimeoutSweeper
 from agent_runtime.server.task_store import CachedTaskStore
-from agent_runtime.server.toolsets import ToolServerUnreachable, build_toolset, list_tool_servers
+from agent_runtime.server.toolsets import CachingMcpToolset, ToolServerUnreachable, build_toolset, list_tool_servers
 from agent_runtime.server.turns import LEGACY_USER_ID, TurnRunner
 from agent_runtime.ui.login import TokenLogin
 from agent_runtime.ui.pages import InboxPages
@@ -119,7 +122,7 @@ class Runtime:
     approvals: ApprovalService
     sessions: DurableSessionService
     task_store: CachedTaskStore
-    toolsets: dict[str, McpToolset]
+    toolsets: Mapping[str, McpToolset]
     gate: Gate
     handler: GatehouseRequestHandler
     resumer: Resumer
@@ -129,6 +132,7 @@ class Runtime:
     _stage: Readiness = STARTING  # how far start-up got (or stopping); see ``readiness``
     _lister: asyncio.Task[None] | None = None
     hitl: HitlRuntime | None = None
+    elicitations: ElicitationRuntime | None = None
     _database: DatabaseWatch | None = field(default=None, init=False)  # once the stores are open
 
     @property
@@ -163,6 +167,8 @@ class Runtime:
         await self._adopt_unowned(found)
         if self.hitl is not None:
             await self.hitl.open()
+        if self.elicitations is not None:
+            await self.elicitations.open()
         self.metrics.pending.set(await self.approvals.pending_count())
         self.db.pin()  # the files opened, from now on watched (removed, replaced, read-only; Postgres: SELECT 1)
         self._database = DatabaseWatch(self.db.check, max_age=0.0 if self.db.sqlite else 1.0)  # sqlite: a few stats
@@ -217,6 +223,8 @@ class Runtime:
             await self._database.stop()
         if self.hitl is not None:
             await self.hitl.close()
+        if self.elicitations is not None:
+            await self.elicitations.close()
         with contextlib.suppress(Exception):
             await self.handler.aclose()
         for toolset in self.toolsets.values():
@@ -253,15 +261,19 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
         after_tool_callback=gate.after_tool,
     )
     runner = Runner(app_name=config.name, agent=agent, session_service=sessions, auto_create_session=True)
-    turns = TurnRunner(runner, sessions, approvals, metrics, config.approval.timeout_seconds, questions=hitl.recorder.record)
+    # MCP tools' questions (elicitation): a round waits as long as an approval would
+    elicitations = ElicitationRuntime(db, config.approval.timeout_seconds, fresh=fresh)
+    turns = TurnRunner(runner, sessions, approvals, metrics, config.approval.timeout_seconds, questions=hitl.recorder.record,
+                       elicitations=elicitations.recorder.record)
     name_of = (lambda request_id: approval_name(config.name, request_id)) if settings.kube else None
     executor = GatehouseExecutor(
         config, turns, approvals, metrics, single_process=db.sqlite, approval_name=name_of, hitl=hitl.flow_for(turns),
         owner_of=task_store.owner_of,
+        elicit=elicitations.flow_for(turns, _retry(toolsets), approvals.finish_execution, single_process=db.sqlite),
     )
     handler = GatehouseRequestHandler(
         agent_executor=executor, task_store=task_store, agent_card=agent_card(config, settings.url), approvals=approvals,
-        hitl=hitl.store,
+        hitl=hitl.store, elicitations=elicitations.store,
         request_context_builder=SimpleRequestContextBuilder(task_id_generator=fresh, context_id_generator=fresh),
         # a2a-sdk keeps an ActiveTask (queues, producer and consumer tasks: ~40 KB) per paused task until it is idle
         # this long; the store keeps the task, and a decision or a subscription recreates it from there.
@@ -270,14 +282,28 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     resumer = Resumer(handler, task_store.owner_of)
     sweeper = TimeoutSweeper(approvals, resumer, config.approval.on_timeout, settings.sweep_interval)
     hitl.watch(handler, settings.sweep_interval)
+    elicitations.watch(handler, settings.sweep_interval)
     decide = DecideOne(approvals, metrics, resumer, task_store, config)
     kube = KubeBridge(
         settings.kube, config.name, approvals, decide, hitl=hitl.store, identities=settings.access.identities,
     ) if settings.kube else None
     return Runtime(
         settings, db, metrics, approvals, sessions, task_store, toolsets, gate, handler, resumer, sweeper, decide,
-        kube=kube, hitl=hitl,
+        kube=kube, hitl=hitl, elicitations=elicitations,
     )
+
+
+def _retry(toolsets: dict[str, CachingMcpToolset]) -> Any:
+    """The elicitation flow's way back to a tool: retry its call on the server that offered it."""
+
+    async def retry(server: str | None, tool: str, args: dict[str, Any], responses: dict[str, Any],
+                    state: str | None) -> elicitation_wire.ToolRound:
+        toolset = toolsets.get(server or "")
+        if toolset is None:
+            return elicitation_wire.ToolRound(result=elicitation_wire.failed_result(f"the tool server {server} is unknown"))
+        return await toolset.continue_call(tool, args, responses, state)
+
+    return retry
 
 
 def build_authenticator(settings: RuntimeSettings, runtime: Runtime) -> Authenticator:

@@ -89,6 +89,9 @@ class HitlFlow:
     async def open_in_context(self, context_id: str) -> list[HitlRecord]:
         return await self._store.open_in_context(context_id)
 
+    async def questions(self, task_id: str) -> list[HitlRecord]:
+        return await self._store.for_task(task_id)
+
     async def routes(self, task_id: str, approvals: Sequence[ApprovalRecord], internal: Any) -> bool:
         """Whether a message on this input-required task is for a question (else for approvals)."""
         if isinstance(internal, InternalHitl):

@@ -133,6 +133,8 @@ def _conflict(scope: RunScope | None) -> str:
         )
     if scope.hitl:
         return "only one question can be asked per model turn; ask the next one after this one is answered. Nothing was asked."
+    if scope.eliciting:
+        return "a tool of this model turn is asking the user a question; ask yours after it is answered. Nothing was asked."
     return ""
 
 

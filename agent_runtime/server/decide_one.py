@@ -47,7 +47,7 @@ from agent_runtime.approvals import ApprovalRecord, ApprovalService, Voted
 from agent_runtime.authority import Judgement, Vote
 from agent_runtime.edits import EditRefused
 from agent_runtime.metrics import Metrics
-from agent_runtime.server.executor import OUTCOME_LABEL, plan_edits
+from agent_runtime.server.batches import OUTCOME_LABEL, plan_edits
 from agent_runtime.server.resume import Resumer
 
 log = logging.getLogger(__name__)

@@ -14,22 +14,18 @@ Every request ends in exactly one of these task states, with the shapes of the w
   (:mod:`agent_runtime.server.resume`); one finished by another replica meanwhile is refused here and answered the
   same way.
 
-Decisions from inside the runtime (the timeout sweeper, and the REST and Kubernetes channels through
-:class:`~agent_runtime.server.decide_one.DecideOne`) arrive through the same
-path as an :class:`InternalDecision` in the server call context, which only in-process code can set; see
-:mod:`agent_runtime.server.resume`.
-
-A task's gated calls of one model turn form a batch that is resumed as a whole. An A2A decision always
-decides the whole batch; an internal one may decide part of it (kubectl decides one ToolApproval at a
-time): that part is recorded, the task stays input-required listing what is still pending, and the batch
-is resumed — with every resolution — by whichever decision leaves nothing pending.
+Decisions from inside the runtime (the timeout sweeper; REST, Kubernetes and the inbox through
+:class:`~agent_runtime.server.decide_one.DecideOne`) arrive through the same path as an :class:`InternalDecision` in
+the server call context, which only in-process code can set (:mod:`agent_runtime.server.resume`). A task's gated
+calls of one model turn form a batch resumed as a whole (:mod:`agent_runtime.server.batches`): an A2A decision
+decides all of it, an internal one may decide part, and whichever decision leaves nothing pending resumes it.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,16 +34,19 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Task, TaskState
-from a2a.utils.errors import TaskNotCancelableError, UnsupportedOperationError
+from a2a.utils.errors import UnsupportedOperationError
 
 from agent_runtime import edits, kagent_hitl, wire
 from agent_runtime.agent_config import AgentConfig
-from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Resolution, Voted
+from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Resolution
 from agent_runtime.approvals.grants import GrantTerms, terms_problem
-from agent_runtime.authority import Vote, who_may_decide
+from agent_runtime.authority import Vote
+from agent_runtime.elicitations import flow as elicitation_flow
 from agent_runtime.metrics import Metrics
 from agent_runtime.principals import Principal
 from agent_runtime.questions import flow as question_flow
+from agent_runtime.server import batches
+from agent_runtime.server.cancel import withdraw_approvals
 from agent_runtime.server.owners import TASK_OWNER, caller, owner_name
 from agent_runtime.server.turns import TurnOutcome, TurnRunner
 
@@ -60,7 +59,6 @@ TERMINAL_STATES = frozenset({
     TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED,
 })
 INTERRUPT_METADATA = {"interrupt_type": wire.INTERRUPT_TOOL_APPROVAL}
-OUTCOME_LABEL = {"approved": "approved", "denied": "denied", "expired": "timeout"}
 
 
 class DecidedElsewhere(Exception):
@@ -81,11 +79,13 @@ class GatehouseExecutor(AgentExecutor):
         self, config: AgentConfig, turns: TurnRunner, approvals: ApprovalService, metrics: Metrics, *, single_process: bool,
         approval_name: Callable[[str], str | None] | None = None, hitl: question_flow.HitlFlow | None = None,
         owner_of: Callable[[str], Awaitable[str | None]] | None = None,
+        elicit: elicitation_flow.ElicitationFlow | None = None,
     ) -> None:
         """``single_process``: no other replica can work on a task (sqlite), so a stalled resume is finished at once.
         ``approval_name``: the ToolApproval name of a request, where approvals are mirrored to Kubernetes."""
         self._single_process = single_process
         self._hitl = hitl  # hitl_request questions: routed by the task's pending kind (questions/flow.py)
+        self._elicit = elicit  # MCP tools' questions, likewise (elicitations/flow.py)
         self._config = config
         self._turns = turns
         self._approvals = approvals
@@ -101,6 +101,8 @@ class GatehouseExecutor(AgentExecutor):
         internal = context.call_context.state.get(INTERNAL_DECISION) if context.call_context else None
         if internal is None and context.call_context:
             internal = context.call_context.state.get(question_flow.INTERNAL_HITL)
+        if internal is None and context.call_context:
+            internal = context.call_context.state.get(elicitation_flow.INTERNAL_ELICITATION)
         # The run acts for the task's owner: a2a-sdk found the task under this principal (server/owners.py).
         owner = TASK_OWNER.set(owner_name(context.call_context))
         try:
@@ -151,27 +153,11 @@ class GatehouseExecutor(AgentExecutor):
         Each request's decision is the arbiter: one decided before the cancel is not withdrawn (its call runs, unless
         the task is canceled before the run starts: then nothing runs and the task says ``CANCELED``), one the cancel
         denied first answers a later decision with "Already decided: … denied by cancel"."""
-        records = await self._approvals.for_task(task.id)
-        for _ in range(len(records) + 1):  # each lost race leaves one request fewer pending
-            started = [r for r in _batch_after(records, []) if r.status == "approved" and r.exec_state != "none"]
-            if started:
-                calls = ", ".join(f"{r.id} ({r.tool})" for r in started)
-                explanation = (f"Not canceled: {calls} was approved and has started; the task ends with the model's reply "
-                               "to it.")
-                data = {"taskId": task.id, "contextId": task.context_id, "state": TaskState.Name(task.status.state),
-                        "explanation": explanation}
-                raise TaskNotCancelableError(message=f"Task {task.id} cannot be canceled: {explanation}", data=data)
-            pending = [r for r in records if r.status == "pending"]
-            if not pending:
-                break
-            try:
-                canceled = {r.id: Resolution("denied", "task canceled") for r in pending}
-                await self._approvals.decide(task.id, canceled, "cancel", known=pending, by=by)
-            except AlreadyDecided:  # another channel decided one meanwhile: look again
-                records = await self._approvals.for_task(task.id)
-                continue
-            self._metrics.pending.dec(len(pending))
-            break
+        if self._elicit is not None and await self._elicit.waiting(task.id):
+            # A tool's question is open: the call (approved or not) waits for the user, it is not running. It ends
+            # canceled and is never retried; nothing else of the task is pending (one kind of pause per turn).
+            return await self._elicit.cancel(task.id)
+        await withdraw_approvals(self._approvals, self._metrics, task, by)
         if self._hitl is not None:
             await self._hitl.cancel(task.id)
 
@@ -185,6 +171,15 @@ class GatehouseExecutor(AgentExecutor):
         asking = await self._hitl.open_in_context(context_id) if self._hitl is not None else []
         if asking and self._owner_of is not None and await self._owner_of(asking[0].task_id) != owner:
             asking = []  # another principal's conversation under the same context id: not this caller's business
+        asked = await self._elicit.open_in_context(context_id) if self._elicit is not None else []
+        if asked and self._owner_of is not None and await self._owner_of(asked[0].task_id) != owner:
+            asked = []
+        if asked and not waiting:
+            await updater.reject(_text(updater, (
+                f"Task {asked[0].task_id} of this context is waiting for an answer to {asked[0].tool}'s question "
+                f"{asked[0].id}; answer it (same task_id) before sending a new message."
+            )))
+            return
         if asking and not waiting:
             await updater.reject(_text(updater, (
                 f"Task {asking[0].task_id} of this context is waiting for an answer to question {asking[0].id} "
@@ -217,6 +212,10 @@ class GatehouseExecutor(AgentExecutor):
 
     async def _decision(self, task: Task, message: Message, updater: TaskUpdater, internal: Any, voter: Principal) -> None:
         records = await self._approvals.for_task(task.id)
+        if self._elicit is not None:
+            asked_at = [q.created_at for q in await self._hitl.questions(task.id)] if self._hitl is not None else []
+            if await self._elicit.routes(task.id, records, internal, asked_at):
+                return await self._elicit.decision(task, message, updater, internal, self._report)
         if self._hitl is not None and await self._hitl.routes(task.id, records, internal):
             return await self._hitl.decision(task, message, updater, internal, self._report)
         pending = [r for r in records if r.status == "pending"]
@@ -226,10 +225,10 @@ class GatehouseExecutor(AgentExecutor):
             if records and not pending:
                 await self._recover(task, records, updater)
             elif pending:
-                batch = _batch_after(records, [])
+                batch = batches.batch_after(records, [])
                 decided = [r for r in batch if r.status != "pending"]
                 still = [r for r in batch if r.status == "pending"]
-                text = _partly_decided(decided, still) if decided else _waiting_for(still)
+                text = batches.partly_decided(decided, still) if decided else batches.waiting_for(still)
                 await self._still_waiting(updater, still, text)
             return
         if isinstance(internal, InternalDecision):
@@ -243,10 +242,10 @@ class GatehouseExecutor(AgentExecutor):
             )
         except wire.DecisionError as exc:
             if self._stalled(records):  # decided by another channel, or a restart cut the resume short
-                return await self._recover(task, records, updater, note=_decided_elsewhere(records))
+                return await self._recover(task, records, updater, note=batches.decided_elsewhere(records))
             if not pending and records:
                 raise DecidedElsewhere from None  # a duplicate that lost the race (to another replica)
-            replayed = _already_decided_ids(message, records)
+            replayed = batches.already_decided_ids(message, records)
             error = str(AlreadyDecided(replayed)) if replayed else str(exc)
             return await self._still_waiting(updater, pending, error)
         votes = {
@@ -260,7 +259,7 @@ class GatehouseExecutor(AgentExecutor):
         if problem:
             return await self._still_waiting(updater, pending, str(wire.DecisionError(problem[0].upper() + problem[1:] + ".")))
         try:
-            plans = plan_edits(self._config, pending, {i: v.args for i, v in verdicts.items() if v.args is not None})
+            plans = batches.plan_edits(self._config, pending, {i: v.args for i, v in verdicts.items() if v.args is not None})
         except edits.EditRefused as exc:
             return await self._still_waiting(updater, pending, str(wire.DecisionError(str(exc))))
         try:
@@ -274,10 +273,10 @@ class GatehouseExecutor(AgentExecutor):
             raise DecidedElsewhere from None
         decided = [v.record for v in voted if v.decided]
         self._count(decided, "a2a")
-        batch = _batch_after(records, decided)
+        batch = batches.batch_after(records, decided)
         still = [r for r in batch if r.status == "pending"]
         if still:  # not final yet (more approvals needed, a refused vote) or partly decided elsewhere
-            return await self._still_waiting(updater, still, _votes_text(voted, still, set(plans)))
+            return await self._still_waiting(updater, still, batches.votes_text(voted, still, set(plans)))
         await self._resume(task, batch, updater)
 
     async def _internal_decision(
@@ -290,16 +289,16 @@ class GatehouseExecutor(AgentExecutor):
         except AlreadyDecided:
             return  # another channel decided first: the task is theirs, leave it exactly as it is
         self._count(decided, internal.source)
-        batch = _batch_after(records, decided)
+        batch = batches.batch_after(records, decided)
         still = [r for r in batch if r.status == "pending"]
         if still:  # an internal channel decided part of the batch: resume once none is pending
-            return await self._still_waiting(updater, still, _partly_decided(decided, still))
+            return await self._still_waiting(updater, still, batches.partly_decided(decided, still))
         await self._resume(task, batch, updater)
 
     def _count(self, decided: list[ApprovalRecord], source: str) -> None:
         self._metrics.pending.dec(len(decided))
         for r in decided:
-            self._metrics.decisions.labels(outcome=OUTCOME_LABEL[r.status], source=source).inc()
+            self._metrics.decisions.labels(outcome=batches.OUTCOME_LABEL[r.status], source=source).inc()
 
     async def _resume(self, task: Task, decided: list[ApprovalRecord], updater: TaskUpdater, note: str = "") -> None:
         if not self._single_process:
@@ -308,7 +307,7 @@ class GatehouseExecutor(AgentExecutor):
             outcome = await self._turns.resume_turn(task.id, task.context_id, decided)
         except Exception as exc:
             log.exception("agent run failed (task %s)", task.id)
-            metadata = {"decisions": _decisions_metadata(decided)}
+            metadata = {"decisions": batches.decisions_metadata(decided)}
             text = f"The agent failed after the decision: {type(exc).__name__}: {exc}"
             return await updater.failed(_text(updater, text, metadata))
         await self._report(updater, outcome, decided, note)
@@ -359,6 +358,8 @@ class GatehouseExecutor(AgentExecutor):
     ) -> None:
         if outcome.question is not None and self._hitl is not None:
             return await self._hitl.report_pause(updater, outcome.question)
+        if outcome.elicitation is not None and self._elicit is not None:
+            return await self._elicit.report_pause(updater, outcome.elicitation)
         if outcome.paused:
             requests = await self._action_requests(outcome.requests)
             interrupt = wire.ApprovalInterrupt(action_requests=requests)
@@ -374,8 +375,8 @@ class GatehouseExecutor(AgentExecutor):
         parts = [new_text_part(note), new_text_part(text)] if note else [new_text_part(text)]
         timed_out = [r for r in decided or [] if r.status == "expired" or r.source == "timeout"]
         if timed_out:
-            parts.append(new_text_part(_timeout_note(timed_out)))
-        metadata = {"decisions": _decisions_metadata(decided)} if decided else None
+            parts.append(new_text_part(batches.timeout_note(timed_out)))
+        metadata = {"decisions": batches.decisions_metadata(decided)} if decided else None
         message = updater.new_agent_message(parts, metadata=metadata)
         status_metadata = {"interrupt_type": None} if decided else None
         if outcome.errors and not outcome.text:
@@ -384,117 +385,8 @@ class GatehouseExecutor(AgentExecutor):
             await updater.update_status(TaskState.TASK_STATE_COMPLETED, message=message, metadata=status_metadata)
 
 
-def plan_edits(
-    config: AgentConfig, pending: list[ApprovalRecord], proposed: dict[str, dict[str, Any]],
-) -> dict[str, edits.EditPlan]:
-    """Check each proposed edit against the policy (:func:`agent_runtime.edits.plan`); raises
-    :class:`~agent_runtime.edits.EditRefused` naming the request. An edit equal to the current arguments is no edit."""
-    by_id = {r.id: r for r in pending}
-    plans = {}
-    for request_id, new_args in proposed.items():
-        r = by_id[request_id]
-        try:
-            found = edits.plan(config, server=r.server, tool=r.tool, requested_args=r.requested_args, current_args=r.args,
-                               current_approvers=r.approvers, new_args=new_args)
-        except edits.EditRefused as exc:
-            raise edits.EditRefused(f"{request_id} ({r.tool}): {exc}") from None
-        if found is not None:
-            plans[request_id] = found
-    return plans
-
-
 def _text(updater: TaskUpdater, text: str, metadata: dict[str, Any] | None = None) -> Message:
     return updater.new_agent_message([new_text_part(text)], metadata=metadata)
-
-
-def _batch_after(records: list[ApprovalRecord], decided: list[ApprovalRecord]) -> list[ApprovalRecord]:
-    """The task's latest batch of requests (one model turn's gated calls), with ``decided`` applied.
-
-    A batch is resumed as a whole (ADK needs an answer for every paused call); an internal channel such as
-    kubectl decides one request at a time, so the batch may be partly decided for a while.
-    """
-    if not records:
-        return list(decided)
-    latest = max(r.created_at for r in records)
-    fresh = {r.id: r for r in decided}
-    batch = [fresh.get(r.id, r) for r in records if r.created_at == latest]
-    batch += [r for r in decided if r.id not in {b.id for b in batch}]
-    return sorted(batch, key=lambda r: r.position)
-
-
-def _partly_decided(decided: list[ApprovalRecord], still: list[ApprovalRecord]) -> str:
-    done = "; ".join(f"{r.id} ({r.tool}) {OUTCOME_LABEL[r.status]} via {r.source}" for r in decided)
-    return f"Recorded: {done}. {_waiting_for(still)}"
-
-
-def _waiting_for(still: list[ApprovalRecord]) -> str:
-    waiting = ", ".join(f"{r.id} ({r.tool})" for r in still)
-    return f"Still waiting for a decision on {waiting}; the task resumes once every request is decided."
-
-
-def _votes_text(voted: list[Voted], still: list[ApprovalRecord], edited: Collection[str] = ()) -> str:
-    """What a voter is told when their votes did not finish the pause (``edited``: the requests this message edited)."""
-    lines = []
-    for v in voted:
-        r, j = v.record, v.judgement
-        if r.id in edited and r.original_args is not None and r.edited_by == j.vote.principal:
-            changed = ", ".join(edits.changed_fields(r.original_args, r.args))
-            lines.append(f"Edited {r.id} ({r.tool}): {changed}; votes cast before the edit no longer count.")
-        if not j.counted:
-            lines.append(f"Not counted: {r.id} ({r.tool}): {j.refused}.")
-        elif v.decided:
-            lines.append(f"{r.id} ({r.tool}) {OUTCOME_LABEL[r.status]}.")
-        else:
-            lines.append(f"Recorded {j.vote.principal}'s approval of {r.id} ({r.tool}): {j.tally.progress()}; "
-                         f"who may decide: {who_may_decide(r.approvers, r.requested_by)}.")
-    waiting = ", ".join(f"{r.id} ({r.tool})" for r in still)
-    lines.append(f"Still waiting for a decision on {waiting}; the task resumes once every request is decided.")
-    return " ".join(lines)
-
-
-def _already_decided_ids(message: Message, records: list[ApprovalRecord]) -> list[ApprovalRecord]:
-    """Requests of this task that the message names but that are no longer pending (a replay)."""
-    named: set[str] = set()
-    for data in get_data_parts(message.parts):
-        decisions = data.get("decisions") if isinstance(data, dict) else None
-        if isinstance(decisions, dict):
-            named.update(decisions)
-        elif isinstance(decisions, list):
-            named.update(d["id"] for d in decisions if isinstance(d, dict) and isinstance(d.get("id"), str))
-    return [r for r in records if r.id in named and r.status != "pending"]
-
-
-def with_decided_siblings(records: list[ApprovalRecord], decided: list[ApprovalRecord]) -> list[ApprovalRecord]:
-    """``decided`` plus the requests of the same pause decided earlier one by one (REST, kubectl): the resumed
-    turn must answer every call of that pause, in the order the model made them."""
-    ids = {r.id for r in decided}
-    pauses = {r.created_at for r in decided}
-    earlier = [r for r in records if r.id not in ids and r.status != "pending" and r.created_at in pauses]
-    return sorted([*earlier, *decided], key=lambda r: (r.created_at, r.position))
-
-
-def _decided_elsewhere(records: list[ApprovalRecord]) -> str:
-    last = max(r.created_at for r in records)
-    details = "; ".join(r.describe_decision() for r in records if r.created_at == last)
-    return f"Already decided: {details}. This message decided nothing."
-
-
-def _decisions_metadata(decided: list[ApprovalRecord] | None) -> dict[str, Any]:
-    return {
-        r.id: {"tool": r.tool, "outcome": OUTCOME_LABEL[r.status], "source": r.source, "reason": r.reason, "scope": r.scope}
-        for r in decided or []
-    }
-
-
-def _timeout_note(records: list[ApprovalRecord]) -> str:
-    lines = []
-    for r in records:
-        seconds = f"{r.expires_at - r.created_at:g}"
-        if r.status == "approved":
-            lines.append(f"{r.id} ({r.tool}): timeout, no decision within {seconds}s; onTimeout approve, the call ran.")
-        else:
-            lines.append(f"{r.id} ({r.tool}): timeout, no decision within {seconds}s; the call was not run.")
-    return "\n".join(lines)
 
 
 __all__ = [
@@ -503,5 +395,4 @@ __all__ = [
     "DecidedElsewhere",
     "GatehouseExecutor",
     "InternalDecision",
-    "with_decided_siblings",
 ]

@@ -101,6 +101,8 @@ class Gate:
             return None
         if scope.hitl:  # one kind of pause per model turn: a question (hitl_request) is already waiting
             return {"error": "not run: this model turn asks the human a question (hitl_request); call again after the answer"}
+        if scope.eliciting:  # likewise a tool's question (MCP elicitation)
+            return {"error": "not run: another tool of this model turn asks the user a question; call again after the answer"}
         request_id = f"apr-{uuid.uuid4().hex[:16]}"
         tool_context.request_confirmation(hint=decision.hint, payload={"request_id": request_id})
         tool_context.actions.skip_summarization = True
@@ -130,11 +132,18 @@ class Gate:
     async def after_tool(
         self, tool: BaseTool, args: dict[str, Any], tool_context: ToolContext, tool_response: Any
     ) -> dict[str, Any] | None:
-        """An approved call this run claimed has returned: record it done (a later refusal then says it ran)."""
+        """An approved call this run claimed has returned: record it done (a later refusal then says it ran) — unless
+        it returned asking the user a question (MCP elicitation): its claim then holds until the retry with the answer
+        returns (agent_runtime/elicitations/flow.py), and an approver's edit is told with that final result."""
         scope = CURRENT_RUN.get()
         call_id = tool_context.function_call_id or ""
         if scope is not None and call_id in scope.claimed:
             scope.claimed.discard(call_id)
+            asked = next((e for e in scope.eliciting if e.call_id == call_id), None)
+            if asked is not None:
+                edit = scope.edited.pop(call_id, "")
+                asked.note = " ".join(n for n in (edit, asked.note) if n)
+                return None
             await self._approvals.finish_execution(call_id, outcome_of(tool_response))
             note = scope.edited.pop(call_id, None)
             if note is not None:  # the model must know its call ran with other arguments than it asked for

@@ -41,12 +41,14 @@ from google.protobuf.json_format import MessageToDict
 
 from agent_runtime import kagent_hitl
 from agent_runtime.approvals import AlreadyDecided, ApprovalService, Resolution
+from agent_runtime.elicitations import flow as elicitation_flow
+from agent_runtime.elicitations.store import ElicitationStore
 from agent_runtime.questions import flow as question_flow
 from agent_runtime.questions.store import HitlStore
+from agent_runtime.server.batches import OUTCOME_LABEL
 from agent_runtime.server.executor import (
     DECIDED_ELSEWHERE,
     INTERNAL_DECISION,
-    OUTCOME_LABEL,
     TERMINAL_STATES,
     GatehouseExecutor,
     InternalDecision,
@@ -57,10 +59,14 @@ from agent_runtime.server.owners import acting_for, owner_name
 class GatehouseRequestHandler(DefaultRequestHandler):
     """a2a-sdk's default handler, with one message (or cancel) at a time per task and exact answers for finished tasks."""
 
-    def __init__(self, *args: Any, approvals: ApprovalService, hitl: HitlStore | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, approvals: ApprovalService, hitl: HitlStore | None = None,
+        elicitations: ElicitationStore | None = None, **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._approvals = approvals
         self._hitl = hitl
+        self._elicitations = elicitations
         self._task_locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
     @contextlib.asynccontextmanager
@@ -160,7 +166,8 @@ class GatehouseRequestHandler(DefaultRequestHandler):
 
     async def _refuse_finished(self, task: Task, context: ServerCallContext) -> Message:
         data = await self._finished_data(task)
-        if context.state.get(INTERNAL_DECISION) is None and context.state.get(question_flow.INTERNAL_HITL) is None:
+        internal = (INTERNAL_DECISION, question_flow.INTERNAL_HITL, elicitation_flow.INTERNAL_ELICITATION)
+        if all(context.state.get(key) is None for key in internal):
             raise UnsupportedOperationError(message=_finished_message(task), data=data)
         return Message(  # the runtime's own decision came too late: nothing to run, nothing to raise
             role=Role.ROLE_AGENT, message_id=str(uuid.uuid4()), task_id=task.id, context_id=task.context_id,
@@ -171,7 +178,11 @@ class GatehouseRequestHandler(DefaultRequestHandler):
         """The data of the error for a finished task (google.rpc.ErrorInfo metadata: strings only)."""
         records = await self._approvals.for_task(task.id)
         questions = await self._hitl.for_task(task.id) if self._hitl is not None else []
-        if questions and (not records or questions[-1].created_at > records[-1].created_at):
+        asked = await self._elicitations.for_task(task.id) if self._elicitations is not None else []
+        latest_other = max([*(r.created_at for r in records), *(q.created_at for q in questions)], default=float("-inf"))
+        if asked and asked[-1].created_at > latest_other:
+            explanation = elicitation_flow.finished_text(asked)
+        elif questions and (not records or questions[-1].created_at > records[-1].created_at):
             explanation = question_flow.finished_text(questions)
         elif records:
             explanation = str(AlreadyDecided([r for r in records if r.status != "pending"]))

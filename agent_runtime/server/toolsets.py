@@ -4,23 +4,112 @@ Each toolset connects over streamable HTTP or SSE, offers only the server's ``to
 headers whose values come from the environment variables the config names (read when the toolset is
 built, at start-up), and caches ``tools/list`` so no request re-lists tools. While that list is cached,
 every model call gets the same tool objects with their declarations built once (:class:`CachingMcpToolset`).
+
+MCP elicitation, in the 2026-07-28 multi-round-trip form only: ADK's modern handshake is turned on (it falls back to
+the legacy one for older servers), the elicitation capability is declared with a callback that refuses every
+in-session request (so no MCP request is ever held open through a human wait), and a tool call that comes back
+``input_required`` with questions pauses like a gated call (:meth:`DeclaredOnceMcpTool._run_async_impl`; the round
+is stored by :mod:`agent_runtime.elicitations`); the answer is sent by :meth:`CachingMcpToolset.continue_call`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import uuid
+import warnings
 from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
+import mcp_types
 from google.adk.agents.readonly_context import ReadonlyContext
+from google.adk.auth.auth_credential import AuthCredential
+from google.adk.features import FeatureName, override_feature_enabled
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.mcp_tool import McpTool, McpToolset
 from google.adk.tools.mcp_tool.mcp_session_manager import SseConnectionParams, StreamableHTTPConnectionParams
+from google.adk.tools.mcp_tool.mcp_tool import _dump_mcp_model
+from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from agent_runtime.agent_config import McpServerConfig
+from agent_runtime.elicitations import wire as eliciting
+from agent_runtime.run_scope import CURRENT_RUN, PendingElicitation, RunScope
 
 TOOL_LIST_CACHE_SECONDS = 3600.0
+STATE_ROUNDS = 10  # an input_required with only requestState is retried at once, this often at most (as the SDK does)
+PLACEHOLDER = {"error": "waiting for the user's answer to the tool's question"}
+
+
+@dataclass
+class _Round:
+    """What one ADK call of an MCP tool sends beyond the arguments, and the typed result it got."""
+
+    responses: dict[str, Any] | None = None
+    state: str | None = None
+    raw: Any = None
+
+
+_ROUND: ContextVar[_Round | None] = ContextVar("gatehouse_mcp_round", default=None)
+
+
+class _InputRequiredSession:
+    """The pooled MCP session as ADK's ``McpTool`` uses it, except that ``call_tool`` accepts an ``input_required``
+    result (ADK passes no ``allow_input_required``: the SDK would raise and the questions would be lost) and keeps the
+    typed result for the tool; everything else is the session's own."""
+
+    def __init__(self, inner: Any, round_: _Round) -> None:
+        self._inner = inner
+        self._round = round_
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def call_tool(self, name: str, arguments: Any = None, read_timeout_seconds: Any = None,
+                        progress_callback: Any = None, **kwargs: Any) -> Any:
+        kwargs.update(input_responses=_input_responses(self._round.responses), request_state=self._round.state,
+                      allow_input_required=True)
+        result = await self._inner.call_tool(name, arguments, read_timeout_seconds, progress_callback, **kwargs)
+        self._round.raw = result
+        return result
+
+
+def _input_responses(responses: dict[str, Any] | None) -> dict[str, Any] | None:
+    return {k: mcp_types.ElicitResult.model_validate(v) for k, v in responses.items()} if responses else None
+
+
+def _step(raw: mcp_types.InputRequiredResult) -> eliciting.ToolRound:
+    """An ``input_required`` result: questions for the human, a problem (the result), or "call again now" (neither)."""
+    requests = {k: v.model_dump(mode="json", by_alias=True, exclude_none=True) for k, v in (raw.input_requests or {}).items()}
+    plan = eliciting.plan_round(requests)
+    if plan.problem:
+        return eliciting.ToolRound(result=eliciting.failed_result(plan.problem))
+    return eliciting.ToolRound(questions=plan.form or None, preset=plan.preset, request_state=raw.request_state,
+                               note=plan.note)
+
+
+def _as_result(raw: Any) -> dict[str, Any]:
+    result = _dump_mcp_model(raw)  # the very dict ADK makes of a tool result, so the model reads both alike
+    result.pop("resultType", None)
+    return result
+
+
+def _conflict(scope: RunScope | None, tool: str) -> str:
+    if scope is None:
+        return "this run has no channel to a human, so the tool's question cannot be asked"
+    if scope.pending or scope.hitl or scope.eliciting:
+        return (f"another call of this model turn waits for the human; call {tool} again after it is answered "
+                "(the tool asked the user a question, which was not asked)")
+    return ""
+
+
+async def refuse_in_session(context: Any, params: Any) -> mcp_types.ErrorData:
+    """The elicitation callback: declares the capability, and answers every in-session request (a 2025-11-25 server
+    asking mid-call) with an error at once, so nothing waits on a human inside an MCP request."""
+    return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=(
+        "elicitation is supported only as a 2026-07-28 input_required result (multi round-trip), not in-session"))
 
 
 class MissingHeaderSecret(RuntimeError):
@@ -60,6 +149,82 @@ class DeclaredOnceMcpTool(McpTool):
             declaration = self.__dict__[slot] = build()
         return declaration
 
+    @property
+    def server_name(self) -> str | None:
+        return self.__dict__.get("_gatehouse_server")
+
+    async def _create_session(self, *, headers: dict[str, str] | None) -> Any:
+        session = await super()._create_session(headers=headers)
+        current = _ROUND.get()
+        return _InputRequiredSession(session, current) if current is not None else session
+
+    async def _run_async_impl(self, *, args: Any, tool_context: ToolContext, credential: AuthCredential) -> Any:
+        """ADK's call, taking an ``input_required`` result: questions pause the run (:meth:`_pause`)."""
+        current = _Round()
+        token = _ROUND.set(current)
+        note = ""
+        try:
+            for attempt in range(STATE_ROUNDS):
+                result = await super()._run_async_impl(args=args, tool_context=tool_context, credential=credential)
+                if not isinstance(current.raw, mcp_types.InputRequiredResult):
+                    return eliciting.with_note(result, note) if isinstance(result, dict) else result
+                step = _step(current.raw)
+                note = " ".join(n for n in (note, step.note) if n)
+                if step.result is not None:
+                    return step.result
+                if step.questions:
+                    return self._pause(args, tool_context, step, note)
+                current.responses, current.state, current.raw = step.preset or None, step.request_state, None
+                await asyncio.sleep(min(0.05 * (attempt + 1), 0.25))
+            return eliciting.failed_result(f"{self.name} kept asking to be called again")
+        finally:
+            _ROUND.reset(token)
+
+    def _pause(self, args: dict[str, Any], tool_context: ToolContext, step: eliciting.ToolRound, note: str) -> Any:
+        scope = CURRENT_RUN.get()
+        problem = _conflict(scope, self.name)
+        if problem:
+            return eliciting.failed_result(problem)
+        assert scope is not None and step.questions
+        request_id = f"eli-{uuid.uuid4().hex[:16]}"
+        hint = next(iter(step.questions.values())).message
+        # The same pause as a gated call's (server/gate.py): ADK ends the run, the model never sees the placeholder.
+        tool_context.request_confirmation(hint=hint, payload={"kind": "elicitation", "request_id": request_id})
+        tool_context.actions.skip_summarization = True
+        questions = {k: v.model_dump(mode="json") for k, v in step.questions.items()}
+        scope.eliciting.append(PendingElicitation(request_id, tool_context.function_call_id or "", self.name,
+                                                  self.server_name, dict(args), questions, step.preset,
+                                                  step.request_state, note))
+        return dict(PLACEHOLDER)
+
+    async def continue_call(
+        self, args: dict[str, Any], responses: dict[str, Any], state: str | None
+    ) -> eliciting.ToolRound:
+        """Retry the call with the answers and the server's state (once; the caller claimed it), outside ADK."""
+        note = ""
+        for attempt in range(STATE_ROUNDS):
+            manager = self._mcp_session_manager
+            try:
+                session = await self._create_session(headers=None)  # the toolset's headers are in its connection
+                manager._begin_session_use(None)
+                try:
+                    raw = await session.call_tool(self._mcp_tool.name, arguments=args, allow_input_required=True,
+                                                  input_responses=_input_responses(responses), request_state=state)
+                finally:
+                    manager._end_session_use(None)
+            except Exception as exc:  # as ADK reports a failed MCP call to the model
+                return eliciting.ToolRound(result={"error": f"MCP tool execution failed: {exc}"}, note=note)
+            if not isinstance(raw, mcp_types.InputRequiredResult):
+                return eliciting.ToolRound(result=_as_result(raw), note=note)
+            step = _step(raw)
+            note = " ".join(n for n in (note, step.note) if n)
+            if step.result is not None or step.questions:
+                return eliciting.ToolRound(result=step.result, questions=step.questions, preset=step.preset,
+                                           request_state=step.request_state, note=note)
+            responses, state = step.preset, step.request_state
+            await asyncio.sleep(min(0.05 * (attempt + 1), 0.25))
+        return eliciting.ToolRound(result=eliciting.failed_result(f"{self.name} kept asking to be called again"))
+
 
 class CachingMcpToolset(McpToolset):
     """``McpToolset`` that hands out the same tool objects for as long as its cached ``tools/list`` is current.
@@ -69,9 +234,19 @@ class CachingMcpToolset(McpToolset):
     state but the memo) and returned again while the listing it came from is the cached one.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, server_name: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._kept: dict[str, tuple[object, McpTool]] = {}  # tool name → (the listing entry it came from, tool)
+        self.server_name = server_name
+
+    async def continue_call(
+        self, tool: str, args: dict[str, Any], responses: dict[str, Any], state: str | None
+    ) -> eliciting.ToolRound:
+        """Retry ``tool``'s call with the user's answers (:meth:`DeclaredOnceMcpTool.continue_call`)."""
+        found = next((t for t in await self.get_tools() if t.name == tool), None)
+        if not isinstance(found, DeclaredOnceMcpTool):
+            return eliciting.ToolRound(result=eliciting.failed_result(f"the tool {tool} is no longer offered"))
+        return await found.continue_call(args, responses, state)
 
     async def get_tools(self, readonly_context: ReadonlyContext | None = None) -> list[BaseTool]:
         return [self._keep(tool) for tool in await super().get_tools(readonly_context)]
@@ -84,11 +259,16 @@ class CachingMcpToolset(McpToolset):
         if kept is not None and kept[0] is listed:
             return kept[1]
         tool.__class__ = DeclaredOnceMcpTool
+        tool.__dict__["_gatehouse_server"] = self.server_name
         self._kept[tool.name] = (listed, tool)
         return tool
 
 
-def build_toolset(server: McpServerConfig, env: Mapping[str, str] | None = None) -> McpToolset:
+def build_toolset(server: McpServerConfig, env: Mapping[str, str] | None = None) -> CachingMcpToolset:
+    # The 2026-07-28 handshake (server/discover, falling back to initialize): input_required results need it.
+    override_feature_enabled(FeatureName._MCP_MODERN_PROTOCOL, True)
+    # Chosen on purpose (an older server still gets the legacy handshake): ADK's "experimental" notice says nothing new.
+    warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\] feature MCP_MODERN_PROTOCOL", category=UserWarning)
     headers = _headers(server, os.environ if env is None else env) or None
     params: StreamableHTTPConnectionParams | SseConnectionParams
     if server.protocol == "SSE":
@@ -99,6 +279,8 @@ def build_toolset(server: McpServerConfig, env: Mapping[str, str] | None = None)
         connection_params=params,
         tool_filter=list(server.tool_names),
         tool_list_cache_ttl_seconds=TOOL_LIST_CACHE_SECONDS,
+        elicitation_callback=refuse_in_session,
+        server_name=server.name,
     )
 
 
@@ -125,5 +307,5 @@ async def list_tool_servers(toolsets: Mapping[str, McpToolset]) -> dict[str, str
 
 __all__ = [
     "CachingMcpToolset", "DeclaredOnceMcpTool", "MissingHeaderSecret", "ToolServerUnreachable", "build_toolset",
-    "list_tool_servers",
+    "list_tool_servers", "refuse_in_session",
 ]

@@ -19,6 +19,7 @@ from google.adk.telemetry.context import ContentCapturingMode, TelemetryConfig
 from google.genai import types
 
 from agent_runtime.approvals import ApprovalRecord, ApprovalService, args_hash
+from agent_runtime.elicitations.store import ElicitationRecord
 from agent_runtime.metrics import Metrics
 from agent_runtime.principals import ANONYMOUS
 from agent_runtime.questions.store import HitlRecord
@@ -42,10 +43,11 @@ class TurnOutcome:
     requests: list[ApprovalRecord] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     question: HitlRecord | None = None  # a hitl_request pause (never together with approval requests)
+    elicitation: ElicitationRecord | None = None  # an MCP tool's question (never together with the other two)
 
     @property
     def paused(self) -> bool:
-        return bool(self.requests) or self.question is not None
+        return bool(self.requests) or self.question is not None or self.elicitation is not None
 
 
 class TurnRunner:
@@ -58,6 +60,7 @@ class TurnRunner:
         timeout_seconds: float,
         clock: Callable[[], float] = time.time,
         questions: Callable[[RunScope, dict[str, str]], Awaitable[HitlRecord | None]] | None = None,
+        elicitations: Callable[[RunScope], Awaitable[ElicitationRecord | None]] | None = None,
     ) -> None:
         self._runner = runner
         self._sessions = sessions
@@ -66,6 +69,7 @@ class TurnRunner:
         self._timeout = timeout_seconds
         self._clock = clock
         self._questions = questions  # records a hitl_request pause (questions/tool.py QuestionRecorder.record)
+        self._elicitations = elicitations  # records a tool's question (elicitations/flow.py ElicitationRecorder.record)
 
     async def new_turn(self, task_id: str, context_id: str, text: str) -> TurnOutcome:
         content = types.Content(role="user", parts=[types.Part(text=text)])
@@ -91,6 +95,12 @@ class TurnRunner:
         """Resume a hitl_request pause with the runtime's recorded result (see questions/flow.py)."""
         response = {"confirmed": True, "payload": {"hitl_result": result}}
         part = types.Part(function_response=types.FunctionResponse(name=CONFIRMATION_CALL, id=confirmation_id, response=response))
+        return await self._run(task_id, context_id, types.Content(role="user", parts=[part]))
+
+    async def resume_call(self, task_id: str, context_id: str, call_id: str, tool: str, response: dict[str, Any]) -> TurnOutcome:
+        """Resume a call that paused on its tool's question with the call's final result (elicitations/flow.py): the
+        function response of the model's own call, built by the runtime from the tool's recorded result."""
+        part = types.Part(function_response=types.FunctionResponse(name=tool, id=call_id, response=response))
         return await self._run(task_id, context_id, types.Content(role="user", parts=[part]))
 
     async def _run(self, task_id: str, context_id: str, content: types.Content) -> TurnOutcome:
@@ -122,7 +132,9 @@ class TurnRunner:
             await self._approvals.add_pending(records, {call.request_id: call.rule for call in scope.pending})
             self._metrics.pending.inc(len(records))
         question = await self._questions(scope, confirmation_ids) if self._questions is not None else None
-        return TurnOutcome(text="\n".join(texts).strip(), requests=records, errors=errors, question=question)
+        asked = await self._elicitations(scope) if self._elicitations is not None else None
+        return TurnOutcome(text="\n".join(texts).strip(), requests=records, errors=errors, question=question,
+                           elicitation=asked)
 
     def _records(self, scope: RunScope, confirmation_ids: dict[str, str]) -> list[ApprovalRecord]:
         now = self._clock()

@@ -40,13 +40,8 @@ from agent_runtime.approvals import ApprovalRecord, ApprovalService, Resolution,
 from agent_runtime.database import Database, default_database_url
 from agent_runtime.metrics import Metrics
 from agent_runtime.models.scripted import ScriptedLlm
-from agent_runtime.server.executor import (
-    INTERNAL_DECISION,
-    GatehouseExecutor,
-    InternalDecision,
-    _already_decided_ids,
-    _batch_after,
-)
+from agent_runtime.server.batches import already_decided_ids, batch_after
+from agent_runtime.server.executor import INTERNAL_DECISION, GatehouseExecutor, InternalDecision
 from agent_runtime.server.gate import Gate
 from agent_runtime.server.sessions import DurableSessionService
 from agent_runtime.server.turns import TurnRunner
@@ -342,17 +337,17 @@ def test_a_replay_is_recognised_by_the_decided_ids_it_names() -> None:
     records = [replace(_record("apr-old", 100.0), status="approved", source="a2a"), _record("apr-new", 200.0)]
     named_dict = _message({"decision_type": "batch", "decisions": {"apr-old": "approve", "apr-new": "approve", "apr-x": "deny"}})
     named_list = _message({"decision_type": "batch", "decisions": [{"id": "apr-old", "decision": "approve"}, {"id": 3}]})
-    assert [r.id for r in _already_decided_ids(named_dict, records)] == ["apr-old"]  # pending and unknown ids are not replays
-    assert [r.id for r in _already_decided_ids(named_list, records)] == ["apr-old"]
-    assert _already_decided_ids(_message(wire.approve_all()), records) == []  # approve-all names no id
-    assert _already_decided_ids(_message(["apr-old"]), records) == []
-    assert _already_decided_ids(Message(role=Role.ROLE_USER, message_id="m", parts=[new_text_part("apr-old")]), records) == []
+    assert [r.id for r in already_decided_ids(named_dict, records)] == ["apr-old"]  # pending and unknown ids are not replays
+    assert [r.id for r in already_decided_ids(named_list, records)] == ["apr-old"]
+    assert already_decided_ids(_message(wire.approve_all()), records) == []  # approve-all names no id
+    assert already_decided_ids(_message(["apr-old"]), records) == []
+    assert already_decided_ids(Message(role=Role.ROLE_USER, message_id="m", parts=[new_text_part("apr-old")]), records) == []
 
 
 def test_the_batch_resumed_is_the_latest_pause_with_the_decisions_applied() -> None:
     earlier = _record("apr-0", 100.0)
     b, a = _record("apr-b", 200.0, position=1), _record("apr-a", 200.0, position=0)
     decided_b = replace(b, status="denied", reason="no")
-    batch = _batch_after([earlier, b, a], [decided_b])
+    batch = batch_after([earlier, b, a], [decided_b])
     assert [(r.id, r.status) for r in batch] == [("apr-a", "pending"), ("apr-b", "denied")]  # call order, earlier pause left out
-    assert _batch_after([], [decided_b]) == [decided_b]
+    assert batch_after([], [decided_b]) == [decided_b]

@@ -1,0 +1,236 @@
+"""The durable ``gatehouse_elicitations`` table: one row per round of an MCP tool's question, and the only code that
+changes it.
+
+A round lives in its own table, apart from ``gatehouse_approvals`` and ``gatehouse_hitl``, so no approval or question
+path can touch it. It holds what the retry needs — the call's exact arguments and the tool server's opaque
+``request_state`` — so a restart between the pause and the answer loses nothing. ``request_state`` never leaves
+this table: not in a pause, a log or the task history. Its life:
+
+    pending ──answer──► answered ──claim──► retrying ──tool returned──► done  (result_json: what the model gets)
+                                                     └─asked again────► done, and round n+1 pending (one transaction)
+    pending ──expires_at passed (sweeper) | task canceled──► done            (no retry)
+
+Every change is a compare-and-swap on ``status`` and ``version``, committed before anything follows from it: two
+answers racing cannot both win, and the claim (answered → retrying) is committed before the tool is called, so an
+answered call is retried at most once — a restart after the claim finds ``retrying`` and tells the model the call was
+continued once and never reported back, never retries it again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, Text, bindparam, select, update
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+from agent_runtime.approvals.records import iso_utc
+from agent_runtime.database import Database
+from agent_runtime.elicitations.wire import ElicitationPrompt, FormRequest
+from agent_runtime.fresh_ids import FreshIds
+
+Status = Literal["pending", "answered", "retrying", "done"]
+
+metadata = MetaData()
+
+elicitations = Table(
+    "gatehouse_elicitations",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("task_id", String(128), nullable=False, index=True),
+    Column("context_id", String(128), nullable=False, index=True),
+    Column("call_id", String(128), nullable=False, index=True),
+    Column("tool", String(128), nullable=False),
+    Column("server", String(128)),
+    Column("args_json", Text, nullable=False),
+    Column("round", Integer, nullable=False, default=1),
+    Column("requests_json", Text, nullable=False),
+    Column("preset_json", Text, nullable=False, default="{}"),
+    Column("request_state", Text),
+    Column("status", String(16), nullable=False, index=True),
+    Column("responses_json", Text),
+    Column("result_json", Text),
+    Column("outcome", String(32), nullable=False, default=""),
+    Column("source", String(64), nullable=False, default=""),
+    Column("note", Text, nullable=False, default=""),
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False, index=True),
+    Column("updated_at", Float, nullable=False),
+    Column("version", Integer, nullable=False, default=0),
+)
+
+
+@dataclass(frozen=True)
+class ElicitationRecord:
+    id: str
+    task_id: str
+    context_id: str
+    call_id: str
+    tool: str
+    server: str | None
+    args: dict[str, Any]
+    requests: dict[str, FormRequest]
+    request_state: str | None
+    created_at: float
+    expires_at: float
+    round: int = 1
+    preset: dict[str, Any] | None = None
+    status: Status = "pending"
+    responses: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    outcome: str = ""  # accept | decline | cancel | timeout | canceled | error | asked again
+    source: str = ""  # user | timeout | cancel | runtime
+    note: str = ""
+    updated_at: float = 0.0
+    version: int = 0
+
+    @property
+    def open(self) -> bool:
+        return self.status != "done"
+
+    def prompt(self) -> ElicitationPrompt:
+        return ElicitationPrompt(id=self.id, call_id=self.call_id, tool=self.tool, server=self.server, requests=self.requests,
+                                 round=self.round, expires_at=iso_utc(self.expires_at))
+
+    def describe(self) -> str:
+        if self.status == "pending":
+            return f"{self.id} ({self.tool}) is still waiting for an answer"
+        if self.status != "done":
+            return f"{self.id} ({self.tool}) was answered ({self.outcome or 'accept'}) and is being continued"
+        when = f" at {iso_utc(self.updated_at)}" if self.updated_at else ""
+        return f"{self.id} ({self.tool}) ended {self.outcome or 'done'} by {self.source or 'unknown'}{when}"
+
+
+class AlreadyAnswered(Exception):
+    """A change to a round that is no longer where the caller saw it. ``str(exc)`` is for the client."""
+
+    def __init__(self, records: Sequence[ElicitationRecord]) -> None:
+        self.records = list(records)
+        details = "; ".join(r.describe() for r in records) or "no tool question is open on this task"
+        super().__init__(f"Already answered: {details}. Nothing changed.")
+
+
+_FOR_TASK = (select(elicitations).where(elicitations.c.task_id == bindparam("task_id"))
+             .order_by(elicitations.c.created_at, elicitations.c.round))
+_OPEN_IN_CONTEXT = select(elicitations).where(elicitations.c.context_id == bindparam("context_id"),
+                                              elicitations.c.status != "done")
+_EXPIRED = (select(elicitations).where(elicitations.c.status == "pending", elicitations.c.expires_at <= bindparam("now"))
+            .order_by(elicitations.c.expires_at).limit(bindparam("limit")))
+
+
+def _row_to_record(row: Any) -> ElicitationRecord:
+    m = row._mapping
+    requests = {k: FormRequest.model_validate(v) for k, v in json.loads(m["requests_json"]).items()}
+    return ElicitationRecord(
+        id=m["id"], task_id=m["task_id"], context_id=m["context_id"], call_id=m["call_id"], tool=m["tool"],
+        server=m["server"], args=json.loads(m["args_json"]), requests=requests, request_state=m["request_state"],
+        created_at=m["created_at"], expires_at=m["expires_at"], round=m["round"], preset=json.loads(m["preset_json"]),
+        status=m["status"], responses=json.loads(m["responses_json"]) if m["responses_json"] else None,
+        result=json.loads(m["result_json"]) if m["result_json"] else None, outcome=m["outcome"], source=m["source"],
+        note=m["note"], updated_at=m["updated_at"], version=m["version"],
+    )
+
+
+def _record_to_row(r: ElicitationRecord) -> dict[str, Any]:
+    return {
+        "id": r.id, "task_id": r.task_id, "context_id": r.context_id, "call_id": r.call_id, "tool": r.tool,
+        "server": r.server, "args_json": json.dumps(r.args, sort_keys=True),
+        "requests_json": json.dumps({k: v.model_dump(mode="json") for k, v in r.requests.items()}),
+        "preset_json": json.dumps(r.preset or {}), "request_state": r.request_state, "round": r.round, "status": r.status,
+        "responses_json": json.dumps(r.responses) if r.responses is not None else None,
+        "result_json": json.dumps(r.result) if r.result is not None else None, "outcome": r.outcome, "source": r.source,
+        "note": r.note, "created_at": r.created_at, "expires_at": r.expires_at, "updated_at": r.updated_at or r.created_at,
+        "version": r.version,
+    }
+
+
+class ElicitationStore:
+    def __init__(self, db: Database, clock: Callable[[], float] = time.time, fresh: FreshIds | None = None) -> None:
+        self._db = db
+        self.clock = clock
+        self._fresh = fresh  # contexts with nothing stored yet (agent_runtime/fresh_ids.py)
+
+    async def create_tables(self) -> None:
+        try:
+            await self._db.run(metadata.create_all)
+        except (IntegrityError, OperationalError, ProgrammingError):
+            await self._db.run(metadata.create_all)  # another replica created it at the same moment
+
+    async def add(self, record: ElicitationRecord) -> None:
+        if self._fresh is not None:
+            self._fresh.written(record.context_id)
+        row = _record_to_row(record)
+        await self._db.run(lambda conn: conn.execute(elicitations.insert(), [row]))
+
+    async def _select(self, stmt: Any, params: dict[str, Any] | None = None) -> list[ElicitationRecord]:
+        return await self._db.run(lambda conn: [_row_to_record(row) for row in conn.execute(stmt, params)], write=False)
+
+    async def for_task(self, task_id: str) -> list[ElicitationRecord]:
+        """Every round of every tool question of the task, oldest first."""
+        return await self._select(_FOR_TASK, {"task_id": task_id})
+
+    async def open_in_context(self, context_id: str) -> list[ElicitationRecord]:
+        if self._fresh is not None and context_id in self._fresh:
+            return []
+        return await self._select(_OPEN_IN_CONTEXT, {"context_id": context_id})
+
+    async def expired(self, limit: int = 100) -> list[ElicitationRecord]:
+        return await self._select(_EXPIRED, {"now": self.clock(), "limit": limit})
+
+    async def answer(self, record: ElicitationRecord, responses: dict[str, Any], source: str) -> ElicitationRecord:
+        """pending → answered with ``responses`` (every question's ElicitResult, the runtime's own answers included)."""
+        outcome = _outcome_of({k: v for k, v in responses.items() if k in record.requests})  # the human's, not presets
+        return await self._move(record, "pending", status="answered", responses=responses, outcome=outcome, source=source)
+
+    async def claim_retry(self, record: ElicitationRecord) -> ElicitationRecord:
+        """answered → retrying, committed before the tool is called: the one retry of this round."""
+        return await self._move(record, "answered", status="retrying")
+
+    async def finish(
+        self, record: ElicitationRecord, result: dict[str, Any], *, outcome: str | None = None, source: str | None = None,
+        then: ElicitationRecord | None = None,
+    ) -> ElicitationRecord:
+        """→ done with ``result`` (what the model receives); ``then``: the tool asked again, the next round is added in
+        the same transaction."""
+        values: dict[str, Any] = {"status": "done", "result": result}
+        if outcome is not None:
+            values["outcome"] = outcome
+        if source is not None:
+            values["source"] = source
+        return await self._move(record, record.status, also=then, **values)
+
+    async def _move(
+        self, record: ElicitationRecord, expected: Status, also: ElicitationRecord | None = None, **values: Any
+    ) -> ElicitationRecord:
+        now = self.clock()
+        updated = replace(record, **values, updated_at=now, version=record.version + 1)
+        row = _record_to_row(updated)
+        stmt = (update(elicitations)
+                .where(elicitations.c.id == record.id, elicitations.c.version == record.version,
+                       elicitations.c.status == expected)
+                .values({k: row[k] for k in ("status", "responses_json", "result_json", "outcome", "source", "updated_at",
+                                             "version")}))
+
+        def transaction(conn: Connection) -> int:
+            count = int(conn.execute(stmt).rowcount)
+            if count == 1 and also is not None:
+                conn.execute(elicitations.insert(), [_record_to_row(also)])
+            return count
+
+        if await self._db.run(transaction) != 1:
+            raise AlreadyAnswered(await self._select(select(elicitations).where(elicitations.c.id == record.id)))
+        return updated
+
+
+def _outcome_of(responses: dict[str, Any]) -> str:
+    actions = {str(r.get("action")) for r in responses.values() if isinstance(r, dict)}
+    for action in ("cancel", "decline"):
+        if action in actions and "accept" not in actions:
+            return action
+    return "accept" if actions == {"accept"} else "/".join(sorted(actions))
+
+
+__all__ = ["AlreadyAnswered", "ElicitationRecord", "ElicitationStore", "Status", "elicitations", "metadata"]
