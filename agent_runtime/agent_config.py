@@ -82,6 +82,23 @@ class McpServerConfig(ConfigModel):
     headers: list[HeaderRef] = Field(default_factory=list)
 
 
+class SubAgentConfig(ConfigModel):
+    """Another A2A agent offered to the model as one tool (``spec.tools[].type: Agent``, :mod:`agent_runtime.delegation`).
+
+    The model calls tool ``name`` with ``{"request": "<text>"}``; the runtime sends that text to the agent at ``card_url``
+    with its own credentials and hands the reply back. When the sub-agent pauses, this agent's task pauses with the
+    sub-agent's requests inside its own; decisions sent here are forwarded there on behalf of the human who made them.
+    """
+
+    name: str  # the tool name the model calls (the Agent's name, or the tool name given for a remote agent)
+    agent: str  # who it is, for people and the audit: "<namespace>/<name>" for an Agent, else the card URL
+    card_url: str  # where its agent card is served (http(s)://host:port/; the card path is appended when missing)
+    description: str = ""
+    token: SecretEnvRef | None = None  # a bearer token from a Secret (a remote agent's credentialsSecretRef)
+    token_file: str | None = None  # a bearer token read from this file on every call (the pod's ServiceAccount token)
+    timeout_seconds: float = Field(default=300.0, gt=0)  # one request to the sub-agent
+
+
 class ApproversConfig(ConfigModel):
     """Who may decide a gated call (:mod:`agent_runtime.authority`): ``required`` distinct approvals from the
     listed users or members of the listed groups; one allowed deny denies. ``allow_requester`` False: the
@@ -160,6 +177,10 @@ class AccessConfig(ConfigModel):
     kubernetes_tokens: bool = False  # ServiceAccount tokens checked with a TokenReview (in a cluster)
     identities: list[IdentityConfig] = Field(default_factory=list)
     unowned_tasks_owner: str | None = None  # who owns tasks written before tasks had owners
+    # Callers trusted to act on behalf of the human they relay (a parent agent's principal, a chat bridge): their
+    # decisions count as that human's, judged against this agent's approvers (agent_runtime.delegation).
+    delegators: list[str] = Field(default_factory=list)
+    max_delegation_depth: int = Field(default=3, ge=1)  # how many agents deep a request may travel to reach this one
 
 
 class AuditorsConfig(ConfigModel):
@@ -204,6 +225,7 @@ class AgentConfig(ConfigModel):
     instruction: str = ""
     model: ModelSettings
     mcp_servers: list[McpServerConfig] = Field(default_factory=list)
+    sub_agents: list[SubAgentConfig] = Field(default_factory=list)
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
     human_tools: HumanTools = Field(default_factory=HumanTools)
     access: AccessConfig = Field(default_factory=AccessConfig)

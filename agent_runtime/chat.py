@@ -185,6 +185,8 @@ class ChatSession:
             args = ", ".join(f"{k}={v!r}" for k, v in r.args.items())
             hint = f" — {r.hint}" if r.hint else ""
             where = f"id {r.id}, expires {r.expires_at}"
+            if r.agent is not None:  # relayed from a sub-agent: say which, and through whom
+                where = f"from {' → '.join(r.agent.path or [r.agent.name])}, " + where
             self.console.print(f"  {n}. [bold]{escape(r.name)}[/]({escape(args)}){escape(hint)} [dim]({escape(where)})[/]")
 
     def _show_hitl(self, interrupt: question_wire.HitlInterrupt) -> None:

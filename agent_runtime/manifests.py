@@ -78,4 +78,6 @@ def select_agent_config(paths: Iterable[str | Path], agent_name: str | None = No
     else:
         found = sorted(manifests.agents) or "none"
         raise TranslationError([Problem("", f"expected exactly one Agent in the manifests (found {found}); pass --agent")])
-    return translate(agent, manifests.model_configs, manifests.mcp_servers)
+    # The other Agents of the files are the namespace the cycle and depth checks see (one Agent alone: unknown).
+    agents = manifests.agents if len(manifests.agents) > 1 else None
+    return translate(agent, manifests.model_configs, manifests.mcp_servers, agents=agents)

@@ -46,6 +46,21 @@ class PendingElicitation:
 
 
 @dataclass
+class PendingDelegation:
+    """A sub-agent call whose sub-agent paused (agent_runtime/delegation/tool.py): this run pauses with it."""
+
+    request_id: str
+    call_id: str
+    tool: str
+    agent: str
+    args: dict[str, Any]
+    child_task_id: str
+    child_context_id: str
+    pause: Any  # agent_runtime.delegation.store.Pause: the sub-agent's pause, as received
+    note: str = ""  # what the model is told with the final result (an approver's edit of the delegation itself)
+
+
+@dataclass
 class RunScope:
     """What one agent run (one A2A request) learns from the gate: the calls it paused."""
 
@@ -55,6 +70,9 @@ class RunScope:
     pending: list[PendingCall] = field(default_factory=list)
     hitl: list[Any] = field(default_factory=list)  # the hitl_request question this run paused on (questions/tool.py)
     eliciting: list[PendingElicitation] = field(default_factory=list)  # an MCP tool's question (server/toolsets.py)
+    delegating: list[PendingDelegation] = field(default_factory=list)  # a sub-agent's pause (delegation/tool.py)
+    requester: str = ""  # the human the run acts for, when it differs from the owner (a task delegated by a parent agent)
+    depth: int = 0  # how many agents are above this one in the chain that started the task (0: called by a person)
     claimed: set[str] = field(default_factory=set)  # approved calls this run claimed: marked done when they return
     # claimed calls that run with an approver's edited arguments: what the model is told about each
     edited: dict[str, str] = field(default_factory=dict)
@@ -67,4 +85,4 @@ class HumanTool(BaseTool):
 CURRENT_RUN: ContextVar[RunScope | None] = ContextVar("gatehouse_run", default=None)
 
 
-__all__ = ["CURRENT_RUN", "HumanTool", "PendingCall", "PendingElicitation", "RunScope"]
+__all__ = ["CURRENT_RUN", "HumanTool", "PendingCall", "PendingDelegation", "PendingElicitation", "RunScope"]

@@ -9,6 +9,10 @@ operator under :data:`ACCESS_DIR`; the paths are defined here, once, and the Age
 :func:`access_files` says which Secret key goes to which file. The Postgres URL of ``spec.state.postgres`` never
 enters the AgentConfig either: :func:`database_env` names the Secret key the operator hands to the runtime as
 :data:`DATABASE_URL_ENV` (read by ``gatehouse-runtime serve --database-url``).
+
+Agent tools (``spec.tools[].agent``) become ``AgentConfig.sub_agents``; with the Agents of the namespace given
+(``translate(..., agents=...)``) their chains are checked for cycles and depth. :func:`agent_url` is the one formula
+for an Agent's card URL, used here for a sub-agent and by the operator for the Agent's own ``--public-url``.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from agent_runtime.durations import parse_duration
 from agent_runtime.errors import Problem, TranslationError
 from agent_runtime.globs import glob_to_regex
 from agent_runtime.resources import Agent, ModelConfig, RemoteMCPServer
-from agent_runtime.resources.agent import ApproversSpec, RedactSpec
+from agent_runtime.resources.agent import PUBLIC_URL_PATTERN, AgentTool, ApproversSpec, RedactSpec
 
 # Where the operator mounts the access Secrets in the runtime's pod (read-only), and the file names there.
 ACCESS_DIR = "/var/run/gatehouse/access"
@@ -33,6 +37,25 @@ JWKS_FILE = posixpath.join(ACCESS_DIR, "jwks.json")
 GENERATED_TOKEN_KEY = "tokens"  # the key of the token Secret the operator generates
 # The environment variable ``gatehouse-runtime serve --database-url`` falls back to (agent_runtime/cli.py).
 DATABASE_URL_ENV = "GATEHOUSE_DATABASE_URL"
+# The port every runtime pod serves on (the operator's Deployment and Service), part of an Agent's in-cluster URL.
+RUNTIME_PORT = 8080
+# Where the kubelet mounts a pod's ServiceAccount token (automountServiceAccountToken): an Agent calls the Agents of
+# its namespace it uses as tools with this token, so they know it as system:serviceaccount:<namespace>:<agent>.
+SERVICE_ACCOUNT_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+DEFAULT_SUB_AGENT_DESCRIPTION = "Ask the agent {name} to do something: send it a request in plain words and get its answer."
+
+
+def agent_url(name: str, namespace: str, public_url: str | None = None) -> str:
+    """Where an Agent's runtime serves its card: ``spec.a2aConfig.publicUrl`` when given, else its Service's in-cluster
+    address. The one formula for both the URL the card announces (the operator's ``--public-url``) and the URL an
+    Agent that uses it as a tool calls."""
+    return public_url or f"http://{name}.{namespace}.svc.cluster.local:{RUNTIME_PORT}/"
+
+
+def service_account_principal(namespace: str, agent_name: str) -> str:
+    """The principal an Agent's runtime is known as where it presents its ServiceAccount token (checked with a
+    TokenReview): the runtime always runs as the ServiceAccount named like the Agent."""
+    return f"system:serviceaccount:{namespace}:{agent_name}"
 
 
 def generated_access_secret(agent_name: str) -> str:
@@ -142,6 +165,8 @@ def _servers(
     seen: set[str] = set()
     for i, tool in enumerate(agent.spec.tools):
         ref = tool.mcp_server
+        if ref is None:
+            continue  # an Agent tool (_sub_agents)
         path = f"spec.tools[{i}].mcpServer"
         if ref.name in seen:
             problems.append(Problem(f"{path}.name", f"RemoteMCPServer {ref.name!r} is listed more than once"))
@@ -195,9 +220,176 @@ def _servers(
     return out
 
 
+def _agent_tools(agent: Agent) -> list[tuple[int, AgentTool]]:
+    """``spec.tools[i].agent`` of every tool of type Agent, with its index."""
+    return [(i, t.agent) for i, t in enumerate(agent.spec.tools) if t.agent is not None]
+
+
+def _local_children(agent: Agent) -> list[str]:
+    """The Agents of its namespace ``agent`` uses as tools (its Agent tools without cardUrl), in order."""
+    return [tool.name for _, tool in _agent_tools(agent) if tool.card_url is None]
+
+
+def _cycle_from(root: Agent, child: str, graph: Mapping[str, Agent]) -> list[str] | None:
+    """The first cycle reachable from ``root`` through its tool ``child`` (depth first, tools in order), as the chain of
+    Agent names from ``root`` up to the Agent met twice; ``None`` if there is none. Agents not in ``graph`` end a chain."""
+    stack = [root.name]
+    on_stack = {root.name}
+    done: set[str] = set()
+
+    def visit(name: str) -> list[str] | None:
+        if name in on_stack:
+            return [*stack, name]
+        if name in done or name not in graph:
+            return None
+        stack.append(name)
+        on_stack.add(name)
+        for nxt in _local_children(graph[name]):
+            found = visit(nxt)
+            if found is not None:
+                return found
+        stack.pop()
+        on_stack.discard(name)
+        done.add(name)
+        return None
+
+    return visit(child)
+
+
+def _longest_chain(name: str, graph: Mapping[str, Agent], memo: dict[str, list[str]]) -> list[str]:
+    """The longest chain of Agent tools starting at the Agent ``name``, itself first (a remote agent ends a chain as its
+    card URL, an Agent not in ``graph`` as its name). Called only where no cycle is reachable from ``name``."""
+    if name in memo:
+        return memo[name]
+    best = [name]
+    found = graph.get(name)
+    for _, tool in _agent_tools(found) if found is not None else []:
+        tail = _longest_chain(tool.name, graph, memo) if tool.card_url is None else [tool.card_url]
+        if 1 + len(tail) > len(best):
+            best = [name, *tail]
+    memo[name] = best
+    return best
+
+
+def _sub_agents(
+    agent: Agent,
+    agents: Mapping[str, Agent] | None,
+    in_cluster: bool,
+    mcp_tool_names: Mapping[str, str],
+    problems: list[Problem],
+) -> list[ac.SubAgentConfig]:
+    """``spec.tools[].agent``: each another agent offered to the model as one tool.
+
+    ``agents``: the Agents of the namespace by name (``None``: unknown). Known, an Agent tool must name one of them, and
+    no chain of Agent tools may come back to an Agent already on it (a cycle) or be longer than
+    ``spec.access.maxDelegationDepth``. Unknown, an Agent tool is translated with the in-cluster URL and a generic
+    description, and only what this Agent says itself is checked (it does not name itself; one hop is within any depth).
+    """
+    graph: Mapping[str, Agent] = agents or {}  # this Agent's own entry is never read: its tools are those given
+    known = agents is not None
+    depth_limit = agent.spec.access.max_delegation_depth
+    out: list[ac.SubAgentConfig] = []
+    first: dict[str, int] = {}
+    envs: dict[str, int] = {}
+    memo: dict[str, list[str]] = {}
+    for i, tool in _agent_tools(agent):
+        path = f"spec.tools[{i}].agent"
+        name = tool.name
+        if name in wire.HITL_TOOL_ALIASES and agent.spec.human_tools.hitl_request:
+            problems.append(Problem(f"{path}.name", f"{name!r} is reserved for the built-in human tool"))
+            continue
+        if name in mcp_tool_names:
+            problems.append(Problem(f"{path}.name", f"tool {name!r} is also offered by server {mcp_tool_names[name]!r}"))
+            continue
+        if name in first:
+            problems.append(Problem(f"{path}.name", f"tool {name!r} is also the Agent tool spec.tools[{first[name]}]"))
+            continue
+        first[name] = i
+        timeout = _duration(tool.timeout, f"{path}.timeout", problems)
+        description = tool.description
+        if tool.card_url is not None:
+            if not re.match(PUBLIC_URL_PATTERN, tool.card_url):  # the CRD's pattern
+                problems.append(Problem(f"{path}.cardUrl", f"must be an absolute http:// or https:// URL, got {tool.card_url!r}"))
+            token = None
+            ref = tool.credentials_secret_ref
+            if ref is not None:
+                token = ac.SecretEnvRef(env=env_name("AGENT", name, "TOKEN"), secret=ref.name, key=ref.key)
+                if token.env in envs:
+                    problems.append(
+                        Problem(
+                            f"{path}.credentialsSecretRef",
+                            f"its environment variable {token.env} is also that of spec.tools[{envs[token.env]}]; "
+                            "rename one of the tools",
+                        )
+                    )
+                envs.setdefault(token.env, i)
+            out.append(
+                ac.SubAgentConfig(
+                    name=name,
+                    agent=tool.card_url,
+                    card_url=tool.card_url,
+                    description=description or DEFAULT_SUB_AGENT_DESCRIPTION.format(name=name),
+                    token=token,
+                    timeout_seconds=timeout or 300.0,
+                )
+            )
+            continue
+        if tool.credentials_secret_ref is not None:
+            problems.append(
+                Problem(
+                    f"{path}.credentialsSecretRef",
+                    "only a remote agent (cardUrl) takes credentials: an Agent of this namespace is called with this "
+                    "Agent's ServiceAccount token",
+                )
+            )
+        if name == agent.name:
+            problems.append(Problem(f"{path}.name", "names this Agent itself: an Agent cannot be its own tool"))
+            continue
+        child = graph.get(name)
+        if child is None and known:
+            problems.append(Problem(f"{path}.name", f"Agent {name!r} not found in namespace {agent.namespace!r}"))
+        elif child is not None and in_cluster and not child.spec.access.kubernetes_tokens:
+            problems.append(
+                Problem(
+                    f"{path}.name",
+                    f"Agent {name!r} does not accept Kubernetes ServiceAccount tokens (its spec.access.kubernetesTokens "
+                    "is false), so this Agent could not authenticate to it",
+                )
+            )
+        cycle = _cycle_from(agent, name, graph)
+        if cycle is not None:
+            where = "form a cycle" if cycle[-1] == agent.name else "lead into a cycle"
+            problems.append(
+                Problem(f"{path}.name", f"the Agent tools {where}: {' → '.join(cycle)}; a request would go round it for ever")
+            )
+        else:
+            chain = [agent.name, *_longest_chain(name, graph, memo)]
+            if len(chain) - 1 > depth_limit:
+                problems.append(
+                    Problem(
+                        f"{path}.name",
+                        f"the chain of Agent tools {' → '.join(chain)} is {len(chain) - 1} agents deep, more than "
+                        f"spec.access.maxDelegationDepth ({depth_limit})",
+                    )
+                )
+        out.append(
+            ac.SubAgentConfig(
+                name=name,
+                agent=f"{agent.namespace}/{name}",
+                card_url=agent_url(name, agent.namespace, child.spec.a2a_config.public_url if child else None),
+                description=description or (child.spec.description if child else "")
+                or DEFAULT_SUB_AGENT_DESCRIPTION.format(name=name),
+                token_file=SERVICE_ACCOUNT_TOKEN_FILE if in_cluster else None,
+                timeout_seconds=timeout or 300.0,
+            )
+        )
+    return out
+
+
 def _policy(agent: Agent, problems: list[Problem]) -> ac.ApprovalPolicy:
     spec = agent.spec.approval
-    known = {name for t in agent.spec.tools for name in t.mcp_server.tool_names}
+    known = {name for t in agent.spec.tools if t.mcp_server is not None for name in t.mcp_server.tool_names}
+    known.update(tool.name for _, tool in _agent_tools(agent))  # the parent may gate a delegation itself
     if agent.spec.human_tools.hitl_request:
         known.update(wire.HITL_TOOL_ALIASES)
     for i, name in enumerate(spec.exempt):
@@ -371,6 +563,11 @@ def _access(agent: Agent, in_cluster: bool, problems: list[Problem]) -> ac.Acces
             ac.IdentityConfig(principal=i.principal, aliases=list(dict.fromkeys(i.aliases))) for i in access.identities
         ],
         unowned_tasks_owner=access.unowned_tasks_owner,
+        delegators=list(dict.fromkeys(
+            service_account_principal(agent.namespace, d.agent) if d.agent is not None else str(d.principal)
+            for d in access.delegators
+        )),
+        max_delegation_depth=access.max_delegation_depth,
     )
 
 
@@ -386,16 +583,32 @@ def translate(
     mcp_servers: Mapping[str, RemoteMCPServer],
     *,
     in_cluster: bool = False,
+    agents: Mapping[str, Agent] | None = None,
 ) -> ac.AgentConfig:
     """Build the AgentConfig for ``agent``; raise :class:`TranslationError` listing every problem.
 
     ``in_cluster``: the config is for the pods the operator runs, which always have a token file at
-    :data:`TOKEN_FILE` (the Agent's ``tokenSecretRef``, else the Secret the operator generates). Without it
-    (``serve -f``, ``gatehouse render``) ``access.token_file`` is set only when the Agent names a token Secret.
+    :data:`TOKEN_FILE` (the Agent's ``tokenSecretRef``, else the Secret the operator generates), and their
+    ServiceAccount token at :data:`SERVICE_ACCOUNT_TOKEN_FILE`, which they present to the Agents they use as tools.
+    Without it (``serve -f``, ``gatehouse render``) ``access.token_file`` is set only when the Agent names a token
+    Secret, and an Agent tool gets no token file.
+
+    ``agents``: the Agents of ``agent``'s namespace by name (``agent`` itself may be among them; the one given wins).
+    With them an Agent tool must name one of them, takes its ``publicUrl`` and ``description``, and the chains of
+    Agent tools through them are checked for cycles and against ``spec.access.maxDelegationDepth``. ``None`` (not
+    known, e.g. ``serve -f`` with this Agent's manifest alone): an Agent tool is translated with the in-cluster URL
+    (:func:`agent_url`) and a generic description, and only this Agent's own tools are checked (none may name the
+    Agent itself); an Agent missing from a given mapping likewise ends a chain.
     """
     problems: list[Problem] = []
     model = _model(agent, model_configs, problems)
     servers = _servers(agent, mcp_servers, problems)
+    mcp_tool_names: dict[str, str] = {}
+    for tool in agent.spec.tools:
+        if tool.mcp_server is not None:
+            for name in tool.mcp_server.tool_names:
+                mcp_tool_names.setdefault(name, tool.mcp_server.name)
+    sub_agents = _sub_agents(agent, agents, in_cluster, mcp_tool_names, problems)
     policy = _policy(agent, problems)
     access = _access(agent, in_cluster, problems)
     audit = _audit(agent, problems)
@@ -414,6 +627,7 @@ def translate(
         instruction=spec.system_message,
         model=model,
         mcp_servers=servers,
+        sub_agents=sub_agents,
         approval=policy,
         human_tools=ac.HumanTools(hitl_request=spec.human_tools.hitl_request),
         access=access,
@@ -423,17 +637,14 @@ def translate(
 
 
 def referenced_secrets(config: ac.AgentConfig) -> set[str]:
-    """Names of the Secrets an AgentConfig's environment comes from (the operator watches them)."""
-    names = {h.value_from.secret for s in config.mcp_servers for h in s.headers}
-    api_key = getattr(config.model, "api_key", None)
-    if api_key is not None:
-        names.add(api_key.secret)
-    return names
+    """Names of the Secrets an AgentConfig's environment comes from (the operator reads them by name)."""
+    return {ref.secret for ref in secret_env(config)}
 
 
 def secret_env(config: ac.AgentConfig) -> list[ac.SecretEnvRef]:
     """Every environment variable the runtime expects from a Secret, in a stable order."""
     refs = [h.value_from for s in config.mcp_servers for h in s.headers]
+    refs += [a.token for a in config.sub_agents if a.token is not None]
     api_key = getattr(config.model, "api_key", None)
     if api_key is not None:
         refs.insert(0, api_key)

@@ -11,6 +11,7 @@ it never yields a partial approval.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -61,6 +62,15 @@ class Edited(WireModel):
     changed: list[str]  # the argument names whose values differ (added, removed or changed)
 
 
+class Origin(WireModel):
+    """Where a relayed request comes from: a sub-agent paused inside this agent's call (``agent_runtime.delegation``).
+    A decision names the request by its ``id`` as usual; the agent forwards it to the sub-agent that owns it."""
+
+    name: str  # the agent that paused (the innermost one, at any depth)
+    task_id: str  # its task, on that agent
+    path: list[str] = Field(default_factory=list)  # the agents the request came through, from this agent's tool down
+
+
 class ActionRequest(WireModel):
     """One gated call waiting for a decision, as the client sees it."""
 
@@ -74,6 +84,7 @@ class ActionRequest(WireModel):
     approvers: Approvers | None = None  # present when the Agent names approvers for this call
     editable: bool = False  # the policy lets an approver approve it with changed arguments (``edits``)
     edited: Edited | None = None  # an approver changed its arguments; votes from before the edit no longer count
+    agent: Origin | None = None  # relayed from a sub-agent: which one, and its task (absent: this agent's own call)
 
 
 class ApprovalInterrupt(WireModel):
@@ -178,8 +189,24 @@ def _text_word(text: str) -> str:
     return text.strip().strip(".!").strip().lower()
 
 
+def _json_text(text: str) -> dict[str, Any] | None:
+    """A text that is, as a whole, one JSON object naming a ``decision_type``: what clients that can only send text
+    send for a decision (google-adk's ``RemoteA2aAgent`` renders a function response that way). Anything else: None."""
+    stripped = text.strip()
+    if not stripped.startswith("{"):
+        return None
+    try:
+        value = json.loads(stripped)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and "decision_type" in value else None
+
+
 def parse_payload(data_parts: list[Any], text: str) -> WireModel | str:
-    """Parse the shape of a decision message: a validated model, or the fallback word ``approve``/``deny``."""
+    """Parse the shape of a decision message: a validated model, or the fallback word ``approve``/``deny``. A message
+    with no data part whose whole text is a JSON decision object is read as that data part."""
+    if not data_parts and (as_data := _json_text(text)) is not None:
+        data_parts = [as_data]
     if len(data_parts) > 1:
         raise DecisionError(f"The message has {len(data_parts)} data parts; send exactly one.")
     if data_parts:

@@ -218,10 +218,13 @@ def test_an_unanswered_question_times_out_and_the_call_is_not_completed(tmp_path
     with demo_tools(tmp_path / "tools") as tools:
         path = _existing(tools, "slow.txt")
         files = write_manifests(tmp_path / "manifests", tools.url, timeout="2s")
-        proc = RuntimeProcess(files, tmp_path / "state", tmp_path / "runtime.log")
+        # An authenticated owner: the timeout is the runtime's own message, which must act for the task's owner.
+        (tmp_path / "tokens").write_text("alice:tok-alice\n")
+        proc = RuntimeProcess(files, tmp_path / "state", tmp_path / "runtime.log",
+                              serve_args=["--api-token-file", str(tmp_path / "tokens")])
         proc.start()
         try:
-            rpc = Rpc(proc.url)
+            rpc = Rpc(proc.url, "tok-alice")
             task = rpc.send("put fresh to slow.txt")["task"]
             prompt = _asked(task)
             started = time.monotonic()

@@ -265,6 +265,9 @@ def test_v3_the_pending_write_is_still_listed_and_alices_approval_runs_it_once(t
     # The sandbox holds an older draft.txt: the approved call overwrites it with "hello".
     with upgraded_runtime(tmp_path, serve, state=STATE_V3, path=V3_PATH) as (proc, tools, db):
         assert query(db, "SELECT component, version FROM gatehouse_schema") == [("runtime", SCHEMA_VERSION)]
+        # tables added whole since (no state-version step) are created on opening: tools' questions, sub-agents' pauses
+        assert query(db, "SELECT count(*) FROM gatehouse_elicitations") == [(0,)]
+        assert query(db, "SELECT count(*) FROM gatehouse_delegations") == [(0,)]
         rest = httpx.Client(base_url=proc.url, headers={"Authorization": "Bearer tok-alice"}, timeout=60)
         alice = Rpc(proc.url, "tok-alice")
         (view,) = ApprovalList.model_validate_json(rest.get("/approvals").content).approvals

@@ -218,5 +218,5 @@ def test_schema_defaults_match_the_model() -> None:
                                       access={"tokenSecretRef": {"name": "t"},
                                               "jwt": {"issuer": "i", "audience": "a", "jwksSecretRef": {"name": "j"}}}))
     dumped = model.model_dump(by_alias=True, exclude_none=True)["spec"]
-    assert dumped["access"] == {**spec["access"], "identities": []}
+    assert dumped["access"] == {**spec["access"], "identities": [], "delegators": []}
     assert dumped["approval"]["approvers"] == {**spec["approval"]["approvers"], "groups": []}

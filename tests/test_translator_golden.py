@@ -1,7 +1,9 @@
 """Golden-file tests of the translator: tests/testdata/translator/<case>/{input.yaml,expected.json}.
 
 ``expected.json`` is either the AgentConfig or ``{"errors": [{"path", "message"}]}``; ``crd.json`` holds
-what the CRDs' schemas and CEL rules say about each input document. Regenerate with
+what the CRDs' schemas and CEL rules say about each input document. The first Agent in ``input.yaml`` is
+translated; when there are more, they are its namespace (``translate(..., agents=...)``, the first included), as
+the operator passes them; with one Agent alone the namespace is unknown (``agents=None``), as for ``serve -f``. Regenerate with
 ``pytest tests/test_translator_golden.py --update-golden`` and review the diff.
 """
 
@@ -30,8 +32,9 @@ def _cases() -> list[str]:
 def _translate(case: Path) -> dict[str, Any]:
     try:
         manifests = load_manifests([case / "input.yaml"])
-        (agent,) = manifests.agents.values()
-        return json.loads(translate(agent, manifests.model_configs, manifests.mcp_servers).to_json())
+        agent = next(iter(manifests.agents.values()))
+        agents = manifests.agents if len(manifests.agents) > 1 else None
+        return json.loads(translate(agent, manifests.model_configs, manifests.mcp_servers, agents=agents).to_json())
     except TranslationError as exc:
         return {"errors": [{"path": p.path, "message": p.message} for p in exc.problems]}
 

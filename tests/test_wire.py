@@ -103,3 +103,21 @@ def test_a_grant_glob_goes_with_a_session_approval_only() -> None:
 def test_nothing_pending() -> None:
     with pytest.raises(DecisionError, match="no pending request"):
         parse_decision([{"decision_type": "approve"}], "", [], allow_session=False)
+
+
+def test_a_text_that_is_a_whole_json_decision_is_read_like_the_data_part() -> None:
+    """google-adk's RemoteA2aAgent sends a function response as JSON text: the same parser, the same checks."""
+    ids = ["apr-1", "apr-2"]
+    verdicts = wire.parse_decision([], '{"decision_type": "deny", "reason": "not now"}', ids, allow_session=False)
+    assert {i: (v.approved, v.reason) for i, v in verdicts.items()} == {"apr-1": (False, "not now"), "apr-2": (False, "not now")}
+    with pytest.raises(wire.DecisionError, match="Malformed approve"):  # malformed is still refused
+        wire.parse_decision([], '{"decision_type": "approve", "scope": "forever"}', ids, allow_session=False)
+    with pytest.raises(wire.DecisionError, match="Session grants are not allowed"):  # and a session grant where none is allowed
+        wire.parse_decision([], '{"decision_type": "approve", "scope": "session"}', ids, allow_session=False)
+    with pytest.raises(wire.DecisionError, match="Could not read"):  # JSON without a decision_type is just text
+        wire.parse_decision([], '{"approve": true}', ids, allow_session=False)
+    with pytest.raises(wire.DecisionError, match="Could not read"):  # and so is an approve word inside other text
+        wire.parse_decision([], '{"decision_type": "approve"} and more', ids, allow_session=False)
+    # a data part, when there is one, is the decision; the text beside it is not read as a second one
+    verdicts = wire.parse_decision([wire.approve_all()], '{"decision_type": "deny", "reason": "x"}', ids, allow_session=False)
+    assert all(v.approved for v in verdicts.values())

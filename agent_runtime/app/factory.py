@@ -82,6 +82,9 @@ from agent_runtime.app.readiness import (
 from agent_runtime.app.settings import RuntimeSettings
 from agent_runtime.approvals import ApprovalService
 from agent_runtime.database import Database
+from agent_runtime.delegation.client import SubAgentClient
+from agent_runtime.delegation.flow import DelegationRuntime
+from agent_runtime.delegation.tool import SubAgentTool
 from agent_runtime.elicitations import wire as elicitation_wire
 from agent_runtime.elicitations.flow import ElicitationRuntime
 from agent_runtime.fresh_ids import FreshIds
@@ -133,6 +136,7 @@ class Runtime:
     _lister: asyncio.Task[None] | None = None
     hitl: HitlRuntime | None = None
     elicitations: ElicitationRuntime | None = None
+    delegations: DelegationRuntime | None = None
     _database: DatabaseWatch | None = field(default=None, init=False)  # once the stores are open
 
     @property
@@ -169,6 +173,8 @@ class Runtime:
             await self.hitl.open()
         if self.elicitations is not None:
             await self.elicitations.open()
+        if self.delegations is not None:
+            await self.delegations.open()
         self.metrics.pending.set(await self.approvals.pending_count())
         self.db.pin()  # the files opened, from now on watched (removed, replaced, read-only; Postgres: SELECT 1)
         self._database = DatabaseWatch(self.db.check, max_age=0.0 if self.db.sqlite else 1.0)  # sqlite: a few stats
@@ -225,6 +231,8 @@ class Runtime:
             await self.hitl.close()
         if self.elicitations is not None:
             await self.elicitations.close()
+        if self.delegations is not None:
+            await self.delegations.close()
         with contextlib.suppress(Exception):
             await self.handler.aclose()
         for toolset in self.toolsets.values():
@@ -250,12 +258,15 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     toolsets = {server.name: build_toolset(server) for server in config.mcp_servers}
     gate = Gate(config, approvals, metrics)
     hitl = HitlRuntime(config, db, metrics, fresh=fresh)  # hitl_request: tools (if humanTools.hitlRequest), store, flow, sweeper
+    # sub-agents (spec.tools[].type Agent): one tool and one A2A client each; their pauses wait in gatehouse_delegations
+    clients = {sub.name: SubAgentClient(sub) for sub in config.sub_agents}
+    delegations = DelegationRuntime(clients, db, config.approval.timeout_seconds, fresh=fresh)
     agent = LlmAgent(
         name=_agent_name(config.name),
         model=build_model(config.model),
         description=config.description,
         instruction=config.instruction,
-        tools=[*toolsets.values(), *hitl.tools],
+        tools=[*toolsets.values(), *hitl.tools, *(SubAgentTool(sub, clients[sub.name]) for sub in config.sub_agents)],
         before_model_callback=gate.before_model,
         before_tool_callback=gate.before_tool,
         after_tool_callback=gate.after_tool,
@@ -264,16 +275,17 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     # MCP tools' questions (elicitation): a round waits as long as an approval would
     elicitations = ElicitationRuntime(db, config.approval.timeout_seconds, fresh=fresh)
     turns = TurnRunner(runner, sessions, approvals, metrics, config.approval.timeout_seconds, questions=hitl.recorder.record,
-                       elicitations=elicitations.recorder.record)
+                       elicitations=elicitations.recorder.record, delegations=delegations.recorder.record)
     name_of = (lambda request_id: approval_name(config.name, request_id)) if settings.kube else None
     executor = GatehouseExecutor(
         config, turns, approvals, metrics, single_process=db.sqlite, approval_name=name_of, hitl=hitl.flow_for(turns),
         owner_of=task_store.owner_of,
         elicit=elicitations.flow_for(turns, _retry(toolsets), approvals.finish_execution, single_process=db.sqlite),
+        delegate=delegations.flow_for(turns, approvals.finish_execution),
     )
     handler = GatehouseRequestHandler(
         agent_executor=executor, task_store=task_store, agent_card=agent_card(config, settings.url), approvals=approvals,
-        hitl=hitl.store, elicitations=elicitations.store,
+        hitl=hitl.store, elicitations=elicitations.store, delegations=delegations.store,
         request_context_builder=SimpleRequestContextBuilder(task_id_generator=fresh, context_id_generator=fresh),
         # a2a-sdk keeps an ActiveTask (queues, producer and consumer tasks: ~40 KB) per paused task until it is idle
         # this long; the store keeps the task, and a decision or a subscription recreates it from there.
@@ -283,13 +295,14 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     sweeper = TimeoutSweeper(approvals, resumer, config.approval.on_timeout, settings.sweep_interval)
     hitl.watch(handler, settings.sweep_interval)
     elicitations.watch(handler, settings.sweep_interval)
+    delegations.watch(handler, max(settings.sweep_interval, 1.0))  # each round asks every open sub-agent task over HTTP
     decide = DecideOne(approvals, metrics, resumer, task_store, config)
     kube = KubeBridge(
         settings.kube, config.name, approvals, decide, hitl=hitl.store, identities=settings.access.identities,
     ) if settings.kube else None
     return Runtime(
         settings, db, metrics, approvals, sessions, task_store, toolsets, gate, handler, resumer, sweeper, decide,
-        kube=kube, hitl=hitl, elicitations=elicitations,
+        kube=kube, hitl=hitl, elicitations=elicitations, delegations=delegations,
     )
 
 

@@ -117,6 +117,10 @@ class ElicitationFlow:
             return True
         return rounds[-1].created_at >= max([*(r.created_at for r in approvals), *others], default=float("-inf"))
 
+    async def asked_at(self, task_id: str) -> list[float]:
+        """When each round of the task's tools' questions was asked."""
+        return [r.created_at for r in await self._store.for_task(task_id)]
+
     async def waiting(self, task_id: str) -> bool:
         return any(r.open for r in await self._store.for_task(task_id))
 

@@ -22,6 +22,12 @@ from agent_runtime.resources.common import Resource, SpecModel
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
 # An absolute http(s) URL: a scheme, a host, then anything without whitespace.
 PUBLIC_URL_PATTERN = r"^https?://[^\s/?#]+([/?#]\S*)?$"
+# A tool name a model can call (and an Agent tool's name): a letter or underscore, then up to 63 more.
+TOOL_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
+# The same words as the CRD's CEL rules on spec.tools[] and spec.access.delegators[].
+MCP_SERVER_TOOL_MESSAGE = "a tool of type McpServer needs an mcpServer block and takes no agent block"
+AGENT_TOOL_MESSAGE = "a tool of type Agent needs an agent block and takes no mcpServer block"
+DELEGATOR_MESSAGE = "a delegator names exactly one of agent or principal"
 
 
 class McpServerTool(SpecModel):
@@ -35,9 +41,55 @@ class McpServerTool(SpecModel):
     )
 
 
+class AgentCredentialsRef(SpecModel):
+    name: str = Field(min_length=1, description="Name of a Secret in the Agent's namespace.")
+    key: str = Field(default="token", min_length=1, description="Key of that Secret holding the bearer token.")
+
+
+class AgentTool(SpecModel):
+    """Another agent offered to the model as one tool: an Agent of this namespace, or a remote A2A agent (cardUrl)."""
+
+    name: str = Field(
+        pattern=TOOL_NAME_PATTERN,
+        description="The tool name the model calls; without cardUrl also the name of an Agent in this namespace.",
+    )
+    card_url: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Absolute http(s) URL of a remote A2A agent (where its agent card is served) instead of an Agent of "
+        "this namespace; then name is only the tool name.",
+    )
+    credentials_secret_ref: AgentCredentialsRef | None = Field(
+        default=None,
+        description="Only with cardUrl: a Secret key holding the bearer token this agent presents to the remote agent "
+        "(an Agent of this namespace is called with this agent's ServiceAccount token).",
+    )
+    description: str | None = Field(
+        default=None,
+        description="What the model is told the tool does; default: the Agent's spec.description, else a generic text.",
+    )
+    timeout: str = Field(default="5m", description="How long one request to the agent may take, e.g. 30s, 5m.")
+
+
 class ToolSpec(SpecModel):
-    type: Literal["McpServer"] = Field(default="McpServer", description="Kind of tool source; only McpServer.")
-    mcp_server: McpServerTool = Field(description="An MCP server and which of its tools the model may call.")
+    type: Literal["McpServer", "Agent"] = Field(
+        default="McpServer",
+        description="Kind of tool source: McpServer (tools of an MCP server) or Agent (another agent as one tool).",
+    )
+    mcp_server: McpServerTool | None = Field(
+        default=None, description="An MCP server and which of its tools the model may call; only with type McpServer."
+    )
+    agent: AgentTool | None = Field(
+        default=None, description="Another agent the model may call as one tool; only with type Agent."
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ToolSpec:
+        if self.type == "McpServer" and (self.mcp_server is None or self.agent is not None):
+            raise ValueError(MCP_SERVER_TOOL_MESSAGE)
+        if self.type == "Agent" and (self.agent is None or self.mcp_server is not None):
+            raise ValueError(AGENT_TOOL_MESSAGE)
+        return self
 
 
 class RuleCondition(SpecModel):
@@ -285,6 +337,26 @@ class IdentitySpec(SpecModel):
     )
 
 
+class DelegatorSpec(SpecModel):
+    """A caller trusted to decide on behalf of the human whose request it relays: an Agent of this namespace, or any
+    principal."""
+
+    agent: str | None = Field(
+        default=None,
+        min_length=1,
+        description="An Agent of this namespace, i.e. its runtime's ServiceAccount system:serviceaccount:<namespace>:<agent>.",
+    )
+    principal: str | None = Field(
+        default=None, min_length=1, description="A principal as authenticated, e.g. system:serviceaccount:chat:slack-bridge."
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> DelegatorSpec:
+        if (self.agent is None) == (self.principal is None):
+            raise ValueError(DELEGATOR_MESSAGE)
+        return self
+
+
 class AccessSpec(SpecModel):
     token_secret_ref: TokenSecretRef | None = Field(
         default=None,
@@ -300,6 +372,18 @@ class AccessSpec(SpecModel):
     )
     unowned_tasks_owner: str | None = Field(
         default=None, description="Principal who owns tasks created before tasks had owners; default: nobody."
+    )
+    delegators: list[DelegatorSpec] = Field(
+        default_factory=list,
+        description="Callers trusted to decide on behalf of the human whose request they relay (a parent Agent, a chat "
+        "bridge): their decisions count as that human's, judged against this agent's approvers.",
+    )
+    max_delegation_depth: int = Field(
+        default=3,
+        ge=1,
+        le=10,
+        description="How many agents deep delegation may go: the runtime refuses a request that came through more "
+        "agents than this, and this agent's longest chain of Agent tools (A → B → C is 2) may be no longer.",
     )
 
 

@@ -41,13 +41,16 @@ from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Resolution
 from agent_runtime.approvals.grants import GrantTerms, terms_problem
 from agent_runtime.authority import Vote
+from agent_runtime.delegation import flow as delegation_flow
+from agent_runtime.delegation import relay
 from agent_runtime.elicitations import flow as elicitation_flow
 from agent_runtime.metrics import Metrics
-from agent_runtime.principals import Principal
+from agent_runtime.principals import Identities, Principal
 from agent_runtime.questions import flow as question_flow
-from agent_runtime.server import batches
+from agent_runtime.server import batches, delegated
+from agent_runtime.server.busy import ContextGuard
 from agent_runtime.server.cancel import withdraw_approvals
-from agent_runtime.server.owners import TASK_OWNER, caller, owner_name
+from agent_runtime.server.owners import TASK_DEPTH, TASK_OWNER, TASK_REQUESTER, caller, owner_name
 from agent_runtime.server.turns import TurnOutcome, TurnRunner
 
 log = logging.getLogger(__name__)
@@ -79,13 +82,16 @@ class GatehouseExecutor(AgentExecutor):
         self, config: AgentConfig, turns: TurnRunner, approvals: ApprovalService, metrics: Metrics, *, single_process: bool,
         approval_name: Callable[[str], str | None] | None = None, hitl: question_flow.HitlFlow | None = None,
         owner_of: Callable[[str], Awaitable[str | None]] | None = None,
-        elicit: elicitation_flow.ElicitationFlow | None = None,
+        elicit: elicitation_flow.ElicitationFlow | None = None, delegate: delegation_flow.DelegationFlow | None = None,
     ) -> None:
         """``single_process``: no other replica can work on a task (sqlite), so a stalled resume is finished at once.
         ``approval_name``: the ToolApproval name of a request, where approvals are mirrored to Kubernetes."""
         self._single_process = single_process
         self._hitl = hitl  # hitl_request questions: routed by the task's pending kind (questions/flow.py)
         self._elicit = elicit  # MCP tools' questions, likewise (elicitations/flow.py)
+        self._delegate = delegate if config.sub_agents else None  # sub-agents' pauses, likewise (delegation/flow.py)
+        self._identities = Identities.of(config.access.identities)
+        self._guard = ContextGuard(approvals, owner_of=owner_of, hitl=hitl, elicit=elicit, delegate=self._delegate)
         self._config = config
         self._turns = turns
         self._approvals = approvals
@@ -103,8 +109,13 @@ class GatehouseExecutor(AgentExecutor):
             internal = context.call_context.state.get(question_flow.INTERNAL_HITL)
         if internal is None and context.call_context:
             internal = context.call_context.state.get(elicitation_flow.INTERNAL_ELICITATION)
-        # The run acts for the task's owner: a2a-sdk found the task under this principal (server/owners.py).
+        if internal is None and context.call_context:
+            internal = context.call_context.state.get(delegation_flow.INTERNAL_DELEGATION)
+        # The run acts for the task's owner: a2a-sdk found the task under this principal (server/owners.py); a task a
+        # parent agent delegated here also for the human it relays (server/delegated.py).
         owner = TASK_OWNER.set(owner_name(context.call_context))
+        requester, depth = delegated.of_task(task)
+        requester_token, depth_token = TASK_REQUESTER.set(requester), TASK_DEPTH.set(depth)
         try:
             await self._execute(context, task, message, updater, internal, event_queue)
         except DecidedElsewhere:
@@ -112,6 +123,8 @@ class GatehouseExecutor(AgentExecutor):
                 context.call_context.state[DECIDED_ELSEWHERE] = True
         finally:
             TASK_OWNER.reset(owner)
+            TASK_REQUESTER.reset(requester_token)
+            TASK_DEPTH.reset(depth_token)
 
     async def _execute(
         self, context: RequestContext, task: Task | None, message: Message, updater: TaskUpdater, internal: Any,
@@ -119,14 +132,24 @@ class GatehouseExecutor(AgentExecutor):
     ) -> None:
         assert context.task_id and context.context_id
         if task is None:
-            await event_queue.enqueue_event(new_task_from_user_message(message))
+            new = new_task_from_user_message(message)
+            try:
+                started = delegated.start(message, caller(context.call_context), self._config, self._identities)
+            except relay.DelegationRefused as exc:
+                await event_queue.enqueue_event(new)
+                return await updater.reject(_text(updater, str(exc)))
+            if started:
+                new.metadata.update(started)
+                TASK_REQUESTER.set(started.get(relay.REQUESTER, ""))
+                TASK_DEPTH.set(started.get(relay.DEPTH, 0))
+            await event_queue.enqueue_event(new)
             await self._new_turn(context.task_id, context.context_id, message, updater)
         elif task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
             await self._decision(task, message, updater, internal, caller(context.call_context))
         elif task.status.state in TERMINAL_STATES:
             # Finished meanwhile (another replica decided it): write nothing; the handler answers "Already decided".
             raise UnsupportedOperationError(message=f"Task {task.id} is in terminal state: {TaskState.Name(task.status.state)}")
-        elif isinstance(internal, InternalDecision):
+        elif isinstance(internal, InternalDecision | delegation_flow.InternalDelegation):
             return  # submitted/working: someone else is on it; an internal decision changes nothing here
         else:
             records = await self._approvals.for_task(task.id)
@@ -153,6 +176,8 @@ class GatehouseExecutor(AgentExecutor):
         Each request's decision is the arbiter: one decided before the cancel is not withdrawn (its call runs, unless
         the task is canceled before the run starts: then nothing runs and the task says ``CANCELED``), one the cancel
         denied first answers a later decision with "Already decided: … denied by cancel"."""
+        if self._delegate is not None and await self._delegate.waiting(task.id):
+            return await self._delegate.cancel(task.id)  # a sub-agent's pause: its task is canceled with this one
         if self._elicit is not None and await self._elicit.waiting(task.id):
             # A tool's question is open: the call (approved or not) waits for the user, it is not running. It ends
             # canceled and is never retried; nothing else of the task is pending (one kind of pause per turn).
@@ -164,43 +189,10 @@ class GatehouseExecutor(AgentExecutor):
     # --- a new turn -----------------------------------------------------------------------------
 
     async def _new_turn(self, task_id: str, context_id: str, message: Message, updater: TaskUpdater) -> None:
-        data_parts = get_data_parts(message.parts)
+        refusal = await self._guard.refusal(context_id, TASK_OWNER.get(), message)
+        if refusal:
+            return await updater.reject(_text(updater, refusal))
         text = "\n".join(get_text_parts(message.parts)).strip()
-        owner = TASK_OWNER.get()
-        waiting = await self._approvals.pending_in_context(context_id, owner)
-        asking = await self._hitl.open_in_context(context_id) if self._hitl is not None else []
-        if asking and self._owner_of is not None and await self._owner_of(asking[0].task_id) != owner:
-            asking = []  # another principal's conversation under the same context id: not this caller's business
-        asked = await self._elicit.open_in_context(context_id) if self._elicit is not None else []
-        if asked and self._owner_of is not None and await self._owner_of(asked[0].task_id) != owner:
-            asked = []
-        if asked and not waiting:
-            await updater.reject(_text(updater, (
-                f"Task {asked[0].task_id} of this context is waiting for an answer to {asked[0].tool}'s question "
-                f"{asked[0].id}; answer it (same task_id) before sending a new message."
-            )))
-            return
-        if asking and not waiting:
-            await updater.reject(_text(updater, (
-                f"Task {asking[0].task_id} of this context is waiting for an answer to question {asking[0].id} "
-                "(hitl_request); answer it (same task_id) before sending a new message."
-            )))
-            return
-        if any(isinstance(d, dict) and "decision_type" in d for d in data_parts):
-            problem = "There is no pending request on this task."
-            if waiting:
-                problem += f" Task {waiting[0].task_id} of this context is waiting; send the decision with its task_id."
-            await updater.reject(_text(updater, str(wire.DecisionError(problem))))
-            return
-        if waiting:
-            await updater.reject(_text(updater, (
-                f"Task {waiting[0].task_id} of this context is waiting for a decision on "
-                f"{', '.join(r.id for r in waiting)}; decide it (same task_id) before sending a new message."
-            )))
-            return
-        if not text:
-            await updater.reject(_text(updater, "The message has no text."))
-            return
         try:
             outcome = await self._turns.new_turn(task_id, context_id, text)
         except Exception as exc:
@@ -212,6 +204,19 @@ class GatehouseExecutor(AgentExecutor):
 
     async def _decision(self, task: Task, message: Message, updater: TaskUpdater, internal: Any, voter: Principal) -> None:
         records = await self._approvals.for_task(task.id)
+        refused = ""
+        if internal is None:
+            try:
+                voter = delegated.voter(message, voter, self._config, self._identities)
+            except relay.DelegationRefused as exc:
+                refused = str(wire.DecisionError(str(exc)))
+        others = await self._other_pauses(task.id) if self._delegate is not None else []
+        if self._delegate is not None and await self._delegate.routes(task.id, records, internal, others):
+            if refused:
+                return await self._delegate.refuse(task.id, updater, refused)
+            return await self._delegate.decision(task, message, updater, internal, self._report, voter)
+        if refused and any(r.status == "pending" for r in records):
+            return await self._still_waiting(updater, [r for r in records if r.status == "pending"], refused)
         if self._elicit is not None:
             asked_at = [q.created_at for q in await self._hitl.questions(task.id)] if self._hitl is not None else []
             if await self._elicit.routes(task.id, records, internal, asked_at):
@@ -295,6 +300,11 @@ class GatehouseExecutor(AgentExecutor):
             return await self._still_waiting(updater, still, batches.partly_decided(decided, still))
         await self._resume(task, batch, updater)
 
+    async def _other_pauses(self, task_id: str) -> list[float]:
+        """When the task's questions and tools' questions were asked (which pause came last)."""
+        asked = [q.created_at for q in await self._hitl.questions(task_id)] if self._hitl is not None else []
+        return asked + (await self._elicit.asked_at(task_id) if self._elicit is not None else [])
+
     def _count(self, decided: list[ApprovalRecord], source: str) -> None:
         self._metrics.pending.dec(len(decided))
         for r in decided:
@@ -360,6 +370,8 @@ class GatehouseExecutor(AgentExecutor):
             return await self._hitl.report_pause(updater, outcome.question)
         if outcome.elicitation is not None and self._elicit is not None:
             return await self._elicit.report_pause(updater, outcome.elicitation)
+        if outcome.delegation is not None and self._delegate is not None:
+            return await self._delegate.report_pause(updater, outcome.delegation)
         if outcome.paused:
             requests = await self._action_requests(outcome.requests)
             interrupt = wire.ApprovalInterrupt(action_requests=requests)

@@ -35,7 +35,7 @@ from agent_runtime.approvals.audit import outcome_of
 from agent_runtime.edits import changed_fields
 from agent_runtime.edits import describe as describe_edit
 from agent_runtime.metrics import Metrics
-from agent_runtime.run_scope import CURRENT_RUN, HumanTool, PendingCall, RunScope
+from agent_runtime.run_scope import CURRENT_RUN, HumanTool, PendingCall, PendingDelegation, PendingElicitation, RunScope
 
 PLACEHOLDER = {"error": "waiting for a human decision"}
 
@@ -103,6 +103,8 @@ class Gate:
             return {"error": "not run: this model turn asks the human a question (hitl_request); call again after the answer"}
         if scope.eliciting:  # likewise a tool's question (MCP elicitation)
             return {"error": "not run: another tool of this model turn asks the user a question; call again after the answer"}
+        if scope.delegating:  # likewise a sub-agent's pause (agent_runtime/delegation)
+            return {"error": "not run: a sub-agent called in this model turn waits for a human; call again after it is decided"}
         request_id = f"apr-{uuid.uuid4().hex[:16]}"
         tool_context.request_confirmation(hint=decision.hint, payload={"request_id": request_id})
         tool_context.actions.skip_summarization = True
@@ -139,7 +141,8 @@ class Gate:
         call_id = tool_context.function_call_id or ""
         if scope is not None and call_id in scope.claimed:
             scope.claimed.discard(call_id)
-            asked = next((e for e in scope.eliciting if e.call_id == call_id), None)
+            waits: list[PendingElicitation | PendingDelegation] = [*scope.eliciting, *scope.delegating]
+            asked = next((e for e in waits if e.call_id == call_id), None)
             if asked is not None:
                 edit = scope.edited.pop(call_id, "")
                 asked.note = " ".join(n for n in (edit, asked.note) if n)

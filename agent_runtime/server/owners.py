@@ -56,6 +56,10 @@ def owner_name(context: ServerCallContext | None) -> str:
 # The principal the current agent run acts for (set by the executor around each run; read by the turn runner
 # for the ADK session's user and by the gate for who asked).
 TASK_OWNER: ContextVar[str] = ContextVar("gatehouse_task_owner", default="")
+# For a task a parent agent delegated here: the human it acts for (who asked, for separation of duties) and how many
+# agents are above this one (agent_runtime/delegation/relay.py); kept in the task's metadata, set around each run.
+TASK_REQUESTER: ContextVar[str] = ContextVar("gatehouse_task_requester", default="")
+TASK_DEPTH: ContextVar[int] = ContextVar("gatehouse_task_depth", default=0)
 
 
-__all__ = ["TASK_OWNER", "CallerUser", "acting_for", "caller", "owner_name"]
+__all__ = ["TASK_DEPTH", "TASK_OWNER", "TASK_REQUESTER", "CallerUser", "acting_for", "caller", "owner_name"]

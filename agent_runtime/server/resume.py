@@ -41,6 +41,8 @@ from google.protobuf.json_format import MessageToDict
 
 from agent_runtime import kagent_hitl
 from agent_runtime.approvals import AlreadyDecided, ApprovalService, Resolution
+from agent_runtime.delegation import flow as delegation_flow
+from agent_runtime.delegation.store import DelegationStore
 from agent_runtime.elicitations import flow as elicitation_flow
 from agent_runtime.elicitations.store import ElicitationStore
 from agent_runtime.questions import flow as question_flow
@@ -53,7 +55,7 @@ from agent_runtime.server.executor import (
     GatehouseExecutor,
     InternalDecision,
 )
-from agent_runtime.server.owners import acting_for, owner_name
+from agent_runtime.server.owners import CallerUser, acting_for, owner_name
 
 
 class GatehouseRequestHandler(DefaultRequestHandler):
@@ -61,12 +63,13 @@ class GatehouseRequestHandler(DefaultRequestHandler):
 
     def __init__(
         self, *args: Any, approvals: ApprovalService, hitl: HitlStore | None = None,
-        elicitations: ElicitationStore | None = None, **kwargs: Any,
+        elicitations: ElicitationStore | None = None, delegations: DelegationStore | None = None, **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self._approvals = approvals
         self._hitl = hitl
         self._elicitations = elicitations
+        self._delegations = delegations
         self._task_locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
     @contextlib.asynccontextmanager
@@ -89,6 +92,7 @@ class GatehouseRequestHandler(DefaultRequestHandler):
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
         async with self._one_at_a_time(params.message.task_id):
+            await self._internal_acts_for_owner(params, context)
             told = await self._admit(params, context)
             if told is not None:
                 return told
@@ -128,6 +132,16 @@ class GatehouseRequestHandler(DefaultRequestHandler):
                 await self.agent_executor.withdraw(task, by=owner_name(context))
             return await super().on_cancel_task(params, context)
 
+    async def _internal_acts_for_owner(self, params: SendMessageRequest, context: ServerCallContext) -> None:
+        """The runtime's own messages (a question's or a tool question's timeout, a sub-agent that ended) act for the
+        task's owner, as :class:`Resumer` does: the store finds a task only under its owner."""
+        internal = (question_flow.INTERNAL_HITL, elicitation_flow.INTERNAL_ELICITATION, delegation_flow.INTERNAL_DELEGATION)
+        if isinstance(context.user, CallerUser) or all(context.state.get(key) is None for key in internal):
+            return
+        owner_of = getattr(self.task_store, "owner_of", None)
+        if owner_of is not None and params.message.task_id:
+            context.user = acting_for(await owner_of(params.message.task_id) or "")
+
     async def _task(self, task_id: str, context: ServerCallContext) -> Task | None:
         """The task as the caller may see it (the store is owner-scoped)."""
         found = await self.task_store.get(task_id, context)
@@ -166,7 +180,8 @@ class GatehouseRequestHandler(DefaultRequestHandler):
 
     async def _refuse_finished(self, task: Task, context: ServerCallContext) -> Message:
         data = await self._finished_data(task)
-        internal = (INTERNAL_DECISION, question_flow.INTERNAL_HITL, elicitation_flow.INTERNAL_ELICITATION)
+        internal = (INTERNAL_DECISION, question_flow.INTERNAL_HITL, elicitation_flow.INTERNAL_ELICITATION,
+                    delegation_flow.INTERNAL_DELEGATION)
         if all(context.state.get(key) is None for key in internal):
             raise UnsupportedOperationError(message=_finished_message(task), data=data)
         return Message(  # the runtime's own decision came too late: nothing to run, nothing to raise
@@ -179,8 +194,11 @@ class GatehouseRequestHandler(DefaultRequestHandler):
         records = await self._approvals.for_task(task.id)
         questions = await self._hitl.for_task(task.id) if self._hitl is not None else []
         asked = await self._elicitations.for_task(task.id) if self._elicitations is not None else []
+        relayed = await self._delegations.for_task(task.id) if self._delegations is not None else []
         latest_other = max([*(r.created_at for r in records), *(q.created_at for q in questions)], default=float("-inf"))
-        if asked and asked[-1].created_at > latest_other:
+        if relayed and relayed[-1].created_at > max([latest_other, *(a.created_at for a in asked)]):
+            explanation = delegation_flow.finished_text(relayed)
+        elif asked and asked[-1].created_at > latest_other:
             explanation = elicitation_flow.finished_text(asked)
         elif questions and (not records or questions[-1].created_at > records[-1].created_at):
             explanation = question_flow.finished_text(questions)

@@ -19,13 +19,14 @@ from google.adk.telemetry.context import ContentCapturingMode, TelemetryConfig
 from google.genai import types
 
 from agent_runtime.approvals import ApprovalRecord, ApprovalService, args_hash
+from agent_runtime.delegation.store import DelegationRecord
 from agent_runtime.elicitations.store import ElicitationRecord
 from agent_runtime.metrics import Metrics
 from agent_runtime.principals import ANONYMOUS
 from agent_runtime.questions.store import HitlRecord
 from agent_runtime.run_scope import CURRENT_RUN, RunScope
 from agent_runtime.server.gate import confirmation_payload
-from agent_runtime.server.owners import TASK_OWNER
+from agent_runtime.server.owners import TASK_DEPTH, TASK_OWNER, TASK_REQUESTER
 from agent_runtime.server.sessions import DurableSessionService
 
 CONFIRMATION_CALL = "adk_request_confirmation"
@@ -44,10 +45,12 @@ class TurnOutcome:
     errors: list[str] = field(default_factory=list)
     question: HitlRecord | None = None  # a hitl_request pause (never together with approval requests)
     elicitation: ElicitationRecord | None = None  # an MCP tool's question (never together with the other two)
+    delegation: DelegationRecord | None = None  # a sub-agent's pause (never together with the other three)
 
     @property
     def paused(self) -> bool:
-        return bool(self.requests) or self.question is not None or self.elicitation is not None
+        return bool(self.requests) or self.question is not None or self.elicitation is not None \
+            or self.delegation is not None
 
 
 class TurnRunner:
@@ -61,6 +64,7 @@ class TurnRunner:
         clock: Callable[[], float] = time.time,
         questions: Callable[[RunScope, dict[str, str]], Awaitable[HitlRecord | None]] | None = None,
         elicitations: Callable[[RunScope], Awaitable[ElicitationRecord | None]] | None = None,
+        delegations: Callable[[RunScope], Awaitable[DelegationRecord | None]] | None = None,
     ) -> None:
         self._runner = runner
         self._sessions = sessions
@@ -70,6 +74,7 @@ class TurnRunner:
         self._clock = clock
         self._questions = questions  # records a hitl_request pause (questions/tool.py QuestionRecorder.record)
         self._elicitations = elicitations  # records a tool's question (elicitations/flow.py ElicitationRecorder.record)
+        self._delegations = delegations  # records a sub-agent's pause (delegation/flow.py DelegationRecorder.record)
 
     async def new_turn(self, task_id: str, context_id: str, text: str) -> TurnOutcome:
         content = types.Content(role="user", parts=[types.Part(text=text)])
@@ -105,7 +110,7 @@ class TurnRunner:
 
     async def _run(self, task_id: str, context_id: str, content: types.Content) -> TurnOutcome:
         owner = TASK_OWNER.get() or ANONYMOUS  # the conversation's session is the owner's (server/owners.py)
-        scope = RunScope(task_id, context_id, owner)
+        scope = RunScope(task_id, context_id, owner, requester=TASK_REQUESTER.get() or owner, depth=TASK_DEPTH.get())
         token = CURRENT_RUN.set(scope)
         texts: list[str] = []
         errors: list[str] = []
@@ -133,8 +138,9 @@ class TurnRunner:
             self._metrics.pending.inc(len(records))
         question = await self._questions(scope, confirmation_ids) if self._questions is not None else None
         asked = await self._elicitations(scope) if self._elicitations is not None else None
+        relayed = await self._delegations(scope) if self._delegations is not None else None
         return TurnOutcome(text="\n".join(texts).strip(), requests=records, errors=errors, question=question,
-                           elicitation=asked)
+                           elicitation=asked, delegation=relayed)
 
     def _records(self, scope: RunScope, confirmation_ids: dict[str, str]) -> list[ApprovalRecord]:
         now = self._clock()
@@ -149,7 +155,7 @@ class TurnRunner:
                     confirmation_id=confirmation_id, call_id=call.call_id, tool=call.tool, server=call.server,
                     args=call.args, args_hash=args_hash(call.tool, call.args), hint=call.hint,
                     created_at=now, expires_at=now + self._timeout, position=position,
-                    requested_by=scope.owner, approvers=call.approvers, redact=call.redact,
+                    requested_by=scope.requester or scope.owner, approvers=call.approvers, redact=call.redact,
                 )
             )
         return records

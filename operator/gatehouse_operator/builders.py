@@ -12,7 +12,8 @@ manifests and golden files (``tests/testdata/operator/<case>/``) pin every chang
                                     with deleteClaimWithAgent, applied by :mod:`gatehouse_operator.claims`
     Deployment     <agent>          gatehouse-runtime serve, config mounted from the Secret, access Secrets mounted
                                     read-only under ACCESS_DIR, the state volume at STATE_DIR; hardened
-                                    (:mod:`gatehouse_operator.hardening`), its card URL the Service's
+                                    (:mod:`gatehouse_operator.hardening`), its card URL the Service's; the
+                                    ServiceAccount token mounted for certain when it calls Agents with it
     Service        <agent>          port 8080 "http"
 
 :func:`desired_children` assembles them in that order (the order they are created in) and makes the
@@ -40,7 +41,16 @@ import kopf
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.resources import GROUP, Agent
 from agent_runtime.resources.agent import SqliteStateSpec
-from agent_runtime.translator import ACCESS_DIR, GENERATED_TOKEN_KEY, SecretFile, access_files, secret_env
+from agent_runtime.translator import (
+    ACCESS_DIR,
+    GENERATED_TOKEN_KEY,
+    RUNTIME_PORT,
+    SERVICE_ACCOUNT_TOKEN_FILE,
+    SecretFile,
+    access_files,
+    agent_url,
+    secret_env,
+)
 from gatehouse_operator import hardening, storage
 
 __all__ = [
@@ -62,11 +72,12 @@ __all__ = [
     "config_hash",
     "desired_children",
     "labels_for",
+    "needs_service_account_token",
     "public_url",
     "tokenreview_binding_name",
 ]
 
-CONTAINER_PORT = 8080
+CONTAINER_PORT = RUNTIME_PORT  # part of every Agent's in-cluster URL (translator.agent_url)
 CONFIG_HASH_ANNOTATION = f"{GROUP}/config-hash"
 SECRETS_HASH_ANNOTATION = f"{GROUP}/secrets-hash"
 AGENT_LABEL = f"{GROUP}/agent"
@@ -235,8 +246,15 @@ def _env(agent: Agent, config: AgentConfig, inputs: BuildInputs, plan: storage.S
 
 
 def public_url(agent: Agent) -> str:
-    """The URL the agent card announces: ``spec.a2aConfig.publicUrl``, else the Service's in-cluster address."""
-    return agent.spec.a2a_config.public_url or f"http://{agent.name}.{agent.namespace}.svc.cluster.local:{CONTAINER_PORT}/"
+    """The URL the agent card announces: ``spec.a2aConfig.publicUrl``, else the Service's in-cluster address -- by
+    :func:`agent_runtime.translator.agent_url`, the same formula as the URL an Agent using this one as a tool calls."""
+    return agent_url(agent.name, agent.namespace, agent.spec.a2a_config.public_url)
+
+
+def needs_service_account_token(config: AgentConfig) -> bool:
+    """Whether the runtime presents its ServiceAccount token to an Agent it uses as a tool (read from the file the
+    kubelet mounts, :data:`agent_runtime.translator.SERVICE_ACCOUNT_TOKEN_FILE`)."""
+    return any(sub.token_file == SERVICE_ACCOUNT_TOKEN_FILE for sub in config.sub_agents)
 
 
 def build_claim(agent: Agent) -> dict[str, Any] | None:
@@ -295,6 +313,9 @@ def build_deployment(agent: Agent, config: AgentConfig, inputs: BuildInputs) -> 
                 "metadata": {"labels": labels_for(agent.name), "annotations": annotations},
                 "spec": {
                     "serviceAccountName": service_account_name(agent),
+                    # Said explicitly where the runtime calls Agents with the token: a ServiceAccount of the user's own
+                    # (spec.deployment.serviceAccountName) may switch the mount off, the pod's word wins.
+                    **({"automountServiceAccountToken": True} if needs_service_account_token(config) else {}),
                     "securityContext": hardening.merged(hardening.POD_SECURITY_CONTEXT, spec.pod_security_context),
                     "containers": [container],
                     "volumes": volumes,

@@ -1,11 +1,14 @@
 """What each Agent depends on: kopf indexes for the custom resources, and the Secrets read by name.
 
 kopf fills every index from its watch streams before any handler runs and keeps it current, event by
-event. One of them is a lookup and two are read-only caches the translator reads from (no API call)::
+event. One of them is a lookup and three are read-only caches the translator reads from (no API call)::
 
-    agent_dependencies    (kind, namespace, name) of a ModelConfig/RemoteMCPServer -> Agent names
+    agent_dependencies    (kind, namespace, name) of a ModelConfig/RemoteMCPServer/Agent -> Agent names
+                          (an Agent's dependencies include the Agents of its namespace it uses as tools)
     model_config_cache    (namespace, name) -> the ModelConfig's apiVersion/kind/metadata/spec
     mcp_server_cache      (namespace, name) -> the RemoteMCPServer's apiVersion/kind/metadata/spec
+    agent_cache           namespace -> each Agent's apiVersion/kind/metadata/spec (the Agents an Agent uses as tools,
+                          and theirs, for the translator's cycle and depth checks)
 
 The index functions are small and pure, so they are ``async``: kopf runs them inline in its event loop
 instead of handing each watch event to a worker thread and back. kopf passes ``namespace=None`` only for
@@ -21,7 +24,8 @@ A periodic check (:func:`changed_secrets`, run by ``handlers.agent_secret_check`
 reconciles the Agent when a version moved; any other trigger of the Agent re-reads them anyway.
 
 :class:`Dependencies` wraps the indexes a handler receives as keyword arguments and answers "which Agents use
-this ModelConfig/RemoteMCPServer?" and "which ModelConfig and RemoteMCPServers does this Agent's translation get?".
+this ModelConfig/RemoteMCPServer/Agent?", "which ModelConfig and RemoteMCPServers does this Agent's translation get?"
+and "which Agents of its namespace can this Agent reach through its Agent tools?".
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from gatehouse_operator.kube import ChildrenApi
 
 __all__ = ["Dependencies", "DependencyKind", "ReferencedSecrets", "SeenSecret", "changed_secrets", "is_missing"]
 
-DependencyKind = str  # "ModelConfig" | "RemoteMCPServer"
+DependencyKind = str  # "ModelConfig" | "RemoteMCPServer" | "Agent"
 
 
 def _plain(body: kopf.Body) -> dict[str, Any]:
@@ -64,7 +68,21 @@ async def agent_dependencies(
     keys = {("ModelConfig", namespace, spec.get("modelConfig") or "")}
     for tool in spec.get("tools") or []:
         keys.add(("RemoteMCPServer", namespace, (tool.get("mcpServer") or {}).get("name") or ""))
+        keys.add(("Agent", namespace, _local_agent(tool)))
     return {key: name for key in keys if key[2]}
+
+
+def _local_agent(tool: Mapping[str, Any]) -> str:
+    """The Agent of this namespace a raw ``spec.tools[]`` entry uses as a tool; ``""`` for any other tool."""
+    agent = tool.get("agent") or {}
+    return "" if agent.get("cardUrl") else str(agent.get("name") or "")
+
+
+@kopf.index(GROUP, VERSION, "agents")
+async def agent_cache(namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
+    if namespace is None:
+        return {}
+    return {namespace: _plain(body)}
 
 
 @kopf.index(GROUP, VERSION, "modelconfigs")
@@ -102,14 +120,45 @@ class Dependencies:
     agent_dependencies: kopf.Index[tuple[str, str, str], str]
     model_config_cache: kopf.Index[tuple[str, str], dict[str, Any]]
     mcp_server_cache: kopf.Index[tuple[str, str], dict[str, Any]]
+    agent_cache: kopf.Index[str, dict[str, Any]]
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any]) -> Dependencies:
         return cls(**{name: kwargs[name] for name in cls.__dataclass_fields__})
 
     def agents_using(self, kind: DependencyKind, namespace: str, name: str) -> set[str]:
-        """Names of the Agents in ``namespace`` that use the ModelConfig or RemoteMCPServer ``name``."""
+        """Names of the Agents in ``namespace`` that use the ModelConfig, RemoteMCPServer or Agent ``name``."""
         return _all(self.agent_dependencies, (kind, namespace, name))
+
+    def reachable_agents(self, agent: Agent) -> tuple[dict[str, Agent], list[Problem]]:
+        """The Agents of ``agent``'s namespace it reaches through its Agent tools, theirs and so on (from the cache),
+        by name: what the translator checks for cycles and depth. Nothing else is parsed.
+
+        Missing ones are left out (the translator reports those ``agent`` names itself). One that is invalid is left
+        out too, and is a Problem when ``agent`` names it itself (deeper down it is its parent's problem).
+        """
+        store = self.agent_cache.get(agent.namespace)
+        raw: dict[str, dict[str, Any]] = {}
+        for body in store if store is not None else ():
+            raw.setdefault(body["metadata"]["name"], body)
+        direct = {tool.name for t in agent.spec.tools if (tool := t.agent) is not None and tool.card_url is None}
+        found: dict[str, Agent] = {}
+        problems: list[Problem] = []
+        todo, seen = sorted(direct), {agent.name}
+        while todo:
+            name = todo.pop(0)
+            if name in seen or name not in raw:
+                continue
+            seen.add(name)
+            try:
+                child = Agent.model_validate(raw[name])
+            except ValidationError as exc:
+                if name in direct:
+                    problems += problems_from_validation(exc, prefix=f"Agent {name!r}")
+                continue
+            found[name] = child
+            todo += [tool.name for t in child.spec.tools if (tool := t.agent) is not None and tool.card_url is None]
+        return found, problems
 
     def resolve(
         self, agent: Agent
@@ -129,6 +178,8 @@ class Dependencies:
             except ValidationError as exc:
                 problems += problems_from_validation(exc, prefix=f"ModelConfig {ref!r}")
         for tool in agent.spec.tools:
+            if tool.mcp_server is None:
+                continue  # an Agent tool: reachable_agents
             name = tool.mcp_server.name
             raw = _one(self.mcp_server_cache, (agent.namespace, name))
             if raw is not None:

@@ -15,6 +15,10 @@ agent_secret_check     a daemon per Agent, every                                
                        compares their resourceVersions
 modelconfig_event      a ModelConfig added/changed/deleted                         Agents using it
 mcpserver_event        a RemoteMCPServer added/changed/deleted                     Agents using it
+agent_event            an Agent added, deleted or its spec changed                 Agents using it as a
+                                                                                   tool (and, when its
+                                                                                   runtime reported
+                                                                                   readiness, that Agent)
 deployment_event       a Deployment we manage changed (e.g. availableReplicas,     its Agent
                        or edited/deleted by hand)
 =====================  ==========================================================  =====================
@@ -115,11 +119,21 @@ def agent_delete(memo: kopf.Memo, namespace: str | None, name: str, logger: kopf
 @kopf.on.event(*AGENTS)
 async def agent_event(type: str | None, body: kopf.Body, memo: kopf.Memo, namespace: str | None, name: str,
                       logger: kopf.Logger, **kwargs: Any) -> None:
-    """The runtime wrote its own readiness (``RuntimeReady``, a status change no update handler sees): fold it into
-    ``Ready`` now rather than at the next resync."""
-    if type is None or namespace is None:
+    """An Agent appeared, vanished or its spec changed: the Agents that use it as a tool are reconciled (found in the
+    index, as for a ModelConfig). Its status writes (most events) change nothing for them; the initial listing only
+    records each spec. And the runtime wrote its own readiness (``RuntimeReady``, a status change no update handler
+    sees): fold it into ``Ready`` now rather than at the next resync."""
+    if namespace is None:
         return
-    if status.ready_needs_runtime_reason((body.get("status") or {}).get("conditions") or []):
+    state: OperatorState = memo.state
+    changed = state.agent_spec_changed(namespace, name, body.get("spec"), deleted=type == "DELETED")
+    if type is None:
+        return
+    if changed:
+        parents = sorted(Dependencies.from_kwargs(kwargs).agents_using("Agent", namespace, name) - {name})
+        if parents:
+            await asyncio.to_thread(_reconcile_dependents, "Agent", type, namespace, name, parents, memo, logger, kwargs)
+    if type != "DELETED" and status.ready_needs_runtime_reason((body.get("status") or {}).get("conditions") or []):
         await asyncio.to_thread(_run, memo, namespace, name, logger, kwargs)
 
 

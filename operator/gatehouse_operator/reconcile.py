@@ -1,14 +1,15 @@
 """One reconcile of one Agent: read it, translate it, make its children match, write its status.
 
 Every trigger ends here: the Agent's own create/update/resume handlers, a changed dependency
-(ModelConfig, RemoteMCPServer; a Secret, found by the periodic Secret check), an event of its Deployment, and the
-periodic resync. Each run
+(ModelConfig, RemoteMCPServer, an Agent it uses as a tool; a Secret, found by the periodic Secret check), an event
+of its Deployment, and the periodic resync. Each run
 
 1. reads the Agent fresh from the API (under a per-Agent lock, so triggers never interleave);
 2. refuses a ``spec.deployment.serviceAccountName`` other than the Agent's own name (the runtime's identity is
    fixed, so that the admission policy can tell the runtime from users);
-3. translates it with :func:`agent_runtime.translator.translate` (``in_cluster``), reading the ModelConfig and
-   RemoteMCPServers from the in-memory caches (:mod:`gatehouse_operator.dependencies`), generates the token
+3. translates it with :func:`agent_runtime.translator.translate` (``in_cluster``), reading the ModelConfig,
+   RemoteMCPServers and the Agents it reaches through its Agent tools from the in-memory caches
+   (:mod:`gatehouse_operator.dependencies`), generates the token
    Secret if the Agent names none (:mod:`gatehouse_operator.access`), and reads the referenced Secrets by name
    (their resourceVersion and key names, never a value; the Postgres URL's included) to check they exist and to
    compute the secrets hash;
@@ -100,9 +101,11 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
         return _reject(state, body, "InvalidSpec", problems_from_validation(exc), logger, now, admission)
     account = service_account_problem(agent)
     models, servers, problems = deps.resolve(agent)
+    agents, agent_problems = deps.reachable_agents(agent)
+    problems += agent_problems
     secrets = state.referenced_secrets(agent.namespace, agent.name)
     try:
-        config = translate(agent, models, servers, in_cluster=True)
+        config = translate(agent, models, servers, in_cluster=True, agents=agents)
     except TranslationError as exc:
         problems = problems + exc.problems
     else:

@@ -30,6 +30,8 @@ Environment variables (all optional):
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import threading
 from collections.abc import Mapping
@@ -116,6 +118,7 @@ class OperatorState:
     _guard: threading.Lock = field(default_factory=threading.Lock)
     _versions: dict[tuple[str, str, str], str] = field(default_factory=dict)
     _secrets: dict[tuple[str, str], ReferencedSecrets] = field(default_factory=dict)
+    _agent_specs: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def lock_for(self, namespace: str, name: str) -> threading.Lock:
         """One lock per Agent: its own handlers, dependency events and resyncs never interleave."""
@@ -136,6 +139,20 @@ class OperatorState:
         """Whether a child's event only echoes what the last reconcile wrote or read (nothing to repair)."""
         with self._guard:
             return resource_version is not None and self._versions.get((kind, namespace, name)) == resource_version
+
+    def agent_spec_changed(self, namespace: str, name: str, spec: Mapping[str, Any] | None, deleted: bool = False) -> bool:
+        """Record an Agent's spec as its watch event shows it (a digest); whether it differs from the last one seen
+        (an Agent seen for the first time, or deleted, has changed). Agents that use it as a tool read only its spec,
+        so its status writes -- most of its events -- concern them not."""
+        key = (namespace, name)
+        with self._guard:
+            if deleted:
+                self._agent_specs.pop(key, None)
+                return True
+            digest = hashlib.sha256(json.dumps(spec or {}, sort_keys=True, default=str).encode()).hexdigest()
+            before = self._agent_specs.get(key)
+            self._agent_specs[key] = digest
+            return before != digest
 
     def referenced_secrets(self, namespace: str, name: str) -> ReferencedSecrets:
         """A fresh record of the Secrets one reconcile of the Agent reads; it replaces the last one as what the

@@ -169,3 +169,65 @@ def test_resolve_reads_the_caches_and_reports_invalid_dependencies() -> None:
     models, servers, problems = deps.resolve(agent)
     assert list(models) == ["scripted-file-manager"] and servers == {}
     assert problems and problems[0].path.startswith("RemoteMCPServer 'file-tools'")
+
+
+# -- Agents used as tools (sub-agents) -------------------------------------------------------------------------------
+
+
+def _agent_body(name: str, *children: str, namespace: str = "team", **spec: Any) -> dict[str, Any]:
+    tools = [{"type": "Agent", "agent": {"name": child}} for child in children]
+    return {"apiVersion": "gatehouse.dev/v1alpha1", "kind": "Agent", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"modelConfig": "m", "tools": tools, **spec}}
+
+
+class _Body(dict[str, Any]):
+    """As much of kopf.Body as the index functions read."""
+
+    @property
+    def metadata(self) -> Any:
+        from types import SimpleNamespace
+
+        return SimpleNamespace(**self["metadata"])
+
+
+async def test_an_agent_names_the_agents_of_its_namespace_it_uses_as_tools_in_the_index() -> None:
+    spec = {"modelConfig": "m", "tools": [
+        {"type": "Agent", "agent": {"name": "files"}},
+        {"type": "Agent", "agent": {"name": "remote", "cardUrl": "https://r.example.com/"}},  # not an Agent here
+        {"type": "McpServer", "mcpServer": {"name": "s"}}]}
+    keys = await dependencies.agent_dependencies(namespace="team", name="o", spec=spec)  # type: ignore[arg-type]
+    assert keys == {("ModelConfig", "team", "m"): "o", ("RemoteMCPServer", "team", "s"): "o", ("Agent", "team", "files"): "o"}
+    body = _agent_body("o", "files")
+    cached = await dependencies.agent_cache(namespace="team", body=_Body(body))  # type: ignore[arg-type]
+    assert cached == {"team": body}
+
+
+def test_reachable_agents_follow_agent_tools_and_parse_nothing_else() -> None:
+    bodies = [_agent_body("o", "a", "ghost"), _agent_body("a", "b"), _agent_body("b", "o"), _agent_body("bystander"),
+              {**_agent_body("broken"), "spec": {"tools": "not a list"}}, _agent_body("x", namespace="other")]
+    deps = _deps(agent_cache={"team": bodies[:5], "other": bodies[5:]})
+    from agent_runtime.resources import Agent
+
+    agents, problems = deps.reachable_agents(Agent.model_validate(bodies[0]))
+    assert sorted(agents) == ["a", "b"] and problems == []  # not o itself (the translator has it), not the bystander
+    with_broken = Agent.model_validate(_agent_body("p", "broken", "a"))
+    agents, problems = deps.reachable_agents(with_broken)
+    assert sorted(agents) == ["a", "b", "o"]
+    assert problems and all(p.path.startswith("Agent 'broken'") for p in problems)
+    deeper = Agent.model_validate(_agent_body("q", "r"))
+    agents, problems = _deps(agent_cache={"team": [_agent_body("r", "broken"), bodies[4]]}).reachable_agents(deeper)
+    assert sorted(agents) == ["r"] and problems == []  # an invalid Agent deeper down is its parent's problem
+    assert _deps().reachable_agents(deeper) == ({}, [])
+
+
+def test_only_a_changed_spec_concerns_the_agents_that_use_an_agent() -> None:
+    from gatehouse_operator.settings import OperatorConfig, OperatorState
+
+    state = OperatorState(config=OperatorConfig(), kube=None)  # type: ignore[arg-type]
+    spec = {"modelConfig": "m", "description": "one"}
+    assert state.agent_spec_changed("team", "files", spec)  # first seen
+    assert not state.agent_spec_changed("team", "files", dict(spec))  # a status write: the same spec
+    assert state.agent_spec_changed("team", "files", {**spec, "description": "two"})
+    assert state.agent_spec_changed("other", "files", {**spec, "description": "two"})  # per namespace: first seen
+    assert state.agent_spec_changed("team", "files", None, deleted=True)
+    assert state.agent_spec_changed("team", "files", {**spec, "description": "two"})  # back after deletion: new

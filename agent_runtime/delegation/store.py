@@ -1,0 +1,206 @@
+"""The durable ``gatehouse_delegations`` table: one row per sub-agent call that paused, and the only code that changes it.
+
+A row holds what the parent needs to go on after a restart: which of its calls waits (``call_id``, the model's
+arguments), on which sub-agent task, and the sub-agent's latest pause as this agent shows it. Its life:
+
+    waiting ──the sub-agent paused again (a vote counted, a new gated call)──► waiting (pause updated)
+    waiting ──the sub-agent's task ended (forwarded decision, its own timeout, decided elsewhere)──► done
+    waiting ──this task canceled | the sub-agent unreachable past the expiry──► done  (result: an error for the model)
+
+Every change is a compare-and-swap on ``status`` and ``version``: two forwarded decisions racing cannot both hand the
+sub-agent's result to the model, and only the request that moved the row to ``done`` resumes the model.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, Text, bindparam, select, update
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+from agent_runtime.approvals.records import iso_utc
+from agent_runtime.database import Database
+from agent_runtime.fresh_ids import FreshIds
+
+Status = Literal["waiting", "done"]
+
+metadata = MetaData()
+
+delegations = Table(
+    "gatehouse_delegations",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("task_id", String(128), nullable=False, index=True),
+    Column("context_id", String(128), nullable=False, index=True),
+    Column("call_id", String(128), nullable=False),
+    Column("tool", String(128), nullable=False),
+    Column("agent", Text, nullable=False),
+    Column("args_json", Text, nullable=False),
+    Column("child_task_id", String(128), nullable=False),
+    Column("child_context_id", String(128), nullable=False),
+    Column("pause_json", Text, nullable=False),
+    Column("status", String(16), nullable=False, index=True),
+    Column("result_json", Text),
+    Column("outcome", String(32), nullable=False, default=""),
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("version", Integer, nullable=False, default=0),
+)
+
+
+@dataclass(frozen=True)
+class Pause:
+    """A sub-agent's input-required status, as received: its text, data parts and status-message metadata."""
+
+    text: str = ""
+    data: list[dict[str, Any]] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({"text": self.text, "data": self.data, "metadata": self.metadata}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, raw: str) -> Pause:
+        value = json.loads(raw)
+        return cls(str(value.get("text", "")), list(value.get("data", [])), dict(value.get("metadata", {})))
+
+
+@dataclass(frozen=True)
+class DelegationRecord:
+    id: str
+    task_id: str
+    context_id: str
+    call_id: str
+    tool: str  # the tool name the model called
+    agent: str  # who the sub-agent is (SubAgentConfig.agent)
+    args: dict[str, Any]
+    child_task_id: str
+    child_context_id: str
+    pause: Pause
+    created_at: float
+    expires_at: float  # no later than the earliest request inside the sub-agent's pause
+    status: Status = "waiting"
+    result: dict[str, Any] | None = None  # what the model receives (relay.result_for_model)
+    outcome: str = ""  # the sub-agent task's final state, or canceled / unreachable
+    updated_at: float = 0.0
+    version: int = 0
+
+    @property
+    def open(self) -> bool:
+        return self.status == "waiting"
+
+    def describe(self) -> str:
+        if self.open:
+            return f"{self.id} ({self.tool} → task {self.child_task_id}) is still waiting"
+        when = f" at {iso_utc(self.updated_at)}" if self.updated_at else ""
+        return f"{self.id} ({self.tool} → task {self.child_task_id}) ended {self.outcome or 'done'}{when}"
+
+
+class AlreadyFinished(Exception):
+    """A change to a row that is no longer where the caller saw it. ``str(exc)`` is for the client."""
+
+    def __init__(self, records: Sequence[DelegationRecord]) -> None:
+        self.records = list(records)
+        details = "; ".join(r.describe() for r in records) or "no sub-agent request is open on this task"
+        super().__init__(f"Already decided: {details}. Nothing changed.")
+
+
+_FOR_TASK = select(delegations).where(delegations.c.task_id == bindparam("task_id")).order_by(delegations.c.created_at)
+_OPEN_IN_CONTEXT = select(delegations).where(delegations.c.context_id == bindparam("context_id"),
+                                             delegations.c.status == "waiting")
+_WAITING = select(delegations).where(delegations.c.status == "waiting").order_by(delegations.c.updated_at) \
+    .limit(bindparam("limit"))
+
+
+def _row_to_record(row: Any) -> DelegationRecord:
+    m = row._mapping
+    return DelegationRecord(
+        id=m["id"], task_id=m["task_id"], context_id=m["context_id"], call_id=m["call_id"], tool=m["tool"],
+        agent=m["agent"], args=json.loads(m["args_json"]), child_task_id=m["child_task_id"],
+        child_context_id=m["child_context_id"], pause=Pause.from_json(m["pause_json"]), created_at=m["created_at"],
+        expires_at=m["expires_at"], status=m["status"], result=json.loads(m["result_json"]) if m["result_json"] else None,
+        outcome=m["outcome"], updated_at=m["updated_at"], version=m["version"],
+    )
+
+
+def _record_to_row(r: DelegationRecord) -> dict[str, Any]:
+    return {
+        "id": r.id, "task_id": r.task_id, "context_id": r.context_id, "call_id": r.call_id, "tool": r.tool,
+        "agent": r.agent, "args_json": json.dumps(r.args, sort_keys=True), "child_task_id": r.child_task_id,
+        "child_context_id": r.child_context_id, "pause_json": r.pause.to_json(), "status": r.status,
+        "result_json": json.dumps(r.result) if r.result is not None else None, "outcome": r.outcome,
+        "created_at": r.created_at, "expires_at": r.expires_at, "updated_at": r.updated_at or r.created_at,
+        "version": r.version,
+    }
+
+
+class DelegationStore:
+    def __init__(self, db: Database, clock: Callable[[], float] = time.time, fresh: FreshIds | None = None) -> None:
+        self._db = db
+        self.clock = clock
+        self._fresh = fresh  # contexts with nothing stored yet (agent_runtime/fresh_ids.py)
+
+    async def create_tables(self) -> None:
+        try:
+            await self._db.run(metadata.create_all)
+        except (IntegrityError, OperationalError, ProgrammingError):
+            await self._db.run(metadata.create_all)  # another replica created it at the same moment
+
+    async def add(self, record: DelegationRecord) -> None:
+        if self._fresh is not None:
+            self._fresh.written(record.context_id)
+        row = _record_to_row(record)
+        await self._db.run(lambda conn: conn.execute(delegations.insert(), [row]))
+
+    async def _select(self, stmt: Any, params: dict[str, Any] | None = None) -> list[DelegationRecord]:
+        return await self._db.run(lambda conn: [_row_to_record(row) for row in conn.execute(stmt, params)], write=False)
+
+    async def for_task(self, task_id: str) -> list[DelegationRecord]:
+        """Every sub-agent pause of the task, oldest first."""
+        return await self._select(_FOR_TASK, {"task_id": task_id})
+
+    async def open_in_context(self, context_id: str) -> list[DelegationRecord]:
+        if self._fresh is not None and context_id in self._fresh:
+            return []
+        return await self._select(_OPEN_IN_CONTEXT, {"context_id": context_id})
+
+    async def waiting(self, limit: int = 200) -> list[DelegationRecord]:
+        """Open rows, least recently looked at first (the watcher's round)."""
+        return await self._select(_WAITING, {"limit": limit})
+
+    async def repause(self, record: DelegationRecord, pause: Pause, expires_at: float) -> DelegationRecord:
+        """waiting → waiting with the sub-agent's newer pause."""
+        return await self._move(record, pause=pause, expires_at=expires_at)
+
+    async def touch(self, record: DelegationRecord) -> DelegationRecord:
+        """Looked at, nothing changed: the watcher goes round the others first next time."""
+        return await self._move(record)
+
+    async def finish(self, record: DelegationRecord, result: dict[str, Any], outcome: str) -> DelegationRecord:
+        """waiting → done with ``result`` (what the model receives)."""
+        return await self._move(record, status="done", result=result, outcome=outcome)
+
+    async def _move(self, record: DelegationRecord, **values: Any) -> DelegationRecord:
+        now = self.clock()
+        updated = replace(record, **values, updated_at=now, version=record.version + 1)
+        row = _record_to_row(updated)
+        stmt = (update(delegations)
+                .where(delegations.c.id == record.id, delegations.c.version == record.version,
+                       delegations.c.status == "waiting")
+                .values({k: row[k] for k in ("status", "pause_json", "result_json", "outcome", "expires_at", "updated_at",
+                                             "version")}))
+
+        def transaction(conn: Connection) -> int:
+            return int(conn.execute(stmt).rowcount)
+
+        if await self._db.run(transaction) != 1:
+            raise AlreadyFinished(await self._select(select(delegations).where(delegations.c.id == record.id)))
+        return updated
+
+
+__all__ = ["AlreadyFinished", "DelegationRecord", "DelegationStore", "Pause", "Status", "delegations", "metadata"]
