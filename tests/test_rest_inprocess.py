@@ -159,3 +159,28 @@ async def test_a_decision_recorded_before_a_restart_is_resumed_at_start_up(make_
         assert state(done) == "TASK_STATE_COMPLETED" and "Delete of restart.txt" in status_text(done)
         assert await app.runtime.decide_one.resume_recorded() == 0
         assert len(app.tools.executions("delete_file", "restart.txt")) == 1
+
+
+async def test_listing_pages_newest_first_with_a_cursor_and_loses_nothing(make_app: Callable[..., Any]) -> None:
+    async with make_app() as app:
+        tasks = [await app.pause(f"p{i}.txt") for i in range(5)]
+        everyone = [i for t in reversed(tasks) for i in request_ids(t)]  # newest first
+        seen: list[str] = []
+        cursor: str | None = None
+        pages = 0
+        while True:
+            params = {"limit": "2", **({"cursor": cursor} if cursor else {})}
+            page = (await app.client.get("/approvals", params=params)).json()
+            seen += [a["id"] for a in page["approvals"]]
+            pages += 1
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+            if pages == 1:  # decided between two pages: the next page neither skips nor repeats anything
+                assert (await app.decide(everyone[-1], "deny", "not now")).status_code == 200
+        assert seen == everyone[:-1] and pages == 2  # 5 pending, one decided after the first page: 2 + 2
+        whole = (await app.client.get("/approvals", params={"state": "all", "limit": "5"})).json()
+        assert [a["id"] for a in whole["approvals"]] == everyone and whole["next_cursor"] is None
+        for bad in ({"limit": "0"}, {"limit": "501"}, {"limit": "x"}, {"cursor": "not-a-cursor"}, {"cursor": "WzEsMl0"}):
+            reply = await app.client.get("/approvals", params=bad)
+            assert reply.status_code == 422, (bad, reply.text)

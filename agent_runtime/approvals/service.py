@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy import Connection, and_, bindparam, func, or_, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from agent_runtime.agent_config import ApproversConfig, RedactConfig
@@ -218,12 +218,24 @@ class ApprovalService:
         found = await self._select(_BY_ID, {"request_id": request_id})
         return found[0] if found else None
 
-    async def by_status(self, status: str | None = None, limit: int = 500) -> list[ApprovalRecord]:
-        """Newest first; ``status`` None lists every state."""
+    async def by_status(
+        self, status: str | None = None, limit: int = 500, after: tuple[float, int, str] | None = None,
+    ) -> list[ApprovalRecord]:
+        """Newest first (then by position in the pause, then id); ``status`` None lists every state. ``after``: the
+        ``(created_at, position, id)`` of the last record of the previous page (keyset paging: stable while requests
+        are added or decided meanwhile)."""
         stmt = select(approvals)
         if status is not None:
             stmt = stmt.where(approvals.c.status == status)
-        return await self._select(stmt.order_by(approvals.c.created_at.desc(), approvals.c.position).limit(limit))
+        if after is not None:
+            created, position, request_id = after
+            c = approvals.c
+            stmt = stmt.where(or_(
+                c.created_at < created,
+                and_(c.created_at == created, or_(c.position > position, and_(c.position == position, c.id > request_id))),
+            ))
+        order = (approvals.c.created_at.desc(), approvals.c.position, approvals.c.id)
+        return await self._select(stmt.order_by(*order).limit(limit))
 
     async def pending_in_context(self, context_id: str, owner: str) -> list[ApprovalRecord]:
         """``owner``'s pending requests in ``context_id`` (another principal's context id shows nothing)."""

@@ -42,6 +42,7 @@ from agent_runtime.database import Database
 from agent_runtime.edits import EditRefused
 from agent_runtime.metrics import Metrics
 from agent_runtime.principals import Principal
+from agent_runtime.rest import paging
 from agent_runtime.rest.idempotency import MAX_KEY_LENGTH, IdempotencyKeys, KeyPurge, StoredAnswer
 from agent_runtime.rest.models import STATES, ApprovalList, ApprovalView, BodyError, DecisionBody, DecisionResult, ProblemDetails
 from agent_runtime.rest.settings import RestSettings
@@ -141,9 +142,26 @@ class RestApi:
         state = request.query_params.get("state", "pending")
         if state not in STATES:
             return _problem(422, f"state must be one of {', '.join(STATES)}, not {state!r}")
-        records = await self._approvals.by_status(None if state == "all" else state)
-        records = [r for r in records if self._visible(r, principal)]
-        return _json(ApprovalList(approvals=await views(self._db, records)))
+        try:
+            limit = paging.limit_of(request.query_params.get("limit"))
+            after = paging.after_of(request.query_params.get("cursor"))
+        except paging.PageError as exc:
+            return _problem(422, str(exc))
+        status = None if state == "all" else state
+        shown: list[ApprovalRecord] = []
+        exhausted = False
+        while len(shown) <= limit and not exhausted:  # only what this caller may see counts towards the page
+            batch = await self._approvals.by_status(status, limit=limit + 1, after=after)
+            exhausted = len(batch) <= limit
+            for record in batch:
+                after = (record.created_at, record.position, record.id)
+                if self._visible(record, principal):
+                    shown.append(record)
+                    if len(shown) > limit:
+                        break
+        page = shown[:limit]
+        next_cursor = paging.cursor_of(page[-1]) if len(shown) > limit else None  # one more seen: there is a next page
+        return _json(ApprovalList(approvals=await views(self._db, page), next_cursor=next_cursor))
 
     async def get_approval(self, request: Request, principal: Principal) -> Response:
         request_id = request.path_params["request_id"]

@@ -72,6 +72,7 @@ def _edited(record: ApprovalRecord) -> wire.Edited | None:
 
 class ApprovalList(BaseModel):
     approvals: list[ApprovalView]
+    next_cursor: str | None = None  # more to list: ask again with ?cursor=<this> (agent_runtime/rest/paging.py)
 
 
 class DecisionBody(BaseModel):
