@@ -26,6 +26,7 @@ from agent_runtime import wire
 from agent_runtime.agent_config import (
     AccessConfig,
     AgentConfig,
+    ApprovalPolicy,
     ApproversConfig,
     CardConfig,
     RuleConfig,
@@ -63,6 +64,7 @@ class Chain:
     team: RuntimeProcess
     top: RuntimeProcess  # orchestrator → files
     top3: RuntimeProcess  # orchestrator → team → files
+    gated: RuntimeProcess  # orchestrator → files, whose own policy gates the delegation (editable)
 
 
 def _tokens(path: Path, lines: list[str]) -> Path:
@@ -82,7 +84,9 @@ def _files_config(base: Path, tools: Tools) -> AgentConfig:
                                      "card": CardConfig(name="files")})
 
 
-def _parent_config(name: str, child: str, url: str, token_file: Path, delegators: list[str] | None = None) -> AgentConfig:
+def _parent_config(
+    name: str, child: str, url: str, token_file: Path, delegators: list[str] | None = None, gate: bool = False,
+) -> AgentConfig:
     script = ScriptedModel(model="relay", rules=[ScriptedRule(
         match=rf"^\s*ask {child}\s+(?P<request>.+)", tool_calls=[ScriptedToolCall(name=child, args={"request": "{request}"})],
         reply=f"{child} says: {{result}}",
@@ -91,6 +95,7 @@ def _parent_config(name: str, child: str, url: str, token_file: Path, delegators
         name=name, model=script, card=CardConfig(name=name),
         sub_agents=[SubAgentConfig(name=child, agent=f"default/{child}", card_url=url + "/", token_file=str(token_file))],
         access=AccessConfig(delegators=delegators or []),
+        approval=ApprovalPolicy(rules=[RuleConfig(tool=child, action="require", allow_edit=True)] if gate else []),
     )
 
 
@@ -125,7 +130,11 @@ def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
                                                                 _tokens(base / "orch3-cred", ["tok-orch-team"])),
                           ["alice:tok-alice"])
             started.append(top3)
-            yield Chain(tools, files, team, top, top3)
+            gated = _start(base, "gated", _parent_config("orchestrator", "files", files.url,
+                                                         _tokens(base / "gated-cred", ["tok-orch"]), gate=True),
+                           ["alice:tok-alice"])
+            started.append(gated)
+            yield Chain(tools, files, team, top, top3, gated)
         finally:
             for proc in started:
                 proc.stop()
@@ -283,4 +292,22 @@ def test_gatehouse_chat_shows_where_a_relayed_request_comes_from_and_approves_it
     assert done.returncode == 0, done.stdout + done.stderr
     assert "read_file" in done.stdout and "from team → files" in done.stdout
     assert SECRET in done.stdout
+    assert _reads(chain) == before + 1
+
+
+def test_the_parent_may_gate_the_delegation_itself_and_an_approver_may_edit_the_request(chain: Chain) -> None:
+    alice = Rpc(chain.gated.url, "tok-alice")
+    before = _reads(chain)
+    task = _task(alice.send("ask files read notes.txt"))
+    (own,) = interrupt(task)["action_requests"]  # the parent's own request first: the delegation itself
+    assert own["name"] == "files" and own["args"] == {"request": "read notes.txt"} and own["agent"] is None
+    assert own["editable"] is True
+    # approved with the request changed: the sub-agent is asked to read .env, whose own gate then pauses both
+    relayed = _task(alice.send(data=wire.approve_edited({own["id"]: {"request": "read .env"}}), task=task))
+    assert state(relayed) == "TASK_STATE_INPUT_REQUIRED", status_text(relayed)
+    (inner,) = interrupt(relayed)["action_requests"]
+    assert inner["name"] == "read_file" and inner["args"] == {"path": ".env"} and inner["agent"]["name"] == "files"
+    done = _task(alice.send(data=wire.approve_all(), task=relayed))
+    assert state(done) == "TASK_STATE_COMPLETED", status_text(done)
+    assert SECRET in status_text(done)
     assert _reads(chain) == before + 1

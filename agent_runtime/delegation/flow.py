@@ -211,6 +211,8 @@ class DelegationFlow:
     async def _resume(self, task: Task, record: DelegationRecord, updater: TaskUpdater, report: Report) -> None:
         result = record.result or {"error": "no result was recorded"}
         await self._finish_execution(record.call_id, "error" if "error" in result else "ok")  # a gated delegation's claim
+        if record.note:  # an approver edited the delegation itself: the model must know what it asked was changed
+            result = {**result, "gatehouse_note": record.note}
         outcome = await self._turns.resume_call(task.id, task.context_id, record.call_id, record.tool, result)
         if outcome.paused:
             return await report(updater, outcome)
@@ -244,6 +246,7 @@ class DelegationRecorder:
             id=paused.request_id, task_id=scope.task_id, context_id=scope.context_id, call_id=paused.call_id,
             tool=paused.tool, agent=paused.agent, args=paused.args, child_task_id=paused.child_task_id,
             child_context_id=paused.child_context_id, pause=paused.pause, created_at=now, expires_at=expires,
+            note=paused.note,
         )
         await self._store.add(record)
         return record

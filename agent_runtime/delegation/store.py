@@ -46,6 +46,7 @@ delegations = Table(
     Column("status", String(16), nullable=False, index=True),
     Column("result_json", Text),
     Column("outcome", String(32), nullable=False, default=""),
+    Column("note", Text, nullable=False, default=""),
     Column("created_at", Float, nullable=False),
     Column("expires_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
@@ -87,6 +88,7 @@ class DelegationRecord:
     status: Status = "waiting"
     result: dict[str, Any] | None = None  # what the model receives (relay.result_for_model)
     outcome: str = ""  # the sub-agent task's final state, or canceled / unreachable
+    note: str = ""  # what the model is told with the result (an approver's edit of the delegation call itself)
     updated_at: float = 0.0
     version: int = 0
 
@@ -124,7 +126,7 @@ def _row_to_record(row: Any) -> DelegationRecord:
         agent=m["agent"], args=json.loads(m["args_json"]), child_task_id=m["child_task_id"],
         child_context_id=m["child_context_id"], pause=Pause.from_json(m["pause_json"]), created_at=m["created_at"],
         expires_at=m["expires_at"], status=m["status"], result=json.loads(m["result_json"]) if m["result_json"] else None,
-        outcome=m["outcome"], updated_at=m["updated_at"], version=m["version"],
+        outcome=m["outcome"], note=m["note"], updated_at=m["updated_at"], version=m["version"],
     )
 
 
@@ -133,7 +135,7 @@ def _record_to_row(r: DelegationRecord) -> dict[str, Any]:
         "id": r.id, "task_id": r.task_id, "context_id": r.context_id, "call_id": r.call_id, "tool": r.tool,
         "agent": r.agent, "args_json": json.dumps(r.args, sort_keys=True), "child_task_id": r.child_task_id,
         "child_context_id": r.child_context_id, "pause_json": r.pause.to_json(), "status": r.status,
-        "result_json": json.dumps(r.result) if r.result is not None else None, "outcome": r.outcome,
+        "result_json": json.dumps(r.result) if r.result is not None else None, "outcome": r.outcome, "note": r.note,
         "created_at": r.created_at, "expires_at": r.expires_at, "updated_at": r.updated_at or r.created_at,
         "version": r.version,
     }
