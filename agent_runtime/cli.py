@@ -350,3 +350,52 @@ def audit_export(
         if output is not None:
             out.close()
     err.print(f"exported {count} entr{'y' if count == 1 else 'ies'}{f' to {output}' if output else ''}", soft_wrap=True)
+
+
+@app.command()
+def slack(
+    namespaces: list[str] = typer.Option(
+        [], "-n", "--namespace", envvar="GATEHOUSE_SLACK_NAMESPACES",
+        help="Watch the ToolApprovals of this namespace (repeatable; env: space-separated)."),
+    host: str = typer.Option("0.0.0.0", "--host", help="Address of the interactions endpoint."),
+    port: int = typer.Option(3000, "--port", help="Port of the interactions endpoint (POST /slack/interactions)."),
+    kubeconfig: Path | None = typer.Option(None, "--kubeconfig", help="Default: in a pod, its ServiceAccount; else $KUBECONFIG."),
+    users_file: Path | None = typer.Option(
+        None, "--users-file", envvar="GATEHOUSE_SLACK_USERS_FILE",
+        help="Slack user → principal mapping (YAML: users, emailDomains, groups; the chart mounts a ConfigMap)."),
+    email_domains: list[str] = typer.Option(
+        [], "--email-domain", envvar="GATEHOUSE_SLACK_EMAIL_DOMAINS",
+        help="A Slack user whose profile e-mail is in this domain is that e-mail's principal (repeatable)."),
+    api_url: str | None = typer.Option(None, "--slack-api-url", envvar="GATEHOUSE_SLACK_API_URL",
+                                       help="The Slack Web API base URL (default https://slack.com/api/)."),
+    log_level: str = typer.Option("info", "--log-level"),
+) -> None:
+    """The Slack bridge: post every Agent's approval requests to its Slack channel (spec.approval.notify.slack) and decide
+    them from Approve/Deny buttons as the Slack user's principal. Needs SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET."""
+    import logging
+    import os
+
+    import uvicorn
+
+    from agent_runtime.slack import SlackSettings, build_app
+    from agent_runtime.slack.users import UserMap
+
+    token, secret = os.environ.get("SLACK_BOT_TOKEN", ""), os.environ.get("SLACK_SIGNING_SECRET", "")
+    try:
+        if not token or not secret:
+            raise ValueError("set SLACK_BOT_TOKEN (xoxb-…) and SLACK_SIGNING_SECRET (the Slack app's signing secret)")
+        spaces = [ns for item in namespaces for ns in item.split()]
+        if not spaces:
+            raise ValueError("give at least one --namespace to watch")
+        users = UserMap.load(users_file.read_text() if users_file else "", [d for i in email_domains for d in i.split()])
+    except (ValueError, OSError) as exc:
+        _fail(exc)
+    in_cluster = kubeconfig is None and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    if kubeconfig is None and not in_cluster and os.environ.get("KUBECONFIG"):
+        kubeconfig = Path(os.environ["KUBECONFIG"].split(os.pathsep)[0])
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = SlackSettings(token, secret, tuple(spaces), users, kubeconfig, in_cluster, api_url)
+    starlette = build_app(settings)
+    err.print(f"gatehouse slack: watching {', '.join(spaces)}; interactions at http://{host}:{port}/slack/interactions",
+              soft_wrap=True)
+    uvicorn.run(starlette, host=host, port=port, log_level=log_level, access_log=False)

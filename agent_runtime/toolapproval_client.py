@@ -204,10 +204,14 @@ def edited_arguments(obj: dict[str, Any], sets: list[str], arguments: str | None
 
 def cast_vote(
     client: Any, name: str, namespace: str, action: str, reason: str, edit: Callable[[dict[str, Any]], dict[str, Any] | None]
-    = lambda _obj: None,
+    = lambda _obj: None, on_behalf_of: tuple[str, list[str]] | None = None,
 ) -> tuple[dict[str, Any], str]:
     """Append the caller's vote (``edit(obj)``: an approval's new arguments, or None); return the object as written and
-    the caller's username. Raise PluginError when it is not found, already decided, orphaned or forbidden."""
+    the caller's username. Raise PluginError when it is not found, already decided, orphaned or forbidden.
+
+    ``on_behalf_of`` (user, groups): the caller is a delegator (the Slack bridge) voting for that human; the runtime
+    counts it as the human only if the caller is in the Agent's ``spec.access.delegators``. The name returned is then
+    ``<user> via <caller>``, the ``seenAs`` the runtime records it under (what :func:`verdict` looks for)."""
     obj = _get(client, name, namespace)
     if kind_of(obj) == KIND_HITL:
         raise PluginError(f'toolapproval "{name}" is a hitl_request: this is a question from the model; answer it in '
@@ -221,9 +225,15 @@ def cast_vote(
         raise PluginError(f'toolapproval "{name}" is already {phase_of(obj)} (by {by}); nothing changed', "already")
     username, groups = identity(client)
     votes = list(obj["spec"].get("votes") or [])
-    if any(v.get("by") == username for v in votes) or (obj["spec"].get("decision") or {}).get("decidedBy") == username:
-        raise PluginError(f'you ({username}) have already voted on toolapproval "{name}"; a person counts once', "refused")
+    human = on_behalf_of[0] if on_behalf_of is not None else None
+    mine = [v for v in votes if v.get("by") == username and (v.get("onBehalfOf") or {}).get("user") == human]
+    if mine or (human is None and (obj["spec"].get("decision") or {}).get("decidedBy") == username):
+        who = f"{human} via {username}" if human is not None else username
+        raise PluginError(f'you ({who}) have already voted on toolapproval "{name}"; a person counts once', "refused")
     ballot: dict[str, Any] = {"by": username, "groups": groups, "action": action, "reason": reason}
+    if on_behalf_of is not None:
+        ballot["onBehalfOf"] = {"user": on_behalf_of[0], "groups": list(on_behalf_of[1])}
+        username = f"{on_behalf_of[0]} via {username}"
     arguments = edit(obj)
     if arguments is not None:
         ballot["arguments"] = arguments

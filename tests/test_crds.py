@@ -295,3 +295,32 @@ def test_public_url_must_be_an_absolute_http_url(url: str, ok: bool) -> None:
     else:
         with pytest.raises(ValueError):
             Agent.model_validate(obj)
+
+
+@pytest.mark.parametrize(("channel", "ok"), [
+    ("C0123ABCD", True), ("G01ABCDEF2", True), ("#ops-approvals", True), ("#sre.oncall_2", True),
+    ("ops-approvals", False), ("#Ops", False), ("#ops approvals", False), ("", False), ("C01", False),
+])
+def test_the_slack_channel_is_an_id_or_a_hash_name(channel: str, ok: bool) -> None:
+    agent = _agent()
+    agent["spec"]["approval"] = {"notify": {"slack": {"channel": channel}}}
+    assert (validate(agent) == []) is ok
+    if ok:
+        assert Agent.model_validate(agent).spec.approval.notify.slack.channel == channel  # type: ignore[union-attr]
+    else:
+        with pytest.raises(ValueError):
+            Agent.model_validate(agent)
+
+
+def test_notify_is_read_by_the_bridge_not_put_into_the_runtimes_config(tmp_path: Path) -> None:
+    from agent_runtime.manifests import select_agent_config
+
+    files = []
+    for name in ("agent.yaml", "modelconfig.yaml", "mcp-server.yaml"):
+        doc = yaml.safe_load((EXAMPLES / "file-manager" / name).read_text())
+        if doc["kind"] == "Agent":
+            doc["spec"]["approval"]["notify"] = {"slack": {"channel": "#ops-approvals"}}
+        (tmp_path / name).write_text(yaml.safe_dump(doc))
+        files.append(tmp_path / name)
+    plain = select_agent_config([EXAMPLES / "file-manager" / n for n in ("agent.yaml", "modelconfig.yaml", "mcp-server.yaml")])
+    assert select_agent_config(files) == plain  # the translator accepts it; the runtime's config does not change

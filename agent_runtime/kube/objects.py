@@ -107,6 +107,18 @@ class Ballot:
     ballot: Literal["approve", "deny"]
     reason: str
     arguments: dict[str, Any] | None = None  # an approval with the call's complete new arguments (edit and approve)
+    # ``onBehalfOf`` as written ({user, groups}; anything else is kept as is and refused by the watcher): a delegator's
+    # vote for a human, believed only from the Agent's spec.access.delegators (delegation.relay.read). None: by's own.
+    on_behalf_of: Any = None
+
+    @property
+    def key(self) -> str:
+        """Who cast it, as the runtime records it (``seenAs``): ``by``, or ``<user> via <by>`` for a delegated vote, so
+        a delegator may vote once per human it relays."""
+        if self.on_behalf_of is None:
+            return self.by
+        user = self.on_behalf_of.get("user") if isinstance(self.on_behalf_of, dict) else None
+        return f"{user if isinstance(user, str) else '?'} via {self.by}"
 
 
 def ballots(spec: dict[str, Any]) -> list[Ballot]:
@@ -121,7 +133,8 @@ def ballots(spec: dict[str, Any]) -> list[Ballot]:
             groups = tuple(str(g) for g in vote.get("groups") or [] if isinstance(g, str))
             arguments = vote.get("arguments") if vote["action"] == "Approve" else None
             found.append(Ballot(str(vote["by"]), groups, "approve" if vote["action"] == "Approve" else "deny",
-                                str(vote.get("reason") or ""), arguments if isinstance(arguments, dict) else None))
+                                str(vote.get("reason") or ""), arguments if isinstance(arguments, dict) else None,
+                                vote.get("onBehalfOf")))
     return found
 
 

@@ -13,7 +13,10 @@ resumed once none of its requests is pending. A vote counts only when
   request, tool and arguments are unchanged — a ToolApproval anyone else created decides nothing;
 - the vote's ``by`` is the user who wrote it: the chart's admission policy enforces that, so votes are only
   honoured while the operator reports the policy as enforcing on our Agent (condition ``AdmissionPolicy``),
-  unless the runtime is told to trust kubectl anyway (``--trust-kubectl-without-admission-policy``).
+  unless the runtime is told to trust kubectl anyway (``--trust-kubectl-without-admission-policy``);
+- a vote ``onBehalfOf: {user, groups}`` (the Slack bridge deciding for a Slack user) is that human's vote only when its
+  ``by`` is in the Agent's ``spec.access.delegators`` (the rule of :func:`agent_runtime.delegation.relay.read`); then
+  the human is judged against the approvers (``seenAs``: ``<user> via <by>``), else it is recorded, not counted.
 
 The mirror then writes the votes and the outcome into the ToolApproval's status. Votes on a ToolApproval
 whose request the runtime has no record of make it ``Orphaned`` at once (``on_unknown``:
@@ -34,6 +37,7 @@ from typing import Any
 from agent_runtime import redaction
 from agent_runtime.approvals import AlreadyDecided, ApprovalService
 from agent_runtime.authority import Vote
+from agent_runtime.delegation import relay
 from agent_runtime.edits import EditRefused
 from agent_runtime.kube import objects
 from agent_runtime.kube.client import KubeClient, KubeError
@@ -65,6 +69,9 @@ class DecisionWatcher:
         self._approvals = approvals
         self._decide_one = decide_one
         self._identities = identities or Identities()
+        # who may vote on behalf of a human (spec.access.delegators: the Slack bridge's ServiceAccount, say)
+        config = getattr(decide_one, "config", None)
+        self._delegators: list[str] = list(config.access.delegators) if config is not None else []
         self._trust_kubectl = trust_kubectl
         self._on_unknown = on_unknown  # a Pending ToolApproval with votes whose request the store does not hold
         self._policy_checked: tuple[float, bool] | None = None
@@ -175,6 +182,23 @@ class DecisionWatcher:
             self._policy_checked = (now, enforced)
         return self._policy_checked[1]
 
+    def _voter(self, ballot: objects.Ballot) -> tuple[Vote, str]:
+        """The vote a ballot is, and why it may not count (empty: it is judged by the authority function). A ballot
+        ``onBehalfOf`` a human is that human's vote only when its ``by`` is a trusted delegator of this agent: the rule
+        of every delegated decision (:func:`agent_runtime.delegation.relay.read`), not a second one."""
+        caller = self._identities.resolve(ballot.by, ballot.groups, "kubernetes")
+        if ballot.on_behalf_of is None:
+            return Vote(caller.id, caller.groups, ballot.ballot, ballot.reason, SOURCE, ballot.by), ""
+        claim = ballot.on_behalf_of
+        if isinstance(claim, dict):
+            claim = {"principal": claim.get("user"), "groups": claim.get("groups") or []}
+        try:
+            human = relay.read({relay.ON_BEHALF_OF: claim}, caller, self._delegators, self._identities).human
+        except relay.DelegationRefused as exc:
+            return Vote(caller.id, caller.groups, ballot.ballot, ballot.reason, SOURCE, ballot.key), str(exc)
+        assert human is not None
+        return Vote(human.id, human.groups, ballot.ballot, ballot.reason, SOURCE, ballot.key), ""  # "<user> via <by>"
+
     async def _apply(self, obj: dict[str, Any]) -> None:
         spec = obj["spec"]
         request_id, task_id = spec["requestId"], spec.get("taskId", "")
@@ -204,11 +228,14 @@ class DecisionWatcher:
             cast = (await self._approvals.cast_votes([request_id])).get(request_id, [])
             seen = {c.vote.seen_as or c.vote.principal for c in cast if c.vote.channel == SOURCE}
             for ballot in objects.ballots(spec):
-                if ballot.by in seen:
+                if ballot.key in seen:
                     continue
-                seen.add(ballot.by)
-                principal = self._identities.resolve(ballot.by, ballot.groups, "kubernetes")
-                vote = Vote(principal.id, principal.groups, ballot.ballot, ballot.reason, SOURCE, ballot.by)
+                seen.add(ballot.key)
+                vote, refused = self._voter(ballot)
+                if refused:
+                    await self._approvals.refuse_vote(request_id, vote, refused)
+                    log.warning("kube: %s's vote on %s does not count: %s", ballot.key, request_id, refused)
+                    continue
                 try:
                     arguments = None
                     if ballot.arguments is not None:  # edited from what the ToolApproval shows: redacted values kept

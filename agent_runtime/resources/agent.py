@@ -162,6 +162,23 @@ class RedactSpec(SpecModel):
     )
 
 
+SLACK_CHANNEL_PATTERN = r"^(#[a-z0-9][a-z0-9._-]{0,79}|[CG][A-Z0-9]{6,20})$"
+
+
+class SlackNotifySpec(SpecModel):
+    channel: str = Field(
+        pattern=SLACK_CHANNEL_PATTERN,
+        description="The Slack channel the Slack bridge (gatehouse slack) posts this agent's approval requests to: a "
+        "channel ID (C0123ABCD) or #name; the bridge's Slack app must be a member of it.",
+    )
+
+
+class NotifySpec(SpecModel):
+    slack: SlackNotifySpec | None = Field(
+        default=None, description="Post each approval request to Slack, with Approve and Deny buttons (docs/slack.md)."
+    )
+
+
 class ApprovalSpec(SpecModel):
     require_for_all_tools: bool = Field(default=False, description="Gate every tool call, except the exempt tools.")
     exempt: list[str] = Field(default_factory=list, description="Tools requireForAllTools does not gate.")
@@ -193,6 +210,11 @@ class ApprovalSpec(SpecModel):
         default_factory=list,
         description="Tools whose gated calls an approver may approve with changed arguments, whichever part of the "
         "policy gated them (the edited call is checked against the whole policy again).",
+    )
+    notify: NotifySpec = Field(
+        default_factory=NotifySpec,
+        description="Where people are told of this agent's approval requests besides kubectl, REST and the inbox; "
+        "read by the cluster's Slack bridge, not by the runtime.",
     )
 
 

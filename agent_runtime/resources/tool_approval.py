@@ -24,15 +24,25 @@ class ApprovalDecision(SpecModel):
     decided_by: str = ""
 
 
+class OnBehalfOf(SpecModel):
+    """The human a delegator's vote is cast for (the Slack bridge: the Slack user's principal). Believed only when
+    the vote's ``by`` is one of the Agent's ``spec.access.delegators``; then that human is the voter."""
+
+    user: str = Field(min_length=1)
+    groups: list[str] = Field(default_factory=list)
+
+
 class ApprovalVote(SpecModel):
     """One person's vote, appended by that person (the admission policy checks ``by`` and ``groups`` against who
-    sends the request); the runtime counts it with the one authority function (agent_runtime/authority.py)."""
+    sends the request); the runtime counts it with the one authority function (agent_runtime/authority.py).
+    ``onBehalfOf``: a trusted delegator (``by``) votes for a human; counted as that human, or not at all."""
 
     by: str = Field(min_length=1)
     groups: list[str] = Field(default_factory=list)
     action: Literal["Approve", "Deny"]
     reason: str = ""
     arguments: dict[str, Any] | None = None  # with Approve: the call's complete new arguments (edit and approve)
+    on_behalf_of: OnBehalfOf | None = None
 
 
 class ToolApprovalSpec(SpecModel):

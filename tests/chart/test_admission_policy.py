@@ -22,6 +22,8 @@ BOB = "bob@example.com"
 GROUPS = ["approvers", "system:authenticated"]
 RUNTIME = "system:serviceaccount:default:file-manager"
 RUNTIME_GROUPS = ["system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"]
+BRIDGE = "system:serviceaccount:gatehouse-system:gatehouse-slack"  # the Slack bridge, a delegator voting for people
+BRIDGE_GROUPS = ["system:serviceaccounts", "system:serviceaccounts:gatehouse-system", "system:authenticated"]
 CREATED: dict[str, Any] = {
     "apiVersion": "gatehouse.dev/v1alpha1",
     "kind": "ToolApproval",
@@ -47,7 +49,7 @@ def _decided(by: str = ALICE, action: str = "Approve", **extra: str) -> dict[str
     return obj
 
 
-def _vote(by: str = ALICE, action: str = "Approve", groups: list[str] | None = GROUPS, **extra: str) -> dict[str, Any]:
+def _vote(by: str = ALICE, action: str = "Approve", groups: list[str] | None = GROUPS, **extra: Any) -> dict[str, Any]:
     vote: dict[str, Any] = {"by": by, "action": action, **extra}
     if groups is not None:
         vote["groups"] = list(groups)
@@ -211,6 +213,10 @@ ALLOWED = {
     "alice votes into an empty list": (_voted(), _voted(_vote()), ALICE),
     "bob adds his vote after alice's": (_voted(_vote()), _voted(_vote(), _vote(BOB, "Deny", reason="no")), BOB),
     "votes re-applied unchanged by someone else": (_voted(_vote()), _voted(_vote()), BOB),
+    "the bridge votes for two people": (
+        _voted(_vote(by=BRIDGE, groups=BRIDGE_GROUPS, onBehalfOf={"user": ALICE})),
+        _voted(_vote(by=BRIDGE, groups=BRIDGE_GROUPS, onBehalfOf={"user": ALICE}),
+               _vote(by=BRIDGE, groups=BRIDGE_GROUPS, onBehalfOf={"user": BOB})), BRIDGE),
     "a vote on an approval labelled as one": (
         _question(CREATED, "tool_approval"), _question(_voted(_vote()), "tool_approval"), ALICE),
 }
@@ -242,6 +248,12 @@ FORBIDDEN = {
     "a vote without groups": (CREATED, _voted(_vote(groups=None)), ALICE, "groups must be the groups"),
     "two votes in one request": (CREATED, _voted(_vote(), _vote(BOB, groups=GROUPS)), ALICE, "one new vote per request"),
     "alice votes twice": (_voted(_vote()), _voted(_vote(), _vote(action="Deny")), ALICE, "a user votes once"),
+    "the bridge votes twice for alice": (
+        _voted(_vote(by=BRIDGE, groups=BRIDGE_GROUPS, onBehalfOf={"user": ALICE})),
+        _voted(_vote(by=BRIDGE, groups=BRIDGE_GROUPS, onBehalfOf={"user": ALICE}),
+               _vote(by=BRIDGE, groups=BRIDGE_GROUPS, action="Deny", onBehalfOf={"user": ALICE})), BRIDGE, "a user votes once"),
+    "a vote on behalf of someone in another's name": (
+        CREATED, _voted(_vote(by=BRIDGE, groups=BRIDGE_GROUPS, onBehalfOf={"user": BOB})), ALICE, "by must be the name"),
     "a vote flipped": (_voted(_vote(), _vote(BOB)), _voted(_vote(), _vote(BOB, "Deny")), BOB, "append-only"),
     "a vote removed": (_voted(_vote(), _vote(BOB)), _voted(_vote()), ALICE, "append-only"),
     "all votes cleared": (_voted(_vote()), CREATED, BOB, "append-only"),
@@ -253,7 +265,7 @@ FORBIDDEN = {
 
 @pytest.mark.parametrize(("old", "new", "user"), ALLOWED.values(), ids=ALLOWED.keys())
 def test_allowed_updates(admit: Admit, old: dict[str, Any], new: dict[str, Any], user: str) -> None:
-    groups = GROUPS if user in (ALICE, BOB) else RUNTIME_GROUPS
+    groups = GROUPS if user in (ALICE, BOB) else BRIDGE_GROUPS if user == BRIDGE else RUNTIME_GROUPS
     assert admit(old, new, user, groups) == []
 
 
@@ -273,7 +285,8 @@ SOLE_RULE = {
     "agentRef is not the agent label": (None, CREATES_FORBIDDEN["agentRef is not the agent label"][0], RUNTIME),
     **{case: FORBIDDEN[case][:3] for case in (
         "a vote in another user's name", "a vote claiming a group alice is not in",
-        "alice votes twice", "a vote flipped", "votes reordered", "a vote on a question", "decision names another user",
+        "alice votes twice", "the bridge votes twice for alice",
+        "a vote flipped", "votes reordered", "a vote on a question", "decision names another user",
     )},
 }
 
@@ -282,7 +295,7 @@ SOLE_RULE = {
 def test_each_rule_is_what_refuses_its_case(
     policy: dict[str, Any], old: dict[str, Any] | None, new: dict[str, Any], user: str,
 ) -> None:
-    groups = RUNTIME_GROUPS if user == RUNTIME else GROUPS
+    groups = RUNTIME_GROUPS if user == RUNTIME else BRIDGE_GROUPS if user == BRIDGE else GROUPS
     (denied,) = _failures(policy, old, new, user, groups)
     assert denied.error is None
     weakened = copy.deepcopy(policy)
@@ -292,6 +305,6 @@ def test_each_rule_is_what_refuses_its_case(
 
 def test_the_fixture_objects_are_valid_toolapprovals() -> None:
     objs = [CREATED, _decided(), _decided(action="Deny", reason="r"), _voted(), _voted(_vote(), _vote(BOB, "Deny", reason="no")),
-            _voted(_vote(groups=None))]
+            _voted(_vote(groups=None)), _voted(_vote(by=BRIDGE, groups=BRIDGE_GROUPS, onBehalfOf={"user": ALICE, "groups": []}))]
     for obj in objs:
         assert crd_validation.validate(obj) == []

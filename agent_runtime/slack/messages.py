@@ -1,0 +1,196 @@
+"""What the Slack bridge shows: a ToolApproval as a Slack message (Block Kit), and the short answers it gives one
+person (ephemeral). Pure: no I/O, a function of the object alone, so the bridge can render it again at any time and
+tell from a hash whether the message in Slack is still the truth (:func:`fingerprint`).
+
+A Pending request shows the agent, the tool, its arguments (``spec.arguments``: already redacted by the runtime), why it
+is gated (the rule), who asked, when it expires and the votes so far ("1 of 2"), with Approve and Deny buttons. Once
+decided, anywhere, the buttons go and the outcome, who decided and when take their place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+APPROVE = "gatehouse_approve"  # action_id of the Approve button
+DENY = "gatehouse_deny"  # action_id of the Deny button: opens the reason dialog
+DENY_VIEW = "gatehouse_deny_reason"  # callback_id of the dialog (modal) that asks why
+REASON_BLOCK, REASON_INPUT = "reason", "reason_input"
+MAX_ARGUMENTS = 2500  # characters of arguments shown (Slack: 3000 per text block)
+
+_OUTCOME = {"Approved": ":white_check_mark: Approved", "Denied": ":no_entry: Denied", "Expired": ":hourglass: Expired",
+            "Canceled": ":heavy_multiplication_x: Canceled", "Granted": ":white_check_mark: Granted",
+            "Orphaned": ":warning: Orphaned"}
+
+
+@dataclass(frozen=True)
+class Ref:
+    """Which request a button or dialog is about: the ToolApproval (namespace, name) and its request id, so that a
+    click can never decide another request than the one its message shows."""
+
+    namespace: str
+    name: str
+    request_id: str
+
+    def value(self) -> str:
+        return json.dumps({"ns": self.namespace, "name": self.name, "rid": self.request_id}, separators=(",", ":"))
+
+    @classmethod
+    def parse(cls, text: str) -> Ref | None:
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError):
+            return None
+        if not isinstance(data, dict) or not all(isinstance(data.get(k), str) and data[k] for k in ("ns", "name", "rid")):
+            return None
+        return cls(data["ns"], data["name"], data["rid"])
+
+
+def ref_of(obj: dict[str, Any]) -> Ref:
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    return Ref(meta.get("namespace", ""), meta.get("name", ""), spec.get("requestId", ""))
+
+
+def phase(obj: dict[str, Any]) -> str:
+    return (obj.get("status") or {}).get("phase") or "Pending"
+
+
+def votes_line(status: dict[str, Any]) -> str:
+    """``1 of 2 approvals``, with who voted; empty before the runtime counted anything."""
+    got, _, required = str(status.get("approvals") or "").partition("/")
+    if not required:
+        return ""
+    counted = [v.get("by", "?") + (" (deny)" if v.get("action") == "Deny" else "")
+               for v in status.get("votes") or [] if v.get("counted")]
+    who = f" ({', '.join(counted)})" if counted else ""
+    return f"{got} of {required} approval{'s' if required != '1' else ''}{who}"
+
+
+def _arguments(spec: dict[str, Any]) -> str:
+    text = json.dumps(spec.get("arguments") or {}, indent=1, sort_keys=True, ensure_ascii=False)
+    if len(text) > MAX_ARGUMENTS:
+        text = text[:MAX_ARGUMENTS] + "\n… (cut; the whole call: kubectl gatehouse describe)"
+    return text.replace("```", "` ` `")
+
+
+def _mrkdwn(text: str) -> str:
+    """Slack's three control characters escaped, so an argument or a reason cannot mention @channel or link."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def summary(obj: dict[str, Any]) -> str:
+    """The notification text (and what screen readers and old clients show)."""
+    spec = obj.get("spec") or {}
+    state = "waits for approval" if phase(obj) == "Pending" else phase(obj).lower()
+    return _mrkdwn(f"{spec.get('agentRef', '?')}: {spec.get('tool', '?')} {state}")
+
+
+def blocks(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The message for one ToolApproval, as it stands."""
+    spec, status, ref = obj.get("spec") or {}, obj.get("status") or {}, ref_of(obj)
+    fields = [
+        f"*Agent*\n{_mrkdwn(spec.get('agentRef', '?'))} ({_mrkdwn(ref.namespace)})",
+        f"*Tool*\n`{_mrkdwn(spec.get('tool', '?'))}`",
+        f"*Asked by*\n{_mrkdwn(spec.get('requestedBy') or 'unknown')}",
+        f"*Expires*\n{_mrkdwn(spec.get('expiresAt') or 'never')}",
+    ]
+    out: list[dict[str, Any]] = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": f"*{_mrkdwn(spec.get('agentRef', '?'))}* wants to run "
+                                                                   f"`{_mrkdwn(spec.get('tool', '?'))}`"}},
+        {"type": "section", "fields": [{"type": "mrkdwn", "text": f} for f in fields]},
+        {"type": "section", "text": {"type": "mrkdwn", "text": f"*Arguments*\n```{_mrkdwn(_arguments(spec))}```"}},
+    ]
+    redacted = spec.get("redacted") or []
+    why = [f"*Why*: {_mrkdwn(spec.get('hint') or 'gated by the agent policy')}"]
+    if redacted:
+        why.append(f"*Redacted*: {_mrkdwn(', '.join(redacted))}")
+    votes = votes_line(status)
+    if votes:
+        why.append(f"*Votes*: {_mrkdwn(votes)}")
+    if phase(obj) == "Pending" and status.get("waitingFor"):
+        why.append(f"*Waiting for*: {_mrkdwn(status['waitingFor'])}")
+    out.append({"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(why)}})
+    if phase(obj) == "Pending":
+        out.append({"type": "actions", "block_id": "decide", "elements": [
+            {"type": "button", "action_id": APPROVE, "style": "primary", "value": ref.value(),
+             "text": {"type": "plain_text", "text": "Approve"}},
+            {"type": "button", "action_id": DENY, "style": "danger", "value": ref.value(),
+             "text": {"type": "plain_text", "text": "Deny"}},
+        ]})
+    else:
+        out.append({"type": "section", "text": {"type": "mrkdwn", "text": outcome(obj)}})
+    out.append({"type": "context", "elements": [{"type": "mrkdwn", "text": _mrkdwn(
+        f"toolapproval {ref.namespace}/{ref.name} · request {ref.request_id}")}]})
+    return out
+
+
+def outcome(obj: dict[str, Any]) -> str:
+    """``Denied by bob@example.com at 2026-…: not during the freeze (kubectl)``."""
+    status = obj.get("status") or {}
+    text = _OUTCOME.get(phase(obj), phase(obj))
+    if status.get("decidedBy"):
+        text += f" by {_mrkdwn(status['decidedBy'])}"
+    if status.get("decidedAt"):
+        text += f" at {_mrkdwn(status['decidedAt'])}"
+    if status.get("source"):
+        text += f" ({_mrkdwn(status['source'])})"
+    if status.get("reason"):
+        text += f": {_mrkdwn(status['reason'])}"
+    return text
+
+
+def fingerprint(obj: dict[str, Any]) -> str:
+    """A short hash of the message as it should look now: kept on the ToolApproval with the message's place, so that
+    after a restart the bridge knows which messages are behind."""
+    rendered = json.dumps([summary(obj), blocks(obj)], sort_keys=True)
+    return hashlib.sha256(rendered.encode()).hexdigest()[:16]
+
+
+def already_decided(obj: dict[str, Any]) -> str:
+    status = obj.get("status") or {}
+    return f"This request is already {phase(obj).lower()} by {status.get('decidedBy') or 'someone'}; nothing changed."
+
+
+def dialog_metadata(ref: Ref, channel: str, ts: str) -> str:
+    """The dialog's ``private_metadata``: the request, and the message whose Deny button opened it."""
+    return json.dumps({"ref": ref.value(), "channel": channel, "ts": ts}, separators=(",", ":"))
+
+
+def parse_dialog_metadata(text: str) -> tuple[Ref, str, str] | None:
+    try:
+        data = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    ref = Ref.parse(data.get("ref", ""))
+    if ref is None or not isinstance(data.get("channel"), str) or not isinstance(data.get("ts"), str):
+        return None
+    return ref, data["channel"], data["ts"]
+
+
+def deny_dialog(ref: Ref, obj: dict[str, Any], channel: str, ts: str) -> dict[str, Any]:
+    """The modal Deny opens: the reason is required (the model is told it)."""
+    spec = obj.get("spec") or {}
+    return {
+        "type": "modal", "callback_id": DENY_VIEW, "private_metadata": dialog_metadata(ref, channel, ts),
+        "title": {"type": "plain_text", "text": "Deny the call"},
+        "submit": {"type": "plain_text", "text": "Deny"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": f"Deny `{_mrkdwn(spec.get('tool', '?'))}` for "
+                                                                       f"*{_mrkdwn(spec.get('agentRef', '?'))}*?"}},
+            {"type": "input", "block_id": REASON_BLOCK, "optional": False,
+             "label": {"type": "plain_text", "text": "Reason (the agent's model is told)"},
+             "element": {"type": "plain_text_input", "action_id": REASON_INPUT, "multiline": True, "min_length": 1,
+                         "max_length": 1000}},
+        ],
+    }
+
+
+__all__ = [
+    "APPROVE", "DENY", "DENY_VIEW", "REASON_BLOCK", "REASON_INPUT", "Ref", "already_decided", "blocks", "deny_dialog",
+    "dialog_metadata", "fingerprint", "outcome", "parse_dialog_metadata", "phase", "ref_of", "summary", "votes_line",
+]

@@ -1,0 +1,86 @@
+"""The bridge's pure parts: the message (golden files), the user mapping, the request check."""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_runtime.slack import messages
+from agent_runtime.slack.signature import RequestCheck
+from agent_runtime.slack.users import Person, UserMap
+from tests.support import slack_api
+from tests.support.golden import assert_golden
+
+GOLDEN = Path(__file__).parents[1] / "testdata" / "slack"
+PENDING: dict[str, Any] = {
+    "metadata": {"name": "file-manager-0123", "namespace": "team-a"},
+    "spec": {"agentRef": "file-manager", "requestId": "apr-0123", "tool": "write_file", "requestedBy": "carol",
+             "arguments": {"path": "creds.txt", "content": "«redacted»"}, "redacted": ["content"],
+             "hint": "write_file on file-tools requires approval (requireApproval)", "expiresAt": "2026-11-24T10:15:00Z"},
+    "status": {"phase": "Pending", "approvals": "1/2", "required": 2, "waitingFor": "a member of sre; 1 more approval",
+               "votes": [{"by": "alice", "action": "Approve", "counted": True},
+                         {"by": "mallory", "action": "Approve", "counted": False}]},
+}
+DENIED = {**PENDING, "status": {"phase": "Denied", "decidedBy": "bob@example.com", "decidedAt": "2026-11-24T10:01:00Z",
+                                "source": "kubectl", "reason": "<!channel> not now & never", "approvals": "1/2"}}
+
+
+@pytest.mark.parametrize(("case", "obj"), [("pending", PENDING), ("denied", DENIED)])
+def test_the_message_golden(case: str, obj: dict[str, Any], update_golden: bool) -> None:
+    assert_golden({"text": messages.summary(obj), "blocks": messages.blocks(obj)}, GOLDEN / f"{case}.json", update_golden)
+
+
+def test_a_decided_message_has_no_buttons_and_escapes_what_people_wrote() -> None:
+    text = str(messages.blocks(DENIED))
+    assert "actions" not in text and "&lt;!channel&gt; not now &amp; never" in text and "<!channel>" not in text
+    assert messages.fingerprint(PENDING) != messages.fingerprint(DENIED)
+    assert messages.fingerprint(copy.deepcopy(PENDING)) == messages.fingerprint(PENDING)
+
+
+def test_a_button_names_its_request_and_a_garbled_value_names_none() -> None:
+    ref = messages.ref_of(PENDING)
+    assert messages.Ref.parse(ref.value()) == messages.Ref("team-a", "file-manager-0123", "apr-0123")
+    for bad in ["", "x", "[]", '{"ns": "a", "name": "b"}', '{"ns": "a", "name": "b", "rid": 3}']:
+        assert messages.Ref.parse(bad) is None
+    assert messages.parse_dialog_metadata(messages.dialog_metadata(ref, "C1", "1.2")) == (ref, "C1", "1.2")
+    assert messages.parse_dialog_metadata('{"ref": "x"}') is None
+
+
+def test_users_by_id_by_email_domain_and_nobody() -> None:
+    users = UserMap.load("users:\n  U1: {principal: alice@example.com, groups: [sre]}\n  U2: carol\n"
+                         "groups:\n  oncall: [alice@example.com, bob@example.com]\n", ["Example.com"])
+    assert users.resolve("U1") == Person("alice@example.com", ("oncall", "sre"))
+    assert users.resolve("U2") == Person("carol")
+    assert users.needs_email("U3") and not users.needs_email("U1")
+    assert users.resolve("U3", "Bob@EXAMPLE.com") == Person("bob@example.com", ("oncall",))
+    assert users.resolve("U3", "bob@example.com.evil.org") is None
+    assert users.resolve("U3", "mallory@elsewhere.org") is None and users.resolve("U3") is None
+    assert UserMap.load("").resolve("U1", "a@example.com") is None  # no mapping: nobody
+    with pytest.raises(ValueError):
+        UserMap.load("users:\n  U1: {groups: [sre]}\n")
+
+
+def test_the_request_check_signature_age_and_replay() -> None:
+    now = [time.time()]
+    check = RequestCheck("secret", clock=lambda: now[0])
+    body = slack_api.block_action("U1", "C1", "1.1", messages.APPROVE, "{}")
+
+    def headers(**kw: Any) -> dict[str, str]:
+        return {k.lower(): v for k, v in slack_api.signed(body, **kw).items()}
+
+    assert check.refusal(body.encode(), headers(secret="other")) == "bad signature"
+    assert check.refusal(body.encode(), {}) == "unsigned request"
+    assert check.refusal(body.encode(), {**headers(secret="secret"), "x-slack-request-timestamp": "soon"}) == \
+        "malformed timestamp"
+    assert check.refusal(body.encode(), headers(secret="secret", timestamp=int(now[0]) - 301)).startswith("stale")
+    assert check.refusal(body.encode(), headers(secret="secret", timestamp=int(now[0]) + 301)).startswith("stale")
+    good = headers(secret="secret", timestamp=int(now[0]))
+    assert check.refusal((body + "&x=1").encode(), good) == "bad signature"  # the body is signed
+    assert check.refusal(body.encode(), good) == ""
+    assert check.refusal(body.encode(), good) == "replayed request"
+    now[0] += 400  # and once it is older than five minutes, the age refuses it
+    assert check.refusal(body.encode(), good).startswith("stale")
