@@ -408,3 +408,12 @@ def test_the_two_agent_example_in_the_docs_is_valid_and_translates() -> None:
     assert search.token == SecretEnvRef(env="GATEHOUSE_AGENT_WEB_SEARCH_TOKEN", secret="search-credentials", key="token")
     child = translate(agents["files"], models, servers, in_cluster=True, agents=agents)
     assert child.access.delegators == ["system:serviceaccount:team:orchestrator"]
+
+
+def test_an_mcp_tool_may_not_take_the_name_of_the_built_in_human_tool() -> None:
+    """The same reservation for MCP tools (translator._servers), while humanTools.hitlRequest is on."""
+    clash = {"type": "McpServer", "mcpServer": {"name": "notes", "toolNames": ["write_note", "hitl_request"]}}
+    assert _problems(_agent("o", clash, humanTools={"hitlRequest": True})) == [
+        "spec.tools[0].mcpServer.toolNames[1]: 'hitl_request' is reserved for the built-in human tool",
+    ]
+    assert _translate(_agent("o", clash)).mcp_servers[0].tool_names == ["write_note", "hitl_request"]  # off: a plain name
