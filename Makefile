@@ -100,11 +100,11 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,bench]'
 	touch $(BENCH_STAMP)
 
-## bench: Gatehouse vs plain ADK (to_a2a + tool confirmation), interleaved; table + bench/results/latest.{json,png} (~20 min); BENCH_ARGS=--real-model adds the real-model row (after `make e2e-llm`)
+## bench: Gatehouse as configured by default vs plain ADK (to_a2a + tool confirmation), interleaved; the table, the bars (ratios to the same run's library floors; a section is `noisy`, not judged, when other processes use > 1/4 core) + bench/results/latest{.json,.png,-backlog.png} (~30 min, on a quiet machine); BENCH_ARGS=--real-model adds the real-model row (after `make e2e-llm`)
 bench: $(BENCH_STAMP)
 	$(PY) -m bench.run $(BENCH_ARGS)
 
-## bench-quick: the same with small counts (~5 min)
+## bench-quick: the same with small counts (backlog up to 1,000, 50 Agents; ~4 min)
 bench-quick: $(BENCH_STAMP)
 	$(PY) -m bench.run --quick $(BENCH_ARGS)
 

@@ -13,11 +13,20 @@ data part ``{"interrupt_type": "tool_approval", "action_requests": [{"id": "apr-
 part ``{"decision_type": "approve"}`` on the same task/context, and ``gatehouse_model_calls_total`` in
 ``GET /metrics`` (Prometheus text; summed over label sets; absent → the row says so).
 
-Two Gatehouse targets run side by side (:func:`gatehouse_targets`): ``gatehouse`` in local mode (no credential
-configured: every caller is ``anonymous``, loopback only), and ``gatehouse_auth``, the same runtime with
-authentication on: the bench writes ``WORK/api-tokens`` (one principal, ``bench``, with a random token; mode 0600)
-and adds ``--api-token-file WORK/api-tokens``; its client sends ``Authorization: Bearer <token>`` on every A2A
-request (:meth:`GatehouseTarget.request_headers`). ``/readyz`` and ``/metrics`` are public either way.
+Two Gatehouse targets run side by side (:func:`gatehouse_targets`):
+
+- ``gatehouse``, **the product as configured by default**, as the operator deploys it: authentication on (an Agent
+  without an ``access`` block gets a generated token Secret; here the bench writes ``WORK/api-tokens``, one
+  principal, ``bench``, with a random token, mode 0600, and adds ``--api-token-file WORK/api-tokens``; its client
+  sends ``Authorization: Bearer <token>`` on every A2A and REST request, :meth:`GatehouseTarget.request_headers`),
+  audit records written (always: there is no switch), redaction on (``spec.approval.redact`` defaults to the
+  built-in secret shapes; the example Agent sets nothing), sqlite state;
+- ``gatehouse_local``, the same runtime in local mode (no credential configured: every caller is ``anonymous``,
+  loopback only; what ``gatehouse-runtime serve`` does on a laptop), for comparison: the authentication overhead
+  is ``gatehouse`` - ``gatehouse_local`` in the same run.
+
+``/readyz`` and ``/metrics`` are public either way. Not included: the ToolApproval mirror of a runtime in a
+cluster (``--kube-namespace``), which needs a Kubernetes API.
 """
 
 from __future__ import annotations
@@ -37,14 +46,16 @@ import yaml
 from bench.protocols import Protocol, bearer_headers
 from bench.targets import Target
 
-__all__ = ["AUTH_PRINCIPAL", "NOT_AVAILABLE", "Availability", "GatehouseTarget", "availability", "gatehouse_targets",
-           "parse_metric"]
+__all__ = ["AUTH_PRINCIPAL", "DEFAULT_CONFIGURATION", "NOT_AVAILABLE", "Availability", "GatehouseTarget", "availability",
+           "gatehouse_targets", "parse_metric"]
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "file-manager"
 NOT_AVAILABLE = "gatehouse runtime not available yet"
 MODEL_CALLS_METRIC = "gatehouse_model_calls_total"
-AUTH_PRINCIPAL = "bench"  # the one principal of gatehouse_auth's token file
+AUTH_PRINCIPAL = "bench"  # the one principal of the default target's token file
 TOKEN_FILE = "api-tokens"
+DEFAULT_CONFIGURATION = ("the product as configured by default: authentication on (bearer token), audit records "
+                         "written, redaction on (built-in shapes), sqlite state")
 
 
 @dataclass(frozen=True)
@@ -87,8 +98,8 @@ def parse_metric(text: str, name: str) -> float | None:
 class GatehouseTarget(Target):
     """``gatehouse-runtime serve``; with ``api_token`` set, authentication on (``--api-token-file``)."""
 
-    key: str = "gatehouse"
-    label: str = "Gatehouse"
+    key: str = "gatehouse_local"
+    label: str = "Gatehouse local mode"
     protocol: Protocol = "gatehouse"
     ready_path: str = "/readyz"
     api_token: str = field(default="", repr=False)  # "" = local mode, no credential configured
@@ -124,8 +135,9 @@ class GatehouseTarget(Target):
 
 
 def gatehouse_targets() -> list[GatehouseTarget]:
-    """The runtime in local mode, and the same runtime with authentication on (a fresh random token per run)."""
+    """The runtime as configured by default (authentication on, a fresh random token per run), and the same
+    runtime in local mode (no credential), for comparison."""
     return [
-        GatehouseTarget(),
-        GatehouseTarget(key="gatehouse_auth", label="Gatehouse + auth", api_token=secrets.token_urlsafe(32)),
+        GatehouseTarget(key="gatehouse", label="Gatehouse (default)", api_token=secrets.token_urlsafe(32)),
+        GatehouseTarget(key="gatehouse_local", label="Gatehouse local mode"),
     ]

@@ -134,11 +134,11 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     for phase in ("pause", "resume"):
         for part, label in (("wall_ms", "wall"), ("model_ms", "of it the model"), ("rest_ms", "of it the rest")):
             value = result["reason"] if not result["available"] else result[phase][part]["p50"]
-            out.append({"metric": f"real model: {phase} p50, {label} (ms)", "gatehouse": value, "gatehouse_auth": None,
+            out.append({"metric": f"real model: {phase} p50, {label} (ms)", "gatehouse": value, "gatehouse_local": None,
                         "adk_durable": None, "adk_memory": None, "ratio": None, "target": "—", "pass": None})
     if result["available"]:
         calls = result["model_calls_per_approved_call"]
-        out.append({"metric": "real model: model calls per approved call", "gatehouse": calls, "gatehouse_auth": None,
+        out.append({"metric": "real model: model calls per approved call", "gatehouse": calls, "gatehouse_local": None,
                     "adk_durable": None, "adk_memory": None, "ratio": None, "target": "2",
                     "pass": None if calls is None else ("pass" if calls == 2 else "fail")})
     return out

@@ -1,23 +1,32 @@
 """``make bench``: Gatehouse vs google-adk's own confirmation over its own ``to_a2a``, side by side in one run.
 
-    python -m bench.run [--quick] [--targets gatehouse,gatehouse_auth,adk_durable,adk_memory] [--out bench/results] ...
-    python -m bench.run --only operator [--operator-agents 500] --out /tmp/op   # just the operator rows (steps 1-5 skipped)
+    python -m bench.run [--quick] [--targets gatehouse,gatehouse_local,adk_durable,adk_memory] [--out bench/results] ...
+    python -m bench.run --only operator [--operator-agents 2000] --out /tmp/op   # just the operator rows
+    python -m bench.run --only backlog --quick                                    # just the backlog (bar 3)
 
 Order of a run (one demo-tools MCP server, with a journal, serves every target):
 
 0. the library floors: a2a-sdk, google-adk and the MCP client alone, on this machine (``bench/floors.py``);
 1. start one long-lived server per target (each start is also a cold-start sample);
-2. pause/resume latency, targets interleaved; model calls and tool runs per approved call;
+2. pause/resume latency, targets interleaved; model calls and tool runs per approved call; then, ``gatehouse`` only,
+   a decision to the tool having run over A2A and over REST, interleaved (bar 4's second half);
 3. loss at each concurrency level, one target after the other (order rotates per level);
 4. stop them; extra cold starts (``--cold-starts``), interleaved;
 5. per target, a fresh server holds N paused conversations (RSS), then N decisions (decisions/s);
-6. operator rows (``bench/operator_hook.py``);
-7. with ``--real-model``: pause and resume with a real model behind the gate, split into model time and the rest
+6. ``gatehouse`` only: the backlog, one fresh server holding 100, 1,000 and 10,000 paused conversations (bar 3);
+7. ``gatehouse`` only: restarts, start to the first pause served, against the import floor (bar 5);
+8. operator rows (``bench/operator_hook.py``; bar 6);
+9. with ``--real-model``: pause and resume with a real model behind the gate, split into model time and the rest
    (``bench/real_model.py``; needs what ``make e2e-llm`` fetches and builds).
 
-``gatehouse_auth`` is the Gatehouse runtime with authentication on (``--api-token-file``, the client sends a bearer
-token): it runs every step beside ``gatehouse``, and the report's authentication overhead is the difference of
-their p50s in step 2, interleaved in the same run.
+``gatehouse`` is the product as configured by default (authentication on, audit written, redaction on: see
+``bench/gatehouse_adapter.py``); ``gatehouse_local`` is the same runtime in local mode (no credential), for
+comparison: the report's authentication overhead is the difference of their p50s in step 2, interleaved in the same
+run.
+
+Before each section the bench samples the machine's CPU for a few seconds (``bench/hygiene.py``); a section where
+other processes used more than a quarter of a core is ``noisy``, and its rows and bars (``bench/bars.py``) are
+reported as such, without pass or fail.
 
 Then a table, ``latest.json`` (+ a timestamped copy) and ``latest.png`` under ``--out``. A target that cannot
 run (the Gatehouse runtime before it lands, or one that fails to start) gets its reason in every row.
@@ -39,20 +48,24 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import floors, real_model, report, scenarios
-from bench.gatehouse_adapter import availability, gatehouse_targets
+from bench import bars, floors, hygiene, real_model, report, scenarios
+from bench.gatehouse_adapter import DEFAULT_CONFIGURATION, availability, gatehouse_targets
 from bench.operator_hook import not_run, operator_results
 from bench.protocols import StepError
 from bench.targets import Server, Target, adk_targets, running, tools_server
 
 RESULTS = Path(__file__).resolve().parent / "results"
-ALL = ("gatehouse", "gatehouse_auth", "adk_durable", "adk_memory")
-GATEHOUSE = ("gatehouse", "gatehouse_auth")
+LABELS_DEFAULT = "Gatehouse (default)"
+ALL = ("gatehouse", "gatehouse_local", "adk_durable", "adk_memory")
+GATEHOUSE = ("gatehouse", "gatehouse_local")
+SECTIONS = ("floors", "latency", "decisions", "loss", "cold_start", "held", "backlog", "restart", "operator")
+ONLY = ("operator", "real-model", "backlog", "restart")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="30 iterations, 200 paused, 100 conversations per loss level")
+    p.add_argument("--quick", action="store_true",
+                   help="30 iterations, 200 paused, 100 conversations per loss level, backlog 100,300,1000, 50 Agents")
     p.add_argument("--iterations", type=int, help="latency iterations per target (default 200, quick 30)")
     p.add_argument("--warmup", type=int, help="unrecorded iterations first (default 5, quick 3)")
     p.add_argument("--paused", type=int, help="conversations held paused, then decided (default 1000, quick 200)")
@@ -62,16 +75,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--cold-starts", type=int, help="cold-start samples per target (default 3, quick 1)")
     p.add_argument("--settle", type=float, default=1.0, help="seconds a server idles before its RSS is read")
     p.add_argument("--targets", default=",".join(ALL), help=f"comma list of {', '.join(ALL)}")
-    p.add_argument("--operator-agents", type=int, help="Agents in the operator rows (default 500, quick 50; 0 skips them)")
+    p.add_argument("--backlog", help="paused conversations one runtime holds, ascending (default 100,1000,10000; "
+                                     "quick 100,300,1000; 0 skips the backlog)")
+    p.add_argument("--backlog-probes", type=int, help="timed pauses, resumes and GET /approvals per backlog size "
+                                                      "(default 100, quick 30)")
+    p.add_argument("--backlog-decisions", type=int, help="decisions at --concurrency per backlog size (default 200, "
+                                                         "quick 100)")
+    p.add_argument("--restarts", type=int, help="restart and import-floor samples (default 3, quick 2; 0 skips them)")
+    p.add_argument("--hygiene-seconds", type=float,
+                   help="seconds of CPU sampling before each section (default 3, quick 2; 0: no sampling, nothing noisy)")
+    p.add_argument("--noisy-cores", type=float, default=hygiene.NOISY_CORES,
+                   help="other processes using more cores than this make a section noisy")
+    p.add_argument("--operator-agents", type=int, help="Agents in the operator rows (default 2000, quick 50; 0 skips them)")
     p.add_argument("--out", type=Path, default=RESULTS, help="where latest.json / latest.png go")
     p.add_argument("--work", type=Path, help="keep servers' state and logs here (default: a temporary directory)")
     p.add_argument("--no-plot", action="store_true")
     p.add_argument("--real-model", action="store_true",
                    help="add the real-model row: the local model of `make e2e-llm` behind the gate (bench/real_model.py)")
     p.add_argument("--real-model-iterations", type=int, help="conversations in the real-model row (default 10, quick 5)")
-    p.add_argument("--only", choices=("operator", "real-model"),
+    p.add_argument("--only", choices=ONLY,
                    help="run only these rows: 'operator' starts no runtime server, 'real-model' only the real-model "
-                        "row (the other rows say so)")
+                        "row, 'backlog' and 'restart' only that section of the gatehouse target (the other rows say so)")
     args = p.parse_args(argv)
     wanted = [t.strip() for t in args.targets.split(",") if t.strip()]
     unknown = sorted(set(wanted) - set(ALL))
@@ -79,10 +103,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"unknown targets {unknown}; choose from {', '.join(ALL)}")
     args.targets = wanted
     if args.operator_agents is None:
-        args.operator_agents = 50 if args.quick else 500
+        args.operator_agents = 50 if args.quick else 2000
+    if args.hygiene_seconds is None:
+        args.hygiene_seconds = 2.0 if args.quick else 3.0
     if args.only == "real-model":
         args.real_model, args.operator_agents = True, 0
+    if args.only in ("backlog", "restart"):
+        args.targets, args.operator_agents = ["gatehouse"], 0
     return args
+
+
+def sections_for(args: argparse.Namespace) -> set[str]:
+    """The sections this run measures."""
+    if args.only == "operator":
+        return {"operator"} if args.operator_agents > 0 else set()
+    if args.only in ("backlog", "restart"):
+        return {args.only}
+    if args.only == "real-model":
+        return set()
+    out = set(SECTIONS) - {"operator"}
+    if "gatehouse" in args.targets and args.operator_agents > 0:
+        out.add("operator")
+    return out
 
 
 def settings_from(args: argparse.Namespace) -> scenarios.Settings:
@@ -96,6 +138,11 @@ def settings_from(args: argparse.Namespace) -> scenarios.Settings:
         loss_conversations=args.loss_conversations or (100 if q else 500),
         cold_starts=args.cold_starts or (1 if q else 3),
         settle=args.settle,
+        backlog=tuple(sorted(int(x) for x in (args.backlog or ("100,300,1000" if q else "100,1000,10000")).split(",")
+                             if x.strip() and int(x) > 0)),
+        backlog_probes=args.backlog_probes or (30 if q else 100),
+        backlog_decisions=args.backlog_decisions or (100 if q else 200),
+        restarts=args.restarts if args.restarts is not None else (2 if q else 3),
     )
 
 
@@ -126,58 +173,133 @@ def _cold(server: Server, settle: float) -> dict[str, float]:
     return sample
 
 
-async def measure(targets: list[Target], reasons: dict[str, str], s: scenarios.Settings,
-                  work: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The targets' results, and the library floors."""
+class Quiet:
+    """The hygiene samples of a run: one before each section (``bench/hygiene.py``)."""
+
+    def __init__(self, seconds: float, threshold: float) -> None:
+        self.seconds, self.threshold = seconds, threshold
+        self.samples: dict[str, dict[str, Any]] = {}
+
+    def check(self, section: str) -> dict[str, Any]:
+        """Sample the machine before ``section``; log the verdict (and how to get a quiet run when noisy)."""
+        sample = hygiene.sample(self.seconds, self.threshold)
+        self.samples[section] = sample
+        if sample["verdict"] == "noisy":
+            log(f"NOISY before {section}: other processes used {sample['others_cores']} cores (> {self.threshold}) "
+                f"over {sample['seconds']}s, so its rows and bars are reported 'noisy', not judged; {hygiene.QUIET_HINT}")
+        elif sample["verdict"] == "quiet":
+            log(f"quiet before {section}: other processes used {sample['others_cores']} cores over {sample['seconds']}s")
+        return sample
+
+    def merge(self, section: str, parts: list[str]) -> None:
+        """``section``'s verdict from its sub-samples (e.g. one before each backlog size): the busiest one."""
+        samples = [self.samples[p] for p in parts if p in self.samples]
+        if samples:
+            self.samples[section] = max(samples, key=lambda x: x.get("others_cores") or 0.0)
+
+    def noisy(self) -> list[str]:
+        return hygiene.noisy_sections(self.samples, SECTIONS)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"threshold_cores": self.threshold, "seconds": self.seconds, "noisy": self.noisy(),
+                "quiet_run": hygiene.QUIET_HINT, "sections": self.samples}
+
+
+async def measure(targets: list[Target], reasons: dict[str, str], s: scenarios.Settings, work: Path,
+                  sections: set[str], quiet: Quiet) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The targets' results, and the library floors (``{}`` when not measured)."""
     results: dict[str, dict[str, Any]] = {t.key: {"loss": {}} for t in targets}
     cold: dict[str, list[dict[str, float]]] = {t.key: [] for t in targets}
+    floor: dict[str, Any] = {}
     with tools_server(work) as tools:
         log(f"demo-tools at {tools.url}")
-        log(f"library floors: {s.iterations} iterations each (a2a-sdk, google-adk, MCP client alone)")
-        try:
-            floor = await floors.measure(tools, work, s.iterations, s.warmup)
-            log(f"  pause floor {floor['pause_floor_ms']} ms, resume floor {floor['resume_floor_ms']} ms")
-        except (RuntimeError, OSError, StepError) as exc:  # a reference point only: the targets still run
-            floor = {"error": f"{type(exc).__name__}: {exc}"}
-            log(f"  library floors not measured: {floor['error']}")
-        with ExitStack() as stack:
-            servers: list[Server] = []
-            for t in targets:
-                log(f"starting {t.label}")
-                try:
-                    server = stack.enter_context(running(t, work, tools.url, f"{t.key}-main"))
-                except RuntimeError as exc:
-                    reasons[t.key] = f"failed to start: {str(exc).splitlines()[0]}"
-                    log(reasons[t.key])
-                    continue
-                cold[t.key].append(_cold(server, s.settle))
-                servers.append(server)
-            if servers:
-                log(f"latency: {s.iterations} iterations (+{s.warmup} warm-up), interleaved")
-                for key, value in (await scenarios.latency(servers, tools, s)).items():
-                    results[key]["latency"] = value
-                    log(f"  {key}: pause p50 {value['pause_ms']['p50']} ms, resume p50 {value['resume_ms']['p50']} ms, "
-                        f"model calls/approval {value['model_calls_per_approved_call']}, errors {value['errors']}")
-                for n, level in enumerate(s.loss_levels):
-                    shift = n % len(servers)
-                    for server in [*servers[shift:], *servers[:shift]]:
-                        value = await scenarios.loss(server, tools, level, s.loss_conversations)
-                        results[server.target.key]["loss"][str(level)] = value
-                        log(f"  loss {server.target.key} @{level}: {value['lost']}/{value['conversations']} "
-                            f"{value['kinds'] or ''} in {value['seconds']}s")
-        live = [t for t in targets if not reasons[t.key]]
-        for k in range(s.cold_starts - 1):
-            shift = k % max(1, len(live))
-            for t in [*live[shift:], *live[:shift]]:
-                with running(t, work, tools.url, f"{t.key}-cold{k + 1}") as server:
+        if "floors" in sections:
+            quiet.check("floors")
+            log(f"library floors: {s.iterations} iterations each (a2a-sdk, google-adk, MCP client alone)")
+            try:
+                floor = await floors.measure(tools, work, s.iterations, s.warmup)
+                log(f"  pause floor {floor['pause_floor_ms']} ms, resume floor {floor['resume_floor_ms']} ms")
+            except (RuntimeError, OSError, StepError) as exc:  # a reference point only: the targets still run
+                floor = {"error": f"{type(exc).__name__}: {exc}"}
+                log(f"  library floors not measured: {floor['error']}")
+        if sections & {"latency", "loss"}:
+            quiet.check("cold_start")
+            with ExitStack() as stack:
+                servers: list[Server] = []
+                for t in targets:
+                    log(f"starting {t.label}")
+                    try:
+                        server = stack.enter_context(running(t, work, tools.url, f"{t.key}-main"))
+                    except RuntimeError as exc:
+                        reasons[t.key] = f"failed to start: {str(exc).splitlines()[0]}"
+                        log(reasons[t.key])
+                        continue
                     cold[t.key].append(_cold(server, s.settle))
-        for t in live:
-            log(f"{t.label}: {s.paused} paused, then {s.paused} decisions at concurrency {s.concurrency}")
-            value = await scenarios.paused_then_decided(t, work, tools, s.paused, s.concurrency, s.settle)
-            results[t.key]["held"] = value
-            log(f"  RSS {value['rss_at_rest_mb']} → {value['rss_paused_mb']} MB; {value['decisions']} decisions in "
-                f"{value['decisions_seconds']}s ({value['decisions_per_second']}/s); errors "
-                f"{value['pause_errors']} {value['decision_errors']}")
+                    servers.append(server)
+                if servers and "latency" in sections:
+                    quiet.check("latency")
+                    log(f"latency: {s.iterations} iterations (+{s.warmup} warm-up), interleaved")
+                    for key, value in (await scenarios.latency(servers, tools, s)).items():
+                        results[key]["latency"] = value
+                        log(f"  {key}: pause p50 {value['pause_ms']['p50']} ms, resume p50 {value['resume_ms']['p50']} "
+                            f"ms, model calls/approval {value['model_calls_per_approved_call']}, errors {value['errors']}")
+                default_server = next((x for x in servers if x.target.key == "gatehouse"), None)
+                if default_server is not None and "decisions" in sections:
+                    quiet.check("decisions")
+                    log(f"decisions: {s.iterations} iterations (+{s.warmup} warm-up), A2A and REST decision to the tool "
+                        f"having run, interleaved")
+                    value = await scenarios.decision_paths(default_server, tools, s.iterations, s.warmup)
+                    results["gatehouse"]["decisions"] = value
+                    log(f"  decision to tool ran p50: A2A {value['a2a_to_tool_ms']['p50']} ms, REST "
+                        f"{value['rest_to_tool_ms']['p50']} ms; errors {value['errors'] or 0}")
+                if servers and "loss" in sections:
+                    quiet.check("loss")
+                    for n, level in enumerate(s.loss_levels):
+                        shift = n % len(servers)
+                        for server in [*servers[shift:], *servers[:shift]]:
+                            value = await scenarios.loss(server, tools, level, s.loss_conversations)
+                            results[server.target.key]["loss"][str(level)] = value
+                            log(f"  loss {server.target.key} @{level}: {value['lost']}/{value['conversations']} "
+                                f"{value['kinds'] or ''} in {value['seconds']}s")
+        live = [t for t in targets if not reasons[t.key]]
+        if "cold_start" in sections and s.cold_starts > 1 and live:
+            for k in range(s.cold_starts - 1):
+                shift = k % len(live)
+                for t in [*live[shift:], *live[:shift]]:
+                    with running(t, work, tools.url, f"{t.key}-cold{k + 1}") as server:
+                        cold[t.key].append(_cold(server, s.settle))
+        if "held" in sections and live:
+            quiet.check("held")
+            for t in live:
+                log(f"{t.label}: {s.paused} paused, then {s.paused} decisions at concurrency {s.concurrency}")
+                value = await scenarios.paused_then_decided(t, work, tools, s.paused, s.concurrency, s.settle)
+                results[t.key]["held"] = value
+                log(f"  RSS {value['rss_at_rest_mb']} → {value['rss_paused_mb']} MB; {value['decisions']} decisions in "
+                    f"{value['decisions_seconds']}s ({value['decisions_per_second']}/s); errors "
+                    f"{value['pause_errors']} {value['decision_errors']}")
+        default = next((t for t in live if t.key == "gatehouse"), None)
+        if "backlog" in sections and default is not None and s.backlog:
+            log(f"backlog: one {default.label} runtime holding {', '.join(f'{n:,}' for n in s.backlog)} paused "
+                f"conversations; {s.backlog_probes} probes and {s.backlog_decisions} decisions at each size")
+            try:
+                results["gatehouse"]["backlog"] = await scenarios.backlog(
+                    default, work, tools, s.backlog, s.backlog_probes, s.backlog_decisions, s.concurrency,
+                    2 * s.concurrency, s.warmup, quiet.check)
+            except (RuntimeError, OSError, StepError) as exc:
+                results["gatehouse"]["backlog"] = {"reason": f"{type(exc).__name__}: {str(exc).splitlines()[0]}"}
+                log(f"  backlog not measured: {results['gatehouse']['backlog']['reason']}")
+            quiet.merge("backlog", [f"backlog {n:,}" for n in s.backlog])
+        if "restart" in sections and default is not None and s.restarts > 0:
+            quiet.check("restart")
+            log(f"restart: {s.restarts} restarts of {default.label} to its first pause, against the import floor")
+            try:
+                value = await scenarios.restart(default, work, tools, s.restarts)
+            except (RuntimeError, OSError, StepError) as exc:
+                value = {"reason": f"{type(exc).__name__}: {str(exc).splitlines()[0]}"}
+            results["gatehouse"]["restart"] = value
+            log(f"  {value.get('reason') or ''}" if value.get("reason") else
+                f"  start to first pause {value['first_pause_seconds']}s (ready {value['ready_seconds']}s), import floor "
+                f"{value['import_floor_seconds']}s ({value['modules']} modules)")
     for key, samples in cold.items():
         if samples:
             results[key]["cold_start"] = {
@@ -208,62 +330,87 @@ def machine() -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     s = settings_from(args)
-    if args.only:
+    sections = sections_for(args)
+    targets: list[Target]
+    if args.only in ("operator", "real-model"):
         targets, reasons = [], dict.fromkeys(ALL, f"not run (--only {args.only})")
     else:
         targets, reasons = choose_targets(args.targets)
+        if args.only:
+            reasons = {k: v if k == "gatehouse" else f"not run (--only {args.only})" for k, v in reasons.items()}
     for key, reason in reasons.items():
         if reason and key in args.targets:
             log(f"{key}: {reason}")
     started = datetime.now(UTC)
     load_at_start = [round(x, 2) for x in os.getloadavg()]
     log(f"load average {load_at_start[0]} on {os.cpu_count()} CPUs before the run (anything else running skews timings)")
+    log(f"'{LABELS_DEFAULT}' is {DEFAULT_CONFIGURATION}")
+    quiet = Quiet(args.hygiene_seconds, args.noisy_cores)
     with ExitStack() as stack:
         if args.work:
             work = args.work.resolve()
             work.mkdir(parents=True, exist_ok=True)
         else:
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gatehouse-bench-")))
-        results, floor = asyncio.run(measure(targets, reasons, s, work)) if targets else ({}, {})
+        results, floor = asyncio.run(measure(targets, reasons, s, work, sections, quiet)) if targets else ({}, {})
         real = real_model.not_run("not run (no --real-model)")
         if args.real_model:
             count = args.real_model_iterations or (5 if args.quick else 10)
             log(f"real model: {count} conversations (+1 warm-up) with the local model of `make e2e-llm`")
             real = asyncio.run(real_model.measure(work, count))
             log(f"  {real.get('reason') or 'done'}")
-    if "gatehouse" in args.targets and args.operator_agents > 0:
+    if "operator" in sections:
+        quiet.check("operator")
         log(f"operator: {args.operator_agents} Agents against the emulated API")
         operator = operator_results(args.operator_agents)
     else:
         operator = not_run(args.operator_agents, "not run (--targets)" if "gatehouse" not in args.targets
-                           else "not run (--operator-agents 0)")
-    rows = [] if args.only == "real-model" else report.build_rows(results, reasons, operator, s.paused, s.loss_levels)
+                           else f"not run (--only {args.only})" if args.only else "not run (--operator-agents 0)")
+    noisy = quiet.noisy()
+    rows = [] if args.only == "real-model" else report.build_rows(results, reasons, operator, s.paused, s.loss_levels,
+                                                                   noisy)
     if args.real_model:
         rows += real_model.rows(real)
-    overhead = report.auth_overhead(results, reasons)
+    overhead = report.auth_overhead(results, reasons, noisy)
+    kinds = bars.child_kinds()
+    judged = [] if args.only == "real-model" else bars.build_bars(results.get("gatehouse"), floor, operator, noisy, kinds)
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
-    full = {
+    mode = "quick" if args.quick else "full"
+    full: dict[str, Any] = {
         "meta": {"started": started.isoformat(), "seconds": round((datetime.now(UTC) - started).total_seconds(), 1),
                  "mode": "quick" if args.quick else "full", "argv": sys.argv[1:], "loadavg_at_start": load_at_start,
-                 "machine": machine()},
-        "settings": {**s.__dict__, "loss_levels": list(s.loss_levels)},
+                 "machine": machine(), "configuration": {"gatehouse": DEFAULT_CONFIGURATION,
+                                                         "gatehouse_local": "local mode: no credential, anonymous"},
+                 "operator_child_kinds": kinds},
+        "settings": {**s.__dict__, "loss_levels": list(s.loss_levels), "backlog": list(s.backlog)},
         "available": reasons,
+        "hygiene": quiet.as_json(),
         "results": results,
         "operator": operator,
         "floors": floor,
         "auth_overhead": overhead,
+        "bars": judged,
         "real_model": real,
         "rows": rows,
     }
-    report.print_table(rows, f"Gatehouse bench ({full['meta']['mode']}, {stamp})")
+    report.print_table(rows, f"Gatehouse bench ({mode}, {stamp}); 'Gatehouse (default)' is "
+                             f"{DEFAULT_CONFIGURATION}")
     report.print_auth_overhead(overhead)
     if "a2a" in floor:
         report.print_floors(floor, results.get("gatehouse"))
+    backlog = (results.get("gatehouse") or {}).get("backlog") or {}
+    if backlog.get("steps"):
+        report.print_backlog(backlog)
+    if judged:
+        report.print_bars(judged, f"Bars (issue 19): ratios and differences to what this run measured"
+                                  f"{' (quick counts)' if args.quick else ''}")
+    report.print_hygiene(quiet.as_json())
     path = report.write_json(full, args.out, stamp)
     log(f"wrote {path}")
     if not args.no_plot:
-        png = report.write_plot(full, args.out)
-        log(f"wrote {png}" if png else "no plot: matplotlib is not installed (pip install '.[bench]')")
+        pngs = report.write_plot(full, args.out)
+        log(f"wrote {', '.join(str(p) for p in pngs)}" if pngs
+            else "no plot: matplotlib is not installed (pip install '.[bench]')")
     return 0
 
 

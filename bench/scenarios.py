@@ -7,6 +7,11 @@
 - :func:`paused_then_decided` — a fresh server holds N paused conversations (RSS), then N decisions over HTTP
   at a fixed concurrency (decisions/s).
 - :func:`cold_start` — seconds from spawn to ready, and RSS at rest.
+- :func:`backlog` — one server holding a growing backlog of paused conversations (100, 1,000, 10,000): at each size
+  RSS, pause/resume p50, ``GET /approvals`` p50 and decisions/s.
+- :func:`decision_paths` — a decision to the tool having run (the journal's timestamp), over A2A and over REST.
+- :func:`restart` — process start to the first pause served, against an import floor (a fresh interpreter
+  importing the google-adk, a2a-sdk and mcp modules the runtime imports).
 
 Every conversation deletes its own file (``<target>-<scenario>-<i>.txt``), so the demo-tools journal tells how
 often each approved call really ran.
@@ -16,22 +21,34 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
 import statistics
+import subprocess
+import sys
 import time
+import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench.protocols import Paused, StepError, approve, pause
+from bench.protocols import Endpoint, Paused, StepError, approve, pause
 from bench.targets import Server, Target, ToolsServer, running
 
-__all__ = ["Settings", "cold_start", "latency", "loss", "paused_then_decided", "percentile", "stats"]
+__all__ = ["Settings", "backlog", "cold_start", "decision_paths", "import_floor_seconds", "imported_modules",
+           "journal_times", "latency", "loss", "paused_then_decided", "percentile", "restart", "stats"]
 
 REQUEST_TIMEOUT = 120.0
+LISTING_PAGE = 100  # GET /approvals' default limit (agent_runtime.rest.paging.DEFAULT_LIMIT)
+
+
+def _log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 @dataclass(frozen=True)
@@ -44,6 +61,10 @@ class Settings:
     loss_conversations: int = 500
     cold_starts: int = 3
     settle: float = 1.0  # seconds a server idles before its RSS is read
+    backlog: tuple[int, ...] = (100, 1000, 10_000)  # paused conversations one runtime holds, ascending
+    backlog_probes: int = 100  # pause+approve conversations and GET /approvals timed at each backlog size
+    backlog_decisions: int = 200  # decisions at concurrency, at each backlog size
+    restarts: int = 3  # restart and import floor samples
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -257,3 +278,320 @@ def cold_start(server: Server, settle: float = 1.0) -> dict[str, float]:
     """Seconds from spawn to ready, and RSS at rest ``settle`` seconds later."""
     time.sleep(settle)
     return {"ready_seconds": round(server.ready_seconds, 3), "rss_at_rest_mb": round(server.rss_mb(), 1)}
+
+
+async def _hold(http: httpx.AsyncClient, endpoint: Endpoint, names: Sequence[str],
+                concurrency: int) -> tuple[list[Paused], Counter[str]]:
+    """Pause one new conversation per name, ``concurrency`` at a time; the pauses and the errors by kind."""
+    gate = asyncio.Semaphore(concurrency)
+    held: list[Paused] = []
+    errors: Counter[str] = Counter()
+
+    async def one(name: str) -> None:
+        async with gate:
+            try:
+                held.append(await pause(http, endpoint, f"delete {name}"))
+            except StepError as exc:
+                errors[exc.kind] += 1
+
+    await asyncio.gather(*(one(n) for n in names))
+    return held, errors
+
+
+async def _decide(http: httpx.AsyncClient, endpoint: Endpoint, held: Sequence[Paused],
+                  concurrency: int) -> tuple[int, Counter[str], float]:
+    """Approve every paused conversation, ``concurrency`` at a time: decided, errors by kind, wall seconds."""
+    gate = asyncio.Semaphore(concurrency)
+    errors: Counter[str] = Counter()
+
+    async def one(p: Paused) -> None:
+        async with gate:
+            try:
+                await approve(http, endpoint, p)
+            except StepError as exc:
+                errors[exc.kind] += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one(p) for p in held))
+    return len(held) - sum(errors.values()), errors, time.perf_counter() - start
+
+
+async def _listing(http: httpx.AsyncClient, server: Server, expected: int) -> float:
+    """One ``GET /approvals`` (pending, the default limit: the first page); its seconds. The page must hold
+    ``expected`` requests."""
+    start = time.perf_counter()
+    try:
+        response = await http.get(server.url + "/approvals", headers=server.endpoint.headers)
+    except httpx.HTTPError as exc:
+        raise StepError("http", f"GET /approvals: {type(exc).__name__}: {exc}") from None
+    seconds = time.perf_counter() - start
+    if response.status_code != 200:
+        raise StepError("http", f"GET /approvals: HTTP {response.status_code}: {response.text[:200]}")
+    shown = len(response.json().get("approvals") or [])
+    if shown != expected:
+        raise StepError("shape", f"GET /approvals listed {shown} pending requests, not {expected}")
+    return seconds
+
+
+async def backlog(target: Target, work: Path, tools: ToolsServer, sizes: Sequence[int], probes: int, decisions: int,
+                  concurrency: int, fill_concurrency: int, warmup: int,
+                  quiet: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """One fresh server holds a growing backlog of paused conversations (``sizes``, ascending; created
+    ``fill_concurrency`` at a time and never decided); at each size, after ``quiet`` (the hygiene sample, which also
+    lets the server settle):
+
+    - RSS of the server and its children;
+    - pause and resume p50 of ``probes`` conversations (pause, then approve at once; ``warmup`` unrecorded first);
+    - ``GET /approvals`` (pending, default limit: the first page) ``probes`` times, p50;
+    - ``decisions`` more pauses, then all of them decided at ``concurrency``: decisions/s (the backlog is back to its
+      size afterwards).
+    """
+    key = target.key
+    steps: list[dict[str, Any]] = []
+    held = 0
+    with running(target, work, tools.url, f"{key}-backlog") as server:
+        endpoint = server.endpoint
+        async with client(max(concurrency, fill_concurrency)) as http:
+            for size in sizes:
+                start = time.perf_counter()
+                new, fill_errors = await _hold(http, endpoint, [f"{key}-backlog-{i}.txt" for i in range(held, size)],
+                                               fill_concurrency)
+                fill_seconds = time.perf_counter() - start
+                held += len(new)
+                sample = await asyncio.to_thread(quiet, f"backlog {size:,}")
+                rss = server.rss_mb()
+                names = _names(key, f"backlog{size}-probe", warmup + probes)
+                tools.touch(names)
+                pauses: list[float] = []
+                resumes: list[float] = []
+                errors: Counter[str] = Counter()
+                for i, name in enumerate(names):
+                    try:
+                        paused = await pause(http, endpoint, f"delete {name}")
+                        resume = await approve(http, endpoint, paused)
+                    except StepError as exc:
+                        errors[f"probe:{exc.kind}"] += 1
+                        continue
+                    if i >= warmup:
+                        pauses.append(paused.seconds)
+                        resumes.append(resume)
+                listings: list[float] = []
+                for i in range(warmup + probes):
+                    try:
+                        seconds = await _listing(http, server, min(held, LISTING_PAGE))
+                    except StepError as exc:
+                        errors[f"listing:{exc.kind}"] += 1
+                        continue
+                    if i >= warmup:
+                        listings.append(seconds)
+                names = _names(key, f"backlog{size}-decision", decisions)
+                tools.touch(names)
+                extra, pause_errors = await _hold(http, endpoint, names, concurrency)
+                decided, decision_errors, seconds = await _decide(http, endpoint, extra, concurrency)
+                errors.update({f"decision-pause:{k}": v for k, v in pause_errors.items()})
+                errors.update({f"decision:{k}": v for k, v in decision_errors.items()})
+                step: dict[str, Any] = {
+                    "backlog": held, "fill_seconds": round(fill_seconds, 2),
+                    "fill_per_second": round(len(new) / fill_seconds, 1) if fill_seconds > 0 else None,
+                    "fill_errors": dict(fill_errors), "hygiene": sample, "rss_mb": round(rss, 1),
+                    "pause_ms": stats(pauses), "resume_ms": stats(resumes), "listing_ms": stats(listings),
+                    "decisions": decided, "decisions_seconds": round(seconds, 3),
+                    "decisions_per_second": round(decided / seconds, 2) if seconds > 0 and decided else None,
+                    "errors": dict(errors),
+                }
+                steps.append(step)
+                _log(f"  backlog {held:,}: filled in {step['fill_seconds']}s ({step['fill_per_second']}/s), RSS "
+                     f"{step['rss_mb']} MB, pause p50 {step['pause_ms']['p50']} ms, resume p50 "
+                     f"{step['resume_ms']['p50']} ms, GET /approvals p50 {step['listing_ms']['p50']} ms, "
+                     f"{step['decisions_per_second']} decisions/s, errors {step['errors'] or 0}")
+    return {"sizes": list(sizes), "probes": probes, "decisions": decisions, "concurrency": concurrency,
+            "fill_concurrency": fill_concurrency, "steps": steps}
+
+
+IMPORT_PREFIXES = ("google.adk", "a2a", "mcp")
+_IMPORT_LINE = re.compile(r"^import time:\s+\d+\s+\|\s+\d+\s+\|\s*(\S+)\s*$", re.MULTILINE)
+# A fresh interpreter imports what the runtime imported of google-adk, a2a-sdk and mcp: a2a-sdk's server first with
+# grpc hidden, as the runtime does (agent_runtime.app.factory), then the rest in the order the runtime imported them.
+IMPORT_FLOOR_SCRIPT = """
+import sys
+names = open(sys.argv[1]).read().split()
+sys.modules["grpc"] = None
+try:
+    import a2a.server.request_handlers, a2a.server.routes
+finally:
+    if "grpc" in sys.modules and sys.modules["grpc"] is None:
+        del sys.modules["grpc"]
+skipped = 0
+for name in names:
+    try:
+        __import__(name)
+    except ImportError:  # a name registered under another (e.g. google.adk.platform.internal): its parent imported it
+        skipped += 1
+print(skipped)
+"""
+
+
+def imported_modules(importtime_log: str, prefixes: Sequence[str] = IMPORT_PREFIXES) -> list[str]:
+    """The modules of ``prefixes`` (a package and everything under it) in ``python -X importtime`` output, in the
+    order they were imported, each once."""
+    seen: dict[str, None] = {}
+    for name in _IMPORT_LINE.findall(importtime_log):
+        if any(name == p or name.startswith(p + ".") for p in prefixes):
+            seen.setdefault(name, None)
+    return list(seen)
+
+
+def import_floor_seconds(modules: Sequence[str], work: Path) -> tuple[float, int]:
+    """Wall seconds of a fresh interpreter (this venv's) importing ``modules``, from spawn to exit, and how many of
+    them could not be imported by name (registered under another name by the module that imported them)."""
+    listing = work / "import-floor-modules.txt"
+    listing.write_text("\n".join(modules) + "\n")
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", IMPORT_FLOOR_SCRIPT, str(listing)], capture_output=True, text=True,
+                          env=env, cwd=work, timeout=120)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"the import floor's interpreter exited {proc.returncode}: {proc.stderr[-600:]}")
+    return seconds, int(proc.stdout.split()[-1])
+
+
+async def restart(target: Target, work: Path, tools: ToolsServer, samples: int) -> dict[str, Any]:
+    """Quick restarts: process start to the first pause served, against an import floor from the same run.
+
+    A first start on a fresh state (``-X importtime``: which google-adk, a2a-sdk and mcp modules the runtime
+    imports, up to and including its first pause and decision) leaves a few conversations behind; then
+    ``samples`` times, interleaved: the import floor (:func:`import_floor_seconds`), and the runtime restarted on
+    that state, timed from spawn to the answer of its first pause (``/readyz`` first, then the pause)."""
+    key = target.key
+    state = work / f"{key}-restart" / "state"
+    names = _names(key, "restart", 3 + samples)
+    tools.touch(names)
+    with running(target, work, tools.url, f"{key}-restart-census", state_dir=state,
+                 env_extra={"PYTHONPROFILEIMPORTTIME": "1"}) as server:
+        async with client() as http:
+            for name in names[:3]:
+                await approve(http, server.endpoint, await pause(http, server.endpoint, f"delete {name}"))
+        log = server.log
+    modules = imported_modules(log.read_text(errors="replace"))
+    if not modules:
+        return {"reason": "no google-adk, a2a-sdk or mcp module in the runtime's -X importtime output"}
+    floors: list[float] = []
+    firsts: list[float] = []
+    readies: list[float] = []
+    skipped = 0
+    for k in range(samples):
+        seconds, skipped = await asyncio.to_thread(import_floor_seconds, modules, work)
+        floors.append(seconds)
+        with running(target, work, tools.url, f"{key}-restart{k + 1}", state_dir=state) as server:
+            async with client() as http:
+                paused = await pause(http, server.endpoint, f"delete {names[3 + k]}")
+                firsts.append(time.perf_counter() - server.started)
+                await approve(http, server.endpoint, paused)
+            readies.append(server.ready_seconds)
+    return {
+        "samples": samples, "modules": len(modules), "modules_not_importable_by_name": skipped,
+        "import_floor_seconds": round(statistics.median(floors), 3),
+        "first_pause_seconds": round(statistics.median(firsts), 3),
+        "ready_seconds": round(statistics.median(readies), 3),
+        "import_floor_samples": [round(x, 3) for x in floors],
+        "first_pause_samples": [round(x, 3) for x in firsts],
+        "ready_samples": [round(x, 3) for x in readies],
+        "state": "the runtime's own sqlite state with a few finished conversations (a stop, then a start)",
+    }
+
+
+def journal_times(journal: Path, offset: int) -> tuple[dict[str, float], int]:
+    """When ``delete_file`` ran, per path (the journal's ``ts``, as epoch seconds), from byte ``offset`` on; and the
+    offset after the last complete line read."""
+    times: dict[str, float] = {}
+    if not journal.exists():
+        return times, offset
+    with journal.open("rb") as f:
+        f.seek(offset)
+        data = f.read()
+    end = data.rfind(b"\n") + 1
+    for line in data[:end].splitlines():
+        entry = json.loads(line)
+        if entry.get("tool") == "delete_file" and entry.get("ok"):
+            times[entry["args"]["path"]] = datetime.fromisoformat(entry["ts"]).timestamp()
+    return times, offset + end
+
+
+async def _rest_approve(http: httpx.AsyncClient, server: Server, request_id: str) -> None:
+    """``POST /approvals/{id}/decision`` approve, as the runtime's REST clients do (an Idempotency-Key each)."""
+    headers = {**server.endpoint.headers, "Idempotency-Key": uuid.uuid4().hex}
+    try:
+        response = await http.post(f"{server.url}/approvals/{request_id}/decision", json={"decision": "approve"},
+                                   headers=headers)
+    except httpx.HTTPError as exc:
+        raise StepError("http", f"REST decision: {type(exc).__name__}: {exc}") from None
+    if response.status_code != 200:
+        raise StepError("http", f"REST decision: HTTP {response.status_code}: {response.text[:200]}")
+
+
+async def _until_completed(http: httpx.AsyncClient, server: Server, task_id: str, timeout: float = 30.0) -> None:
+    """Poll ``GetTask`` until the task is completed (the run a REST decision resumed has finished)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": "GetTask", "params": {"id": task_id}}
+        response = await http.post(server.url + "/", json=body, headers=server.endpoint.headers)
+        state = ((response.json().get("result") or {}).get("status") or {}).get("state")
+        if state == "TASK_STATE_COMPLETED":
+            return
+        if time.monotonic() > deadline:
+            raise StepError("state", f"task not completed {timeout:.0f}s after the REST decision ({state})")
+        await asyncio.sleep(0.005)
+
+
+async def decision_paths(server: Server, tools: ToolsServer, iterations: int, warmup: int) -> dict[str, Any]:
+    """Decision to the tool having run, over A2A and over REST, interleaved (the order alternating every iteration).
+
+    Each conversation pauses over A2A; then either an A2A decision (the ``approve`` call, which returns once the task
+    completed) or ``POST /approvals/{id}/decision`` (which returns once decided; the run resumes meanwhile, and the
+    bench waits for the task to complete before the next conversation). The tool having run is the demo-tools
+    journal's timestamp of that call, so both channels are timed to the same event."""
+    key = server.target.key
+    names = _names(key, "paths", 2 * (warmup + iterations))
+    tools.touch(names)
+    seen: dict[str, float] = {}
+    offset = tools.journal.stat().st_size if tools.journal.exists() else 0
+    times: dict[str, list[float]] = {"a2a": [], "rest": [], "a2a_resume": []}
+    errors: Counter[str] = Counter()
+
+    async def ran_at(name: str, timeout: float = 30.0) -> float:
+        nonlocal offset
+        deadline = time.monotonic() + timeout
+        while name not in seen:
+            new, offset = journal_times(tools.journal, offset)
+            seen.update(new)
+            if name in seen:
+                break
+            if time.monotonic() > deadline:
+                raise StepError("tool-not-run", f"{name} not in the journal {timeout:.0f}s after its decision")
+            await asyncio.sleep(0.002)
+        return seen[name]
+
+    async with client() as http:
+        for i in range(warmup + iterations):
+            for channel in (("a2a", "rest") if i % 2 == 0 else ("rest", "a2a")):
+                name = names[2 * i + (channel == "rest")]
+                try:
+                    paused = await pause(http, server.endpoint, f"delete {name}")
+                    sent = time.time()
+                    if channel == "a2a":
+                        resume = await approve(http, server.endpoint, paused)
+                        ran = await ran_at(name)
+                    else:
+                        await _rest_approve(http, server, paused.token)
+                        ran = await ran_at(name)
+                        await _until_completed(http, server, paused.task_id)
+                except StepError as exc:
+                    errors[f"{channel}:{exc.kind}"] += 1
+                    continue
+                if i >= warmup:
+                    times[channel].append(ran - sent)
+                    if channel == "a2a":
+                        times["a2a_resume"].append(resume)
+    return {"iterations": iterations, "a2a_to_tool_ms": stats(times["a2a"]), "rest_to_tool_ms": stats(times["rest"]),
+            "a2a_resume_ms": stats(times["a2a_resume"]), "errors": dict(errors)}

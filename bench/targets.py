@@ -19,11 +19,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from types import MappingProxyType
 
 import httpx
 
@@ -114,6 +115,7 @@ class Server:
     ready_seconds: float
     log: Path
     state_dir: Path
+    started: float = 0.0  # time.perf_counter() just before the process was spawned
 
     @property
     def pid(self) -> int:
@@ -136,20 +138,23 @@ def _log_tail(log: Path, lines: int = 40) -> str:
 
 
 @contextmanager
-def running(target: Target, work: Path, tools_url: str, name: str, timeout: float = 90.0) -> Iterator[Server]:
-    """Start ``target`` with a fresh state directory under ``work/name``; yield once its ready path answers 200.
+def running(target: Target, work: Path, tools_url: str, name: str, timeout: float = 90.0,
+            state_dir: Path | None = None, env_extra: Mapping[str, str] = MappingProxyType({})) -> Iterator[Server]:
+    """Start ``target`` with a fresh state directory under ``work/name`` (or ``state_dir``, e.g. an earlier server's:
+    a restart); yield once its ready path answers 200. ``env_extra`` is added to the server's environment.
 
     ``ready_seconds`` runs from just before the process is spawned to the first 200 (cold start to ready).
     """
     base = work / name
     base.mkdir(parents=True, exist_ok=True)
-    state_dir = base / "state"
+    state_dir = state_dir or base / "state"
     log = base / "server.log"
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = target.command(port, state_dir, tools_url, base)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONWARNINGS": "ignore"}
     env.pop("GATEHOUSE_API_TOKEN", None)  # whether a target authenticates is its own command's say, not the shell's
+    env.update(env_extra)
     start = time.perf_counter()
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env=env)
@@ -168,7 +173,7 @@ def running(target: Target, work: Path, tools_url: str, name: str, timeout: floa
                     raise RuntimeError(f"{target.label} was not ready after {timeout:.0f}s:\n{_log_tail(log)}")
                 time.sleep(0.02)
         ready = time.perf_counter() - start
-        yield Server(target=target, url=url, proc=proc, ready_seconds=ready, log=log, state_dir=state_dir)
+        yield Server(target=target, url=url, proc=proc, ready_seconds=ready, log=log, state_dir=state_dir, started=start)
     finally:
         processes.stop(proc)
 

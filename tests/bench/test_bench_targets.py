@@ -1,5 +1,6 @@
-"""Per-target request headers: the authenticated Gatehouse target writes its token file, starts the runtime with
-``--api-token-file`` and its client sends ``Authorization: Bearer``; the others send the A2A headers only. No
+"""Per-target request headers: the default Gatehouse target (authentication on, as the product is configured by
+default) writes its token file, starts the runtime with ``--api-token-file`` and its client sends ``Authorization:
+Bearer``; the others (Gatehouse in local mode, the ADK baselines) send the A2A headers only. No
 process is started: ``gatehouse-runtime serve --help`` is faked, the HTTP server is an httpx mock transport."""
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ def runtime_here(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(run, "availability", fake)  # what choosing the targets asks
 
 
-def test_gatehouse_targets_local_and_authenticated() -> None:
-    local, auth = gatehouse_targets()
-    assert (local.key, auth.key, auth.label) == ("gatehouse", "gatehouse_auth", "Gatehouse + auth")
+def test_gatehouse_targets_default_is_authenticated_local_mode_for_comparison() -> None:
+    auth, local = gatehouse_targets()
+    assert (auth.key, auth.label, local.key) == ("gatehouse", "Gatehouse (default)", "gatehouse_local")
     assert local.api_token == "" and len(auth.api_token) >= 32
-    assert gatehouse_targets()[1].api_token != auth.api_token  # a fresh random token per run
+    assert gatehouse_targets()[0].api_token != auth.api_token  # a fresh random token per run
     assert auth.api_token not in repr(auth)
     assert local.request_headers() == dict(A2A_HEADERS)
     assert auth.request_headers() == {**A2A_HEADERS, "Authorization": f"Bearer {auth.api_token}"}
@@ -44,7 +45,7 @@ def test_authenticated_target_serves_with_a_token_file(tmp_path: Path) -> None:
     local_dir, auth_dir = tmp_path / "local", tmp_path / "auth"
     local_dir.mkdir()
     auth_dir.mkdir()
-    local, auth = gatehouse_targets()
+    auth, local = gatehouse_targets()
     assert "--api-token-file" not in local.command(8080, local_dir / "state", "http://127.0.0.1:9/mcp", local_dir)
     assert not (local_dir / "api-tokens").exists()
 
@@ -57,18 +58,19 @@ def test_authenticated_target_serves_with_a_token_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("runtime_here")
-def test_default_targets_include_the_authenticated_gatehouse() -> None:
-    assert run.parse_args([]).targets == ["gatehouse", "gatehouse_auth", "adk_durable", "adk_memory"]
-    targets, reasons = run.choose_targets(["gatehouse_auth", "adk_memory"])
-    assert [t.key for t in targets] == ["gatehouse_auth", "adk_memory"]
-    assert reasons["gatehouse"] == reasons["adk_durable"] == "not run (--targets)" and reasons["gatehouse_auth"] == ""
+def test_default_targets_include_both_gatehouse_configurations() -> None:
+    assert run.parse_args([]).targets == ["gatehouse", "gatehouse_local", "adk_durable", "adk_memory"]
+    targets, reasons = run.choose_targets(["gatehouse", "adk_memory"])
+    assert [t.key for t in targets] == ["gatehouse", "adk_memory"]
+    assert isinstance(targets[0], GatehouseTarget) and targets[0].api_token  # authenticates, as the product does
+    assert reasons["gatehouse_local"] == reasons["adk_durable"] == "not run (--targets)" and reasons["gatehouse"] == ""
 
 
 def test_unavailable_runtime_marks_both_gatehouse_columns(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(run, "availability", lambda: Availability(False, [], reason="gatehouse runtime not available yet"))
     targets, reasons = run.choose_targets(list(run.ALL))
     assert [t.key for t in targets] == ["adk_durable", "adk_memory"]
-    assert reasons["gatehouse"] == reasons["gatehouse_auth"] == "gatehouse runtime not available yet"
+    assert reasons["gatehouse"] == reasons["gatehouse_local"] == "gatehouse runtime not available yet"
 
 
 async def test_pause_and_approve_send_the_endpoints_headers() -> None:
@@ -85,7 +87,7 @@ async def test_pause_and_approve_send_the_endpoints_headers() -> None:
         return httpx.Response(200, json={"jsonrpc": "2.0", "id": body["id"],
                                          "result": {"task": {"id": "t1", "contextId": "c1", "status": status}}})
 
-    auth = GatehouseTarget(key="gatehouse_auth", api_token="s3cret")
+    auth = GatehouseTarget(key="gatehouse", api_token="s3cret")
     async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as http:
         for endpoint in (Endpoint("http://gh-auth/", "gatehouse", auth.request_headers()),
                          Endpoint("http://gh/", "gatehouse")):

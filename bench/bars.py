@@ -1,0 +1,209 @@
+"""The bars of issue 19, each a ratio or a difference to what the same run measured (pure functions).
+
+A noisy machine cannot pass or fail them by itself: every bar names the sections it is measured in, and when any
+of them was sampled noisy (``bench/hygiene.py``) its verdict is ``noisy`` instead of pass or fail.
+
+1. **our share of a pause / a resume**: Gatehouse p50 minus the library floor of the same run (``bench/floors.py``),
+   at most 3 ms / 4 ms;
+2. **throughput**: decisions/s at concurrency 20 (the held scenario) at least 50% of the one-process library
+   ceiling of the same run;
+3. **backlog** (one runtime holding 100, 1,000 and 10,000 paused conversations; ``scenarios.backlog``): pause and
+   resume p50 at the largest backlog within 1.2x of the smallest, decisions/s within 0.9x, RSS at the largest
+   under 300 MB, the first page of ``GET /approvals`` under 20 ms p50;
+5. **quick restarts**: process start to the first pause served, at most the import floor of the same run (a fresh
+   interpreter importing the google-adk, a2a-sdk and mcp modules the runtime imports) + 0.5 s;
+6. **operator**: N Agents to Accepted under 60 s (judged at 2,000 or more), API requests per reconcile at most 8 +
+   the number of child kinds the operator creates (counted from ``operator/gatehouse_operator/builders.py``), 0
+   writes on a no-op resync.
+
+4. **decisions on every channel as quick as A2A ones**: a REST decision to the tool having run within 1.2x of an A2A
+   decision to the tool having run (p50, interleaved; ``scenarios.decision_paths``). The kubectl half (a
+   ToolApproval patch to the tool having run over the emulated API, p50 < 100 ms) is not measured by the bench yet:
+   its bar says so.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BACKLOG_FULL", "OPERATOR_FULL", "backlog_bars", "build_bars", "channel_bars", "child_kinds", "operator_bars",
+           "restart_bar", "share_bars", "throughput_bar"]
+
+SHARE_PAUSE_MS, SHARE_RESUME_MS = 3.0, 4.0
+THROUGHPUT_SHARE = 0.5
+BACKLOG_LATENCY_RATIO, BACKLOG_RATE_RATIO = 1.2, 0.9
+BACKLOG_RSS_MB, LISTING_MS = 300.0, 20.0
+BACKLOG_FULL = 10_000  # the bars' largest backlog; a smaller run says at what count it judged
+RESTART_MARGIN_S = 0.5
+CHANNEL_RATIO, KUBECTL_MS = 1.2, 100.0
+OPERATOR_FULL, OPERATOR_SECONDS, OPERATOR_BASE_REQUESTS = 2000, 60.0, 8
+BUILDERS = Path(__file__).resolve().parents[1] / "operator" / "gatehouse_operator" / "builders.py"
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _get(data: Mapping[str, Any] | None, *keys: str) -> float | None:
+    value: Any = data
+    for key in keys:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return _num(value)
+
+
+def _bar(key: str, name: str, value: float | None, limit: str, ok: bool | None, sections: tuple[str, ...],
+         noisy: list[str], measured: str = "", reason: str = "") -> dict[str, Any]:
+    """One bar: ``verdict`` is pass / fail, ``noisy`` when one of its sections was (then no pass, no fail), or
+    None when it was not measured (``reason``)."""
+    hit = [s for s in sections if s in noisy]
+    verdict: str | None
+    if value is None or ok is None:
+        verdict = None
+        reason = reason or "not measured"
+    elif hit:
+        verdict = "noisy"
+        reason = reason or f"noisy: {', '.join(hit)}"
+    else:
+        verdict = "pass" if ok else "fail"
+    return {"key": key, "bar": name, "value": None if value is None else round(value, 3), "limit": limit,
+            "measured": measured, "sections": list(sections), "verdict": verdict, "reason": reason}
+
+
+def share_bars(latency: Mapping[str, Any] | None, floors: Mapping[str, Any] | None, noisy: list[str]) -> list[dict[str, Any]]:
+    """Bar 1: Gatehouse p50 minus the same run's library floor, pause <= 3 ms and resume <= 4 ms."""
+    out = []
+    for phase, floor_key, limit in (("pause", "pause_floor_ms", SHARE_PAUSE_MS),
+                                    ("resume", "resume_floor_ms", SHARE_RESUME_MS)):
+        p50, floor = _get(latency, f"{phase}_ms", "p50"), _get(floors, floor_key)
+        share = None if p50 is None or floor is None else p50 - floor
+        out.append(_bar(f"share_{phase}", f"our share of a {phase}: p50 - library floor (ms)", share, f"<= {limit:g} ms",
+                        None if share is None else share <= limit, ("floors", "latency"), noisy,
+                        measured="" if share is None else f"{p50:.2f} - {floor:.2f} ms"))
+    return out
+
+
+def throughput_bar(held: Mapping[str, Any] | None, floors: Mapping[str, Any] | None, noisy: list[str]) -> dict[str, Any]:
+    """Bar 2: decisions/s at concurrency 20 over the same run's one-process library ceiling, at least 0.5."""
+    rate, ceiling = _get(held, "decisions_per_second"), _get(floors, "decisions_per_second_ceiling")
+    ratio = None if rate is None or not ceiling else rate / ceiling
+    concurrency = int(_get(held, "concurrency") or 20)
+    return _bar("throughput", f"decisions/s at concurrency {concurrency} / library ceiling", ratio,
+                f">= {THROUGHPUT_SHARE:g}", None if ratio is None else ratio >= THROUGHPUT_SHARE, ("floors", "held"), noisy,
+                measured="" if ratio is None else f"{rate:.1f}/s of {ceiling:.1f}/s")
+
+
+def backlog_bars(backlog: Mapping[str, Any] | None, noisy: list[str]) -> list[dict[str, Any]]:
+    """Bar 3: the largest backlog against the smallest (pause, resume, decisions/s), RSS and listing at the largest."""
+    steps = list((backlog or {}).get("steps") or [])
+    reason = (backlog or {}).get("reason") or ("" if len(steps) >= 2 else "fewer than two backlog sizes measured")
+    first, last = (steps[0], steps[-1]) if len(steps) >= 2 else ({}, {})
+    small, large = int(first.get("backlog") or 0), int(last.get("backlog") or 0)
+    at = f" (at {large:,}; the bar is at {BACKLOG_FULL:,})" if large and large < BACKLOG_FULL else ""
+    span = f"{large:,} / {small:,}" if large else "largest / smallest"
+    sections = ("backlog",)
+    out = []
+    for phase in ("pause", "resume"):
+        a, b = _get(last, f"{phase}_ms", "p50"), _get(first, f"{phase}_ms", "p50")
+        ratio = None if a is None or not b else a / b
+        out.append(_bar(f"backlog_{phase}", f"backlog: {phase} p50 at {span}", ratio, f"<= {BACKLOG_LATENCY_RATIO:g}x",
+                        None if ratio is None else ratio <= BACKLOG_LATENCY_RATIO, sections, noisy,
+                        measured="" if ratio is None else f"{a:.2f} / {b:.2f} ms", reason=reason))
+    a, b = _get(last, "decisions_per_second"), _get(first, "decisions_per_second")
+    ratio = None if a is None or not b else a / b
+    out.append(_bar("backlog_decisions", f"backlog: decisions/s at {span}", ratio, f">= {BACKLOG_RATE_RATIO:g}x",
+                    None if ratio is None else ratio >= BACKLOG_RATE_RATIO, sections, noisy,
+                    measured="" if ratio is None else f"{a:.1f} / {b:.1f}/s", reason=reason))
+    rss = _get(last, "rss_mb")
+    out.append(_bar("backlog_rss", f"backlog: RSS with {large:,} paused (MB){at}", rss, f"< {BACKLOG_RSS_MB:g} MB",
+                    None if rss is None else rss < BACKLOG_RSS_MB, sections, noisy, reason=reason))
+    listing = _get(last, "listing_ms", "p50")
+    out.append(_bar("backlog_listing", f"backlog: GET /approvals first page p50 at {large:,} (ms)", listing,
+                    f"< {LISTING_MS:g} ms", None if listing is None else listing < LISTING_MS, sections, noisy,
+                    reason=reason))
+    return out
+
+
+def channel_bars(decisions: Mapping[str, Any] | None, noisy: list[str]) -> list[dict[str, Any]]:
+    """Bar 4: REST decision to the tool having run over A2A's, p50, at most 1.2x; the kubectl half, not measured."""
+    rest, a2a = _get(decisions, "rest_to_tool_ms", "p50"), _get(decisions, "a2a_to_tool_ms", "p50")
+    ratio = None if rest is None or not a2a else rest / a2a
+    kubectl = _bar("kubectl", "kubectl: ToolApproval patch to the tool having run p50 (ms)", None, f"< {KUBECTL_MS:g} ms",
+                   None, ("decisions",), noisy,
+                   reason="not measured by the bench yet (the runtime's ToolApproval mirror against the emulated API)")
+    return [kubectl, _bar("rest_vs_a2a", "REST decision to tool ran / A2A decision to tool ran (p50)", ratio,
+                          f"<= {CHANNEL_RATIO:g}x", None if ratio is None else ratio <= CHANNEL_RATIO, ("decisions",),
+                          noisy, measured="" if ratio is None else f"{rest:.2f} / {a2a:.2f} ms")]
+
+
+def restart_bar(restart: Mapping[str, Any] | None, noisy: list[str]) -> dict[str, Any]:
+    """Bar 5: process start to the first pause served minus the same run's import floor, at most 0.5 s."""
+    first, floor = _get(restart, "first_pause_seconds"), _get(restart, "import_floor_seconds")
+    over = None if first is None or floor is None else first - floor
+    return _bar("restart", "restart: start to first pause - import floor (s)", over, f"<= {RESTART_MARGIN_S:g} s",
+                None if over is None else over <= RESTART_MARGIN_S, ("restart",), noisy,
+                measured="" if over is None else f"{first:.2f} - {floor:.2f} s",
+                reason=(restart or {}).get("reason", ""))
+
+
+def child_kinds(builders: Path = BUILDERS) -> list[str]:
+    """The kinds of the objects the operator creates for an Agent: every dict literal with ``apiVersion`` and a
+    constant ``kind`` in a ``build_*`` function of ``builders.py`` (references such as ``roleRef`` and ``subjects``
+    carry no ``apiVersion``), distinct, in source order."""
+    tree = ast.parse(builders.read_text())
+    kinds: list[str] = []
+    for fn in tree.body:
+        if not (isinstance(fn, ast.FunctionDef) and fn.name.startswith("build_")):
+            continue
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Dict):
+                continue
+            keys = {k.value: v for k, v in zip(node.keys, node.values, strict=True)
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+            kind = keys.get("kind")
+            if "apiVersion" in keys and isinstance(kind, ast.Constant) and isinstance(kind.value, str):
+                if kind.value not in kinds:
+                    kinds.append(kind.value)
+    return kinds
+
+
+def operator_bars(operator: Mapping[str, Any], kinds: list[str], noisy: list[str]) -> list[dict[str, Any]]:
+    """Bar 6 on the operator rows: Agents to Accepted (judged at 2,000+), requests per reconcile, no-op writes."""
+    reason = "" if operator.get("available") else str(operator.get("reason") or "not run")
+    agents = int(operator.get("agents") or 0)
+    sections = ("operator",)
+    seconds = _get(operator, "agents_to_accepted_seconds")
+    full = agents >= OPERATOR_FULL
+    accepted = _bar("operator_accepted", f"operator: {agents:,} Agents to Accepted (s)", seconds,
+                    f"< {OPERATOR_SECONDS:g} s" + ("" if full else f" (judged at {OPERATOR_FULL:,})"),
+                    None if seconds is None or not full else seconds < OPERATOR_SECONDS, sections, noisy,
+                    reason=reason or ("" if full else f"{agents:,} Agents: judged at {OPERATOR_FULL:,} (make bench)"))
+    per = _get(operator, "api_requests_per_reconcile")
+    limit = OPERATOR_BASE_REQUESTS + len(kinds)
+    requests = _bar("operator_requests", "operator: API requests per reconcile", per,
+                    f"<= {OPERATOR_BASE_REQUESTS} + {len(kinds)} child kinds = {limit}",
+                    None if per is None else per <= limit, sections, noisy, measured=", ".join(kinds), reason=reason)
+    writes = _get(operator, "writes_on_noop_resync")
+    # a count that must be 0 whatever the load: judged on a noisy machine too
+    noop = _bar("operator_noop_writes", "operator: writes on a no-op resync", writes, "0",
+                None if writes is None else writes == 0, (), noisy, reason=reason)
+    return [accepted, requests, noop]
+
+
+def build_bars(gatehouse: Mapping[str, Any] | None, floors: Mapping[str, Any] | None, operator: Mapping[str, Any],
+               noisy: list[str], kinds: list[str] | None = None) -> list[dict[str, Any]]:
+    """Every bar, in the issue's order, from one run's results (``gatehouse``: the default target's)."""
+    g = gatehouse or {}
+    floors = floors if floors and "pause_floor_ms" in floors else None
+    return [
+        *share_bars(g.get("latency"), floors, noisy),
+        throughput_bar(g.get("held"), floors, noisy),
+        *backlog_bars(g.get("backlog"), noisy),
+        *channel_bars(g.get("decisions"), noisy),
+        restart_bar(g.get("restart"), noisy),
+        *operator_bars(operator, child_kinds() if kinds is None else kinds, noisy),
+    ]

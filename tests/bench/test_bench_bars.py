@@ -1,0 +1,143 @@
+"""The bars of issue 19 (``bench/bars.py``) from fabricated results: each a difference or a ratio to what the same
+run measured, pass or fail, ``noisy`` when a section it is measured in was, not measured (with why) without data.
+Also the import floor's module census (``scenarios.imported_modules``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import bars
+from bench.scenarios import imported_modules
+
+FLOORS = {"pause_floor_ms": 4.6, "resume_floor_ms": 7.4, "decisions_per_second_ceiling": 172.0}
+
+
+def step(backlog: int, pause: float, resume: float, rate: float, rss: float, listing: float) -> dict[str, Any]:
+    return {"backlog": backlog, "pause_ms": {"p50": pause}, "resume_ms": {"p50": resume}, "decisions_per_second": rate,
+            "rss_mb": rss, "listing_ms": {"p50": listing}}
+
+
+def by_key(judged: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {b["key"]: b for b in judged}
+
+
+def test_our_share_is_p50_minus_the_floor_of_the_same_run() -> None:
+    latency = {"pause_ms": {"p50": 7.5}, "resume_ms": {"p50": 11.5}}
+    pause, resume = bars.share_bars(latency, FLOORS, [])
+    assert (pause["value"], pause["verdict"], pause["measured"]) == (2.9, "pass", "7.50 - 4.60 ms")
+    assert (resume["value"], resume["verdict"]) == (4.1, "fail")  # the issue's quiet run: 14.5 - 7.4 = 7.1 ms
+    assert [b["verdict"] for b in bars.share_bars(latency, FLOORS, ["floors"])] == ["noisy", "noisy"]
+    missing = bars.share_bars(latency, None, [])
+    assert missing[0]["verdict"] is None and missing[0]["reason"] == "not measured"
+
+
+def test_throughput_is_a_share_of_the_library_ceiling() -> None:
+    bar = bars.throughput_bar({"decisions_per_second": 58.5, "concurrency": 20}, FLOORS, [])
+    assert (bar["value"], bar["verdict"]) == (0.34, "fail")  # the issue's 34%
+    assert bars.throughput_bar({"decisions_per_second": 86.0}, FLOORS, [])["verdict"] == "pass"
+    assert bars.throughput_bar({"decisions_per_second": 86.0}, FLOORS, ["held"])["verdict"] == "noisy"
+
+
+def test_backlog_compares_the_largest_with_the_smallest() -> None:
+    backlog = {"steps": [step(100, 10.0, 15.0, 60.0, 180.0, 3.0), step(1000, 10.5, 15.5, 58.0, 190.0, 4.0),
+                         step(10_000, 11.9, 18.5, 55.0, 290.0, 19.0)]}
+    judged = by_key(bars.backlog_bars(backlog, []))
+    assert (judged["backlog_pause"]["value"], judged["backlog_pause"]["verdict"]) == (1.19, "pass")
+    assert (judged["backlog_resume"]["value"], judged["backlog_resume"]["verdict"]) == (1.233, "fail")
+    assert (judged["backlog_decisions"]["value"], judged["backlog_decisions"]["verdict"]) == (0.917, "pass")
+    assert judged["backlog_rss"]["verdict"] == "pass" and judged["backlog_listing"]["verdict"] == "pass"
+    assert "10,000 / 100" in judged["backlog_pause"]["bar"]
+
+    quick = {"steps": [step(100, 10.0, 15.0, 60.0, 180.0, 3.0), step(1000, 10.0, 15.0, 60.0, 320.0, 25.0)]}
+    judged = by_key(bars.backlog_bars(quick, []))
+    assert "(at 1,000; the bar is at 10,000)" in judged["backlog_rss"]["bar"]
+    assert judged["backlog_rss"]["verdict"] == judged["backlog_listing"]["verdict"] == "fail"
+    assert {b["verdict"] for b in bars.backlog_bars(quick, ["backlog"])} == {"noisy"}
+    assert {b["verdict"] for b in bars.backlog_bars({"steps": [step(100, 1, 1, 1, 1, 1)]}, [])} == {None}
+    assert bars.backlog_bars({"reason": "RuntimeError: boom"}, [])[0]["reason"] == "RuntimeError: boom"
+
+
+def test_restart_is_the_import_floor_plus_half_a_second() -> None:
+    bar = bars.restart_bar({"first_pause_seconds": 2.9, "import_floor_seconds": 2.5}, [])
+    assert (bar["value"], bar["verdict"], bar["measured"]) == (0.4, "pass", "2.90 - 2.50 s")
+    assert bars.restart_bar({"first_pause_seconds": 3.1, "import_floor_seconds": 2.5}, [])["verdict"] == "fail"
+    assert bars.restart_bar({"first_pause_seconds": 3.1, "import_floor_seconds": 2.5}, ["restart"])["verdict"] == "noisy"
+    assert bars.restart_bar({"reason": "why"}, [])["reason"] == "why"
+
+
+def test_operator_kinds_are_counted_from_the_builders() -> None:
+    kinds = bars.child_kinds()
+    assert {"Secret", "ServiceAccount", "Role", "RoleBinding", "Deployment", "Service"} <= set(kinds)
+    assert len(kinds) == len(set(kinds)) and "ClusterRole" not in kinds  # roleRef/subjects are no objects
+
+
+def test_child_kinds_skips_references(tmp_path: Path) -> None:
+    source = tmp_path / "builders.py"
+    source.write_text('''
+def build_binding(x):
+    return {"apiVersion": "rbac/v1", "kind": "RoleBinding", "roleRef": {"apiGroup": "rbac", "kind": "Role"},
+            "subjects": [{"kind": "ServiceAccount", "name": x}]}
+def build_two():
+    return [{"apiVersion": "v1", "kind": "Secret"}, {"apiVersion": "v1", "kind": "Secret"}]
+def helper():
+    return {"apiVersion": "v1", "kind": "ConfigMap"}
+''')
+    assert bars.child_kinds(source) == ["RoleBinding", "Secret"]
+
+
+@pytest.mark.parametrize(("agents", "seconds", "verdict"), [(2000, 59.0, "pass"), (2000, 61.0, "fail"), (500, 10.0, None)])
+def test_operator_bars(agents: int, seconds: float, verdict: str | None) -> None:
+    operator = {"available": True, "agents": agents, "agents_to_accepted_seconds": seconds,
+                "api_requests_per_reconcile": 11.0, "writes_on_noop_resync": 0}
+    accepted, requests, noop = bars.operator_bars(operator, ["A", "B", "C"], [])
+    assert accepted["verdict"] == verdict
+    assert (requests["limit"], requests["verdict"]) == ("<= 8 + 3 child kinds = 11", "pass")
+    assert noop["verdict"] == "pass"
+    off = bars.operator_bars({"available": False, "reason": "not run (--targets)", "agents": 0}, ["A"], [])
+    assert {b["verdict"] for b in off} == {None} and off[1]["reason"] == "not run (--targets)"
+
+
+def test_import_census_keeps_the_libraries_modules_in_order() -> None:
+    log = "\n".join([
+        "import time: self [us] | cumulative | imported package",
+        "import time:       120 |        120 |   _io",
+        "import time:       300 |       9000 |     google.adk.agents",
+        "import time:        50 |         50 |   a2a",
+        "import time:        70 |         70 | a2a_other",
+        "import time:        80 |         80 |       mcp.client",
+        "import time:        10 |         10 |     google.adk.agents",
+        "some server log line",
+    ])
+    assert imported_modules(log) == ["google.adk.agents", "a2a", "mcp.client"]
+
+
+def test_rest_decisions_within_1_2x_of_a2a_and_kubectl_said_not_measured() -> None:
+    decisions = {"a2a_to_tool_ms": {"p50": 10.0}, "rest_to_tool_ms": {"p50": 11.5}}
+    kubectl, rest = bars.channel_bars(decisions, [])
+    assert (rest["value"], rest["verdict"], rest["measured"]) == (1.15, "pass", "11.50 / 10.00 ms")
+    assert kubectl["verdict"] is None and "not measured" in kubectl["reason"]
+    slow = {"a2a_to_tool_ms": {"p50": 10.0}, "rest_to_tool_ms": {"p50": 12.5}}
+    assert bars.channel_bars(slow, [])[1]["verdict"] == "fail"
+    assert bars.channel_bars(slow, ["decisions"])[1]["verdict"] == "noisy"
+    assert bars.channel_bars(None, [])[1]["verdict"] is None
+
+
+def test_journal_times_read_complete_lines_from_an_offset(tmp_path: Path) -> None:
+    from bench.scenarios import journal_times
+
+    journal = tmp_path / "journal.jsonl"
+    journal.write_text(
+        '{"tool": "delete_file", "args": {"path": "a.txt"}, "ok": true, "ts": "2026-11-26T02:00:00.250000+00:00"}\n'
+        '{"tool": "read_file", "args": {"path": "b.txt"}, "ok": true, "ts": "2026-11-26T02:00:01+00:00"}\n'
+        '{"tool": "delete_file", "args": {"path": "c.txt"}, "ok": false, "ts": "2026-11-26T02:00:02+00:00"}\n'
+        '{"tool": "delete_file", "args": {"path": "d.txt"')  # a line still being written
+    times, offset = journal_times(journal, 0)
+    assert list(times) == ["a.txt"] and times["a.txt"] % 60 == pytest.approx(0.25)
+    with journal.open("a") as f:
+        f.write('}, "ok": true, "ts": "2026-11-26T02:00:03+00:00"}\n')
+    times, end = journal_times(journal, offset)
+    assert list(times) == ["d.txt"] and end == journal.stat().st_size
+    assert journal_times(tmp_path / "missing.jsonl", 0) == ({}, 0)
