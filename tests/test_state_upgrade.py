@@ -268,6 +268,9 @@ def test_v3_the_pending_write_is_still_listed_and_alices_approval_runs_it_once(t
         # tables added whole since (no state-version step) are created on opening: tools' questions, sub-agents' pauses
         assert query(db, "SELECT count(*) FROM gatehouse_elicitations") == [(0,)]
         assert query(db, "SELECT count(*) FROM gatehouse_delegations") == [(0,)]
+        # and the listing index (REST pages newest first without sorting every pending request), added to the old table
+        assert query(db, "SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'ix_gatehouse_approvals_listing'") \
+            == [("ix_gatehouse_approvals_listing",)]
         rest = httpx.Client(base_url=proc.url, headers={"Authorization": "Bearer tok-alice"}, timeout=60)
         alice = Rpc(proc.url, "tok-alice")
         (view,) = ApprovalList.model_validate_json(rest.get("/approvals").content).approvals

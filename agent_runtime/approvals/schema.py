@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, inspect, select, text
 
-from agent_runtime.approvals.tables import schema_versions
+from agent_runtime.approvals.tables import listing_index, schema_versions
 
 SCHEMA_VERSION = 4
 
@@ -56,6 +56,8 @@ def upgrade(conn: Connection) -> int:
             continue  # created whole, later, by the module that owns it
         if column not in {c["name"] for c in inspector.get_columns(table)}:
             conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}"))
+    # Indexes added to existing tables (create_all makes them only with a new table); additive, no version step.
+    listing_index.create(conn, checkfirst=True)
     if found < SCHEMA_VERSION:
         conn.execute(schema_versions.delete().where(schema_versions.c.component == "runtime"))
         conn.execute(schema_versions.insert().values(component="runtime", version=SCHEMA_VERSION))
