@@ -36,6 +36,7 @@ from agent_runtime.agent_config import (
     SubAgentConfig,
 )
 from agent_runtime.delegation import relay
+from agent_runtime.kagent_hitl import URI as KAGENT_URI
 from agent_runtime.manifests import select_agent_config
 from tests.support.processes import GATEHOUSE_CMD
 from tests.support.runtime import (
@@ -308,6 +309,27 @@ def test_the_parent_may_gate_the_delegation_itself_and_an_approver_may_edit_the_
     (inner,) = interrupt(relayed)["action_requests"]
     assert inner["name"] == "read_file" and inner["args"] == {"path": ".env"} and inner["agent"]["name"] == "files"
     done = _task(alice.send(data=wire.approve_all(), task=relayed))
+    assert state(done) == "TASK_STATE_COMPLETED", status_text(done)
+    assert SECRET in status_text(done)
+    assert _reads(chain) == before + 1
+
+
+def test_a_kagent_client_reads_the_relayed_pause_and_its_decision_is_forwarded(chain: Chain) -> None:
+    """kagent's hitl/v1 at the top of a chain: the sub-agent's own kagent request is relayed (declared), and a kagent
+    decision naming its tool ids approves the innermost call once."""
+    alice = Rpc(chain.top.url, "tok-alice")
+    before = _reads(chain)
+    task = _task(alice.send("ask files read .env"))
+    message = task["status"]["message"]
+    assert KAGENT_URI in message.get("extensions", [])
+    (tool,) = message["metadata"][KAGENT_URI]["tools"]
+    assert tool["name"] == "read_file"
+    decision = {"messageId": "kagent-1", "role": "ROLE_USER", "parts": [{"text": "Decided in the kagent UI"}],
+                "taskId": task["id"], "contextId": task["contextId"], "extensions": [KAGENT_URI],
+                "metadata": {KAGENT_URI: {"type": "tool_approval_response",
+                                          "approvals": [{"id": tool["id"], "approved": True}]}}}
+    reply = alice.call("SendMessage", {"message": decision})
+    done = reply["result"]["task"]
     assert state(done) == "TASK_STATE_COMPLETED", status_text(done)
     assert SECRET in status_text(done)
     assert _reads(chain) == before + 1

@@ -44,7 +44,9 @@ log = logging.getLogger(__name__)
 
 INTERNAL_DELEGATION = "gatehouse.internal_delegation"
 UNREACHABLE_GRACE_SECONDS = 60.0  # past the pause's expiry, a sub-agent still unreachable ends the call with an error
-RESERVED_METADATA = (relay.ON_BEHALF_OF, relay.DEPTH, relay.REQUESTER)  # never passed on from a client's message
+# Never passed on from a client's message: our own claims (this agent makes them), and a kagent hitl/v1 payload, which
+# this agent's request handler has already added to the parts as a data part (sent twice, it would be refused there).
+RESERVED_METADATA = (relay.ON_BEHALF_OF, relay.DEPTH, relay.REQUESTER, KAGENT_URI)
 
 FinishExecution = Callable[[str, str], Awaitable[None]]
 Report = Callable[[TaskUpdater, Any], Awaitable[None]]
