@@ -333,3 +333,19 @@ def test_a_kagent_client_reads_the_relayed_pause_and_its_decision_is_forwarded(c
     assert state(done) == "TASK_STATE_COMPLETED", status_text(done)
     assert SECRET in status_text(done)
     assert _reads(chain) == before + 1
+
+
+def test_a_sub_agents_question_is_relayed_and_answered_from_the_top(chain: Chain) -> None:
+    """Not only approvals: a sub-agent's hitl_request question (answer, then confirm) is relayed and answered."""
+    alice = Rpc(chain.top.url, "tok-alice")
+    task = _task(alice.send("ask files ask Which environment?"))
+    assert state(task) == "TASK_STATE_INPUT_REQUIRED", status_text(task)
+    assert task["status"]["message"]["metadata"]["interrupt_type"] == wire.INTERRUPT_HITL
+    (question,) = interrupt(task)["requests"]
+    assert question["question"] == "Which environment?" and question["agent"]["name"] == "files"
+    confirm = _task(alice.send(data={"decision_type": "answer", "answers": {question["id"]: "staging"}}, task=task))
+    assert state(confirm) == "TASK_STATE_INPUT_REQUIRED", status_text(confirm)
+    assert interrupt(confirm)["requests"][0]["stage"] == "confirm"
+    done = _task(alice.send(data={"decision_type": "confirm"}, task=confirm))
+    assert state(done) == "TASK_STATE_COMPLETED", status_text(done)
+    assert "staging" in status_text(done) and status_text(done).startswith("files says:")
