@@ -349,3 +349,19 @@ def test_a_sub_agents_question_is_relayed_and_answered_from_the_top(chain: Chain
     done = _task(alice.send(data={"decision_type": "confirm"}, task=confirm))
     assert state(done) == "TASK_STATE_COMPLETED", status_text(done)
     assert "staging" in status_text(done) and status_text(done).startswith("files says:")
+
+
+def test_a_sub_agents_tool_question_is_relayed_and_answered_from_the_top(chain: Chain) -> None:
+    """An MCP tool of the sub-agent asking the user (elicitation) is relayed too; the answer reaches the tool once."""
+    (chain.tools.sandbox / "kept.txt").write_text("old")
+    alice = Rpc(chain.top.url, "tok-alice")
+    task = _task(alice.send("ask files put fresh to kept.txt"))
+    assert state(task) == "TASK_STATE_INPUT_REQUIRED", status_text(task)
+    assert task["status"]["message"]["metadata"]["interrupt_type"] == "elicitation"
+    (asked,) = interrupt(task)["elicitations"]
+    assert asked["tool"] == "put_file" and asked["agent"]["name"] == "files"
+    answer = {"decision_type": "elicitation_response", "action": "accept", "content": {"overwrite": True}}
+    done = _task(alice.send(data=answer, task=task))
+    assert state(done) == "TASK_STATE_COMPLETED", status_text(done)
+    assert (chain.tools.sandbox / "kept.txt").read_text() == "fresh"
+    assert len(chain.tools.executions("put_file", "kept.txt")) == 1
