@@ -31,9 +31,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, event
+from sqlalchemy import Connection, MetaData, event
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 SQLITE_BUSY_TIMEOUT_MS = 5_000
@@ -171,6 +172,13 @@ class Database:
             if conn.invalidated:  # e.g. the file went away: reconnect next time
                 self._conn = None
                 conn.close()
+
+    async def create_tables(self, metadata: MetaData) -> None:
+        """Create ``metadata``'s tables where missing, once more when another replica created one at the same moment."""
+        try:
+            await self.run(metadata.create_all)
+        except (IntegrityError, OperationalError, ProgrammingError):
+            await self.run(metadata.create_all)  # another replica created it at the same moment: it exists now
 
     def pin(self) -> None:
         """Remember which sqlite files the runtime opened (call once the stores are open), for :meth:`check`."""

@@ -51,7 +51,7 @@ from google.genai import types
 
 from agent_runtime.agent_config import ScriptedModel, ScriptedRule, ScriptedToolCall
 from agent_runtime.models.scripted import ScriptedLlm
-from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, state, write_manifests
+from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, runtime, state
 
 pytestmark = [
     pytest.mark.e2e,
@@ -67,13 +67,8 @@ REASON = "secrets stay in the vault"
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Tools, RuntimeProcess]]:
     base = tmp_path_factory.mktemp("adk-remote-parent-e2e")
-    with demo_tools(base / "tools") as tools:
-        proc = RuntimeProcess(write_manifests(base / "manifests", tools.url, rules=RULES), base / "state", base / "runtime.log")
-        proc.start()
-        try:
-            yield tools, proc
-        finally:
-            proc.stop()
+    with demo_tools(base / "tools") as tools, runtime(base, tools, rules=RULES) as proc:
+        yield tools, proc
 
 
 @dataclass

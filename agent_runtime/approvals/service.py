@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, func, or_, select, update
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from agent_runtime.agent_config import ApproversConfig, RedactConfig
 from agent_runtime.approvals import audit, schema
@@ -183,11 +183,7 @@ class ApprovalService:
 
     async def create_tables(self) -> int:
         """Create what is missing and upgrade an older state (approvals/schema.py); returns the version found."""
-        try:
-            await self._db.run(metadata.create_all)
-        except (IntegrityError, OperationalError, ProgrammingError):
-            # Another replica created them at the same moment; they exist now.
-            await self._db.run(metadata.create_all)
+        await self._db.create_tables(metadata)
         try:
             return await self._db.run(schema.upgrade)
         except (OperationalError, ProgrammingError):

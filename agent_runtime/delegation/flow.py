@@ -30,6 +30,7 @@ from a2a.types import Message, Role, SendMessageRequest, Task, TaskState
 from google.protobuf.json_format import MessageToDict
 
 from agent_runtime.approvals import ApprovalRecord
+from agent_runtime.approvals.audit import outcome_of
 from agent_runtime.database import Database
 from agent_runtime.delegation import relay
 from agent_runtime.delegation.client import ChildStatus, SubAgentClient, SubAgentUnreachable
@@ -212,7 +213,7 @@ class DelegationFlow:
 
     async def _resume(self, task: Task, record: DelegationRecord, updater: TaskUpdater, report: Report) -> None:
         result = record.result or {"error": "no result was recorded"}
-        await self._finish_execution(record.call_id, "error" if "error" in result else "ok")  # a gated delegation's claim
+        await self._finish_execution(record.call_id, outcome_of(result))  # a gated delegation's one claim ends here
         if record.note:  # an approver edited the delegation itself: the model must know what it asked was changed
             result = {**result, "gatehouse_note": record.note}
         outcome = await self._turns.resume_call(task.id, task.context_id, record.call_id, record.tool, result)

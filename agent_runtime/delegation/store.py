@@ -20,7 +20,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, Text, bindparam, select, update
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from agent_runtime.approvals.records import iso_utc
 from agent_runtime.database import Database
@@ -115,7 +114,7 @@ class AlreadyFinished(Exception):
 _FOR_TASK = select(delegations).where(delegations.c.task_id == bindparam("task_id")).order_by(delegations.c.created_at)
 _OPEN_IN_CONTEXT = select(delegations).where(delegations.c.context_id == bindparam("context_id"),
                                              delegations.c.status == "waiting")
-_WAITING = select(delegations).where(delegations.c.status == "waiting").order_by(delegations.c.updated_at) \
+_WAITING = select(delegations).where(delegations.c.status == "waiting").order_by(delegations.c.created_at) \
     .limit(bindparam("limit"))
 
 
@@ -148,10 +147,7 @@ class DelegationStore:
         self._fresh = fresh  # contexts with nothing stored yet (agent_runtime/fresh_ids.py)
 
     async def create_tables(self) -> None:
-        try:
-            await self._db.run(metadata.create_all)
-        except (IntegrityError, OperationalError, ProgrammingError):
-            await self._db.run(metadata.create_all)  # another replica created it at the same moment
+        await self._db.create_tables(metadata)
 
     async def add(self, record: DelegationRecord) -> None:
         if self._fresh is not None:
@@ -172,16 +168,12 @@ class DelegationStore:
         return await self._select(_OPEN_IN_CONTEXT, {"context_id": context_id})
 
     async def waiting(self, limit: int = 200) -> list[DelegationRecord]:
-        """Open rows, least recently looked at first (the watcher's round)."""
+        """Open rows, oldest first (the watcher's round)."""
         return await self._select(_WAITING, {"limit": limit})
 
     async def repause(self, record: DelegationRecord, pause: Pause, expires_at: float) -> DelegationRecord:
         """waiting → waiting with the sub-agent's newer pause."""
         return await self._move(record, pause=pause, expires_at=expires_at)
-
-    async def touch(self, record: DelegationRecord) -> DelegationRecord:
-        """Looked at, nothing changed: the watcher goes round the others first next time."""
-        return await self._move(record)
 
     async def finish(self, record: DelegationRecord, result: dict[str, Any], outcome: str) -> DelegationRecord:
         """waiting → done with ``result`` (what the model receives)."""

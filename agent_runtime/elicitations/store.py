@@ -25,7 +25,6 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, Text, bindparam, select, update
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from agent_runtime.approvals.records import iso_utc
 from agent_runtime.database import Database
@@ -154,10 +153,7 @@ class ElicitationStore:
         self._fresh = fresh  # contexts with nothing stored yet (agent_runtime/fresh_ids.py)
 
     async def create_tables(self) -> None:
-        try:
-            await self._db.run(metadata.create_all)
-        except (IntegrityError, OperationalError, ProgrammingError):
-            await self._db.run(metadata.create_all)  # another replica created it at the same moment
+        await self._db.create_tables(metadata)
 
     async def add(self, record: ElicitationRecord) -> None:
         if self._fresh is not None:

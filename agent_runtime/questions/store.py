@@ -28,7 +28,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, bindparam, func, select, update
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from agent_runtime.approvals.records import iso_utc
 from agent_runtime.database import Database
@@ -171,10 +170,7 @@ class HitlStore:
                 log.exception("hitl listener failed on %s", kind)
 
     async def create_tables(self) -> None:
-        try:
-            await self._db.run(metadata.create_all)
-        except (IntegrityError, OperationalError, ProgrammingError):
-            await self._db.run(metadata.create_all)  # another replica created it at the same moment
+        await self._db.create_tables(metadata)
 
     async def add(self, record: HitlRecord) -> None:
         if self._fresh is not None:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, Text, bindparam, delete, select
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.exc import IntegrityError
 
 from agent_runtime.database import Database
 from agent_runtime.periodic import PeriodicSweep
@@ -76,10 +76,7 @@ class IdempotencyKeys:
 
     async def create_tables(self) -> None:
         """Create the table where it is missing (an existing one is upgraded by approvals/schema.py at start-up)."""
-        try:
-            await self._db.run(metadata.create_all)
-        except (IntegrityError, OperationalError, ProgrammingError):
-            await self._db.run(metadata.create_all)  # another replica created it at the same moment
+        await self._db.create_tables(metadata)
 
     async def get(self, principal: str, key: str) -> StoredAnswer | None:
         """``principal``'s answer for ``key``, unless the key is unknown or expired."""

@@ -19,7 +19,7 @@ from agent_runtime.principals import Identities, Principal
 
 
 def _metadata(message: Message) -> dict[str, Any]:
-    return MessageToDict(message.metadata)
+    return MessageToDict(message.metadata) if message.metadata.fields else {}  # most messages carry none
 
 
 def start(message: Message, caller: Principal, config: AgentConfig, identities: Identities) -> dict[str, Any]:
@@ -39,7 +39,7 @@ def start(message: Message, caller: Principal, config: AgentConfig, identities: 
 
 def of_task(task: Task | None) -> tuple[str, int]:
     """(the human a delegated task acts for or "", its depth) from the task's metadata."""
-    if task is None:
+    if task is None or not task.metadata.fields:
         return "", 0
     metadata = MessageToDict(task.metadata)
     requester = metadata.get(relay.REQUESTER)

@@ -49,7 +49,6 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from agent_runtime.database import Database
 from agent_runtime.fresh_ids import FreshIds
@@ -127,10 +126,7 @@ class DurableSessionService(BaseSessionService):
         self._absent: OrderedDict[Key, None] = OrderedDict()  # looked up, not stored (single process only)
 
     async def create_tables(self) -> None:
-        try:
-            await self._db.run(metadata.create_all)
-        except (IntegrityError, OperationalError, ProgrammingError):
-            await self._db.run(metadata.create_all)
+        await self._db.create_tables(metadata)
 
     async def adopt(self, old_user: str, owner: str) -> int:
         """Move every session filed under ``old_user`` (all of them, before conversations had owners) to ``owner``."""
