@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Resolution, args_hash
+from agent_runtime.authority import Vote
 from agent_runtime.database import Database, create_engine, default_database_url
 
 
@@ -128,3 +129,31 @@ async def test_expired_requests_by_task(service: ApprovalService) -> None:
     assert await service.next_expiry() == 60.0
     await service.decide("t1", {"apr-1": Resolution("expired", "timeout")}, "timeout")
     assert list(await service.expired(now=61.0)) == ["t2"]
+
+
+async def test_a_session_grant_covers_calls_after_a_restart_until_it_ends(tmp_path: Path) -> None:
+    # On sqlite the service skips the grant lookup once every stored grant has ended: that horizon must be read back
+    # at start-up and moved by each grant made, or a grant would silently stop covering calls.
+    now = [130.0]
+    args = {"path": "a.txt"}
+
+    async def started() -> tuple[Database, ApprovalService]:
+        db = Database(default_database_url(tmp_path))
+        svc = ApprovalService(db, clock=lambda: now[0])
+        await svc.create_tables()
+        return db, svc
+
+    db, svc = await started()
+    assert await svc.grant_for("c1", "", "files", "delete_file", args, None) is None
+    await svc.add_pending([record("apr-1")])
+    await svc.vote("t1", {"apr-1": Vote("bob", frozenset(), "approve", "", "a2a")}, scope="session", grant_ttl=60)
+    assert (await svc.grant_for("c1", "", "files", "delete_file", args, None)) is not None
+    await db.dispose()
+
+    db, svc = await started()  # a restart
+    grant = await svc.grant_for("c1", "", "files", "delete_file", args, None)
+    assert grant is not None and grant.request_id == "apr-1"
+    assert await svc.grant_for("c1", "", "files", "delete_file", {"path": "b.txt"}, None) is None
+    now[0] = 130.0 + 60
+    assert await svc.grant_for("c1", "", "files", "delete_file", args, None) is None  # ended
+    await db.dispose()

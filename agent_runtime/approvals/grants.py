@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, select
+from sqlalchemy import Connection, bindparam, func, select
 
 from agent_runtime.agent_config import ApproversConfig
 from agent_runtime.approvals.tables import grants
@@ -106,6 +106,11 @@ def make(
     return grant
 
 
+def horizon(conn: Connection) -> float:
+    """When the last grant stored ends (0.0: there is none): no grant covers any call from then on."""
+    return float(conn.execute(select(func.max(grants.c.expires_at))).scalar() or 0.0)
+
+
 def find(conn: Connection, *, context_id: str, owner: str, server: str | None, tool: str, args: dict[str, Any],
          hashed: str, approvers: ApproversConfig | None, now: float) -> Grant | None:
     """The oldest unexpired grant of ``owner`` in ``context_id`` that covers this call (whose ``approvers`` the
@@ -119,4 +124,4 @@ def find(conn: Connection, *, context_id: str, owner: str, server: str | None, t
     return None
 
 
-__all__ = ["Grant", "GrantTerms", "covers", "find", "make", "terms_problem"]
+__all__ = ["Grant", "GrantTerms", "covers", "find", "horizon", "make", "terms_problem"]

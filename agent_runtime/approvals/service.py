@@ -32,6 +32,7 @@ from agent_runtime.approvals import audit, schema
 from agent_runtime.approvals import grants as grant_rows
 from agent_runtime.approvals import votes as vote_rows
 from agent_runtime.approvals.deciders import lookup as deciders_lookup
+from agent_runtime.approvals.deciders import record as deciders_record
 from agent_runtime.approvals.events import ApprovalEvents
 from agent_runtime.approvals.records import ApprovalRecord, ApprovalStatus, Resolution, args_hash
 from agent_runtime.approvals.tables import approvals, deciders, metadata, mirrored_objects
@@ -180,14 +181,20 @@ class ApprovalService:
         self._clock = clock
         self.events = events or ApprovalEvents()
         self._fresh = fresh  # contexts with nothing stored yet (agent_runtime/fresh_ids.py)
+        # sqlite (one process writes): when the last grant ends (grants.horizon); no lookup before a pause after it.
+        # None: unknown (Postgres, where other replicas make grants too): always look.
+        self._grants_until: float | None = None
 
     async def create_tables(self) -> int:
         """Create what is missing and upgrade an older state (approvals/schema.py); returns the version found."""
         await self._db.create_tables(metadata)
         try:
-            return await self._db.run(schema.upgrade)
+            version = await self._db.run(schema.upgrade)
         except (OperationalError, ProgrammingError):
-            return await self._db.run(schema.upgrade)  # another replica added the same column at the same moment
+            version = await self._db.run(schema.upgrade)  # another replica added the same column at the same moment
+        if self._db.sqlite:
+            self._grants_until = await self._db.run(grant_rows.horizon, write=False)
+        return version
 
     async def add_pending(self, records: Sequence[ApprovalRecord], rules: Mapping[str, str] | None = None) -> None:
         """Store new pending requests; ``rules``: the policy rule that gated each (``{request_id: rule}``, audit)."""
@@ -339,15 +346,17 @@ class ApprovalService:
                         "new_scope": scope if status == "approved" else "once", "new_source": cast.channel,
                         "new_decided_at": now,
                     })
-                    conn.execute(deciders.insert().values(request_id=request_id, decided_by=tally.decided_by, decided_at=now))
+                    deciders_record(conn, request_id, tally.decided_by, now)
                     audit.decided(conn, request_id, now, status=status, source=cast.channel, by=tally.decided_by, reason=reason)
                     if status == "approved" and scope == "session":
-                        grant_rows.make(
+                        made = grant_rows.make(
                             conn, context_id=record.context_id, owner=record.requested_by, server=record.server,
                             tool=record.tool, args_hash=record.args_hash, terms=grant or grant_rows.GrantTerms(),
                             approvers=record.approvers, granted_by=tally.decided_by, request_id=request_id, now=now,
                             ttl=grant_ttl,
                         )
+                        if self._grants_until is not None:  # set before commit: too late a horizon only costs lookups
+                            self._grants_until = max(self._grants_until, made.expires_at)
                     record = replace(record, status=status, reason=reason, source=cast.channel, decided_at=now,
                                      scope=scope if status == "approved" else "once")
                 results.append(Voted(record, judgement))
@@ -416,6 +425,8 @@ class ApprovalService:
     ) -> grant_rows.Grant | None:
         """The unexpired session grant that covers this call (with these ``approvers``), if any (approvals/grants.py)."""
         hashed, now = args_hash(tool, args), self._clock()
+        if self._grants_until is not None and now >= self._grants_until:
+            return None  # every grant this database holds has ended
         return await self._db.run(lambda conn: grant_rows.find(
             conn, context_id=context_id, owner=owner, server=server, tool=tool, args=args, hashed=hashed,
             approvers=approvers, now=now,
@@ -439,7 +450,7 @@ class ApprovalService:
 
         def write(conn: Connection) -> None:
             conn.execute(approvals.insert(), [_record_to_row(record)])
-            conn.execute(deciders.insert().values(request_id=record.id, decided_by=grant.granted_by, decided_at=now))
+            deciders_record(conn, record.id, grant.granted_by, now)
             audit.granted(conn, record, grant.granted_by, rule)
 
         await self._db.run(write)

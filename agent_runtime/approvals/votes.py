@@ -28,6 +28,7 @@ _WITH_REQUEST = select(
     votes, approvals.c.args_hash.label("current_hash"), approvals.c.original_args_json.label("original_args"),
     approvals.c.edited_by.label("editor"),
 ).join(approvals, approvals.c.id == votes.c.request_id)
+_INSERT = votes.insert()  # built once: a statement made per call with .values() is rebuilt and re-keyed each time
 _FOR_REQUEST = _WITH_REQUEST.where(votes.c.request_id == bindparam("request_id")).order_by(votes.c.id)
 
 
@@ -63,11 +64,11 @@ def counted(cast: Sequence[CastVote]) -> list[Vote]:
 def write(conn: Connection, request_id: str, cast: CastVote, args_hash: str) -> None:
     """Record ``cast`` on ``request_id`` as it stands with arguments ``args_hash``."""
     v = cast.vote
-    conn.execute(votes.insert().values(
-        request_id=request_id, principal=v.principal, seen_as=v.seen_as, groups_json=json.dumps(sorted(v.groups)),
-        ballot=v.ballot, reason=v.reason, channel=v.channel, cast_at=cast.cast_at, counted=cast.counted, note=cast.note,
-        args_hash=args_hash,
-    ))
+    conn.execute(_INSERT, {
+        "request_id": request_id, "principal": v.principal, "seen_as": v.seen_as, "groups_json": json.dumps(sorted(v.groups)),
+        "ballot": v.ballot, "reason": v.reason, "channel": v.channel, "cast_at": cast.cast_at, "counted": cast.counted,
+        "note": cast.note, "args_hash": args_hash,
+    })
 
 
 async def lookup(db: Database, request_ids: Iterable[str]) -> dict[str, list[CastVote]]:
