@@ -284,10 +284,12 @@ class DurableSessionService(BaseSessionService):
         if excess <= 0:
             return
         # Least recently used first; never drop what is not written yet (a new session is stored by its first flush).
-        idle = [k for k, e in self._cache.items() if k != key and e.stored and not e.lock.locked()
-                and e.persisted_events == len(e.session.events)]
-        for old_key in idle[:excess]:
-            del self._cache[old_key]
+        for old_key, e in list(self._cache.items()):
+            if excess <= 0:
+                break
+            if old_key != key and e.stored and not e.lock.locked() and e.persisted_events == len(e.session.events):
+                del self._cache[old_key]
+                excess -= 1
 
     @staticmethod
     def _copy(session: Session, config: GetSessionConfig | None) -> Session:
