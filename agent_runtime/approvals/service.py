@@ -323,7 +323,8 @@ class ApprovalService:
                 record = _row_to_record(row)
                 if seen is not None and request_id in seen and seen[request_id] != record.args_hash:
                     raise ArgumentsChanged(record)  # rolls the whole transaction back
-                earlier = vote_rows.for_request(conn, request_id)
+                # Without approvers one counted vote decides, so a pending request has none counted yet: nothing to read.
+                earlier = vote_rows.for_request(conn, request_id) if record.approvers is not None else []
                 plan = (edits or {}).get(request_id)
                 if plan is not None:
                     refused = self._edit(conn, record, cast, plan, now)
