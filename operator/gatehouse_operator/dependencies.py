@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -137,11 +138,13 @@ class Dependencies:
         Missing ones are left out (the translator reports those ``agent`` names itself). One that is invalid is left
         out too, and is a Problem when ``agent`` names it itself (deeper down it is its parent's problem).
         """
+        direct = {tool.name for t in agent.spec.tools if (tool := t.agent) is not None and tool.card_url is None}
+        if not direct:  # most Agents: no need to look through every Agent of the namespace
+            return {}, []
         store = self.agent_cache.get(agent.namespace)
         raw: dict[str, dict[str, Any]] = {}
         for body in store if store is not None else ():
             raw.setdefault(body["metadata"]["name"], body)
-        direct = {tool.name for t in agent.spec.tools if (tool := t.agent) is not None and tool.card_url is None}
         found: dict[str, Agent] = {}
         problems: list[Problem] = []
         todo, seen = sorted(direct), {agent.name}
@@ -214,6 +217,7 @@ class ReferencedSecrets:
         self._kube = kube
         self.namespace = namespace
         self._seen: dict[str, SeenSecret | None] = {}
+        self.read_at = time.monotonic()  # when these versions were last known current (read, or checked)
 
     def get(self, name: str) -> SeenSecret | None:
         """The Secret ``name`` as first read in this reconcile; ``None`` if it does not exist."""

@@ -9,8 +9,8 @@ agent_delete           deletion: children go with the Agent (ownerReferences);  
                        this deletes its TokenReview ClusterRoleBinding (which
                        cannot be owned), then kopf releases the finalizer
 agent_resync           a daemon per Agent, every ``GATEHOUSE_RESYNC_SECONDS``      that Agent
-agent_secret_check     a daemon per Agent, every                                   that Agent, when one
-                       ``GATEHOUSE_SECRET_CHECK_INTERVAL`` (60s): GETs the         of them changed
+agent_secret_check     a daemon per Agent, ``GATEHOUSE_SECRET_CHECK_INTERVAL``     that Agent, when one
+                       (60s) after its last reconcile or check: GETs the           of them changed
                        Secrets its last reconcile read and its ``<agent>-config``,
                        compares their resourceVersions
 modelconfig_event      a ModelConfig added/changed/deleted                         Agents using it
@@ -21,6 +21,8 @@ agent_event            an Agent added, deleted or its spec changed              
                                                                                    readiness, that Agent)
 deployment_event       a Deployment we manage changed (e.g. availableReplicas,     its Agent
                        or edited/deleted by hand)
+admission_policy_/     the ToolApproval admission policy or any policy binding     every Agent, when the
+binding_event          changed (the verdict is read again, once)                   verdict changed
 =====================  ==========================================================  =====================
 
 Secrets are never listed or watched (RBAC cannot narrow a watch by label, so a watch would need every Secret in
@@ -58,6 +60,8 @@ from gatehouse_operator.reconcile import reconcile
 from gatehouse_operator.settings import OperatorState
 
 __all__ = [
+    "admission_binding_event",
+    "admission_policy_event",
     "agent_create",
     "agent_delete",
     "agent_event",
@@ -80,24 +84,29 @@ def _agent_namespace(namespace: str | None, name: str) -> str:
     return namespace
 
 
-def _run(memo: kopf.Memo, namespace: str, name: str, logger: kopf.Logger, kwargs: dict[str, Any]) -> None:
+def _run(memo: kopf.Memo, namespace: str, name: str, logger: kopf.Logger, kwargs: dict[str, Any],
+         seen: kopf.Body | None = None) -> None:
     state: OperatorState = memo.state
-    reconcile(state, Dependencies.from_kwargs(kwargs), namespace, name, logger)
+    reconcile(state, Dependencies.from_kwargs(kwargs), namespace, name, logger, seen=seen)
 
 
+# The Agent's own handlers reconcile it as their event shows it (no GET of the Agent).
 @kopf.on.create(*AGENTS)
-def agent_create(memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **kwargs: Any) -> None:
-    _run(memo, _agent_namespace(namespace, name), name, logger, kwargs)
+def agent_create(memo: kopf.Memo, namespace: str | None, name: str, body: kopf.Body, logger: kopf.Logger,
+                 **kwargs: Any) -> None:
+    _run(memo, _agent_namespace(namespace, name), name, logger, kwargs, seen=body)
 
 
 @kopf.on.update(*AGENTS)
-def agent_update(memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **kwargs: Any) -> None:
-    _run(memo, _agent_namespace(namespace, name), name, logger, kwargs)
+def agent_update(memo: kopf.Memo, namespace: str | None, name: str, body: kopf.Body, logger: kopf.Logger,
+                 **kwargs: Any) -> None:
+    _run(memo, _agent_namespace(namespace, name), name, logger, kwargs, seen=body)
 
 
 @kopf.on.resume(*AGENTS)
-def agent_resume(memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **kwargs: Any) -> None:
-    _run(memo, _agent_namespace(namespace, name), name, logger, kwargs)
+def agent_resume(memo: kopf.Memo, namespace: str | None, name: str, body: kopf.Body, logger: kopf.Logger,
+                 **kwargs: Any) -> None:
+    _run(memo, _agent_namespace(namespace, name), name, logger, kwargs, seen=body)
 
 
 @kopf.on.delete(*AGENTS)
@@ -127,6 +136,8 @@ async def agent_event(type: str | None, body: kopf.Body, memo: kopf.Memo, namesp
         return
     state: OperatorState = memo.state
     changed = state.agent_spec_changed(namespace, name, body.get("spec"), deleted=type == "DELETED")
+    if type == "DELETED" and state.essences is not None:
+        state.essences.forget(body.metadata.uid)
     if type is None:
         return
     if changed:
@@ -155,6 +166,7 @@ def _check_secrets(memo: kopf.Memo, namespace: str, name: str, logger: kopf.Logg
     with state.lock_for(namespace, name):  # compared with a record no reconcile is filling meanwhile
         versions = state.secret_versions(namespace, name, builders.config_secret_name(name))
         changed = changed_secrets(state.kube, namespace, versions)
+        state.secrets_checked(namespace, name)
     if changed:
         logger.info("Secret %s of agent %s/%s changed: reconciling", ", ".join(sorted(changed)), namespace, name)
         _run(memo, namespace, name, logger, kwargs)
@@ -167,8 +179,9 @@ async def agent_secret_check(
     state: OperatorState = memo.state
     agent_namespace = _agent_namespace(namespace, name)
     config_secret = builders.config_secret_name(name)
-    while not await stopped.wait(state.config.secret_check_seconds):
+    while not await stopped.wait(state.secret_check_delay(agent_namespace, name)):
         if not state.secret_versions(agent_namespace, name, config_secret):
+            state.secrets_checked(agent_namespace, name)
             continue  # nothing read yet (e.g. its ModelConfig is missing): no request
         try:
             await asyncio.to_thread(_check_secrets, memo, agent_namespace, name, logger, kwargs)
@@ -202,6 +215,41 @@ async def modelconfig_event(type: str | None, memo: kopf.Memo, namespace: str | 
 async def mcpserver_event(type: str | None, memo: kopf.Memo, namespace: str | None, name: str,
                           logger: kopf.Logger, **kwargs: Any) -> None:
     await _dependents("RemoteMCPServer", type, namespace, name, memo, logger, kwargs)
+
+
+def _agents_to_readmit(memo: kopf.Memo, kwargs: dict[str, Any]) -> list[tuple[str, str]]:
+    """Read the admission policy's verdict again; every Agent (namespace, name) when it changed, else none."""
+    state: OperatorState = memo.state
+    if not state.admission.refresh(state.kube, state.config.admission_policy):
+        return []
+    cache = Dependencies.from_kwargs(kwargs).agent_cache
+    return sorted({(namespace, body["metadata"]["name"]) for namespace in list(cache) for body in cache.get(namespace, ())})
+
+
+async def _admission_changed(type: str | None, memo: kopf.Memo, logger: kopf.Logger, kwargs: dict[str, Any]) -> None:
+    if type is None:  # the initial listing: the first reconcile reads the verdict anyway
+        return
+    agents = await asyncio.to_thread(_agents_to_readmit, memo, kwargs)
+    if agents:
+        logger.info("the admission policy's verdict changed: reconciling %d Agents", len(agents))
+    for namespace, agent in agents:
+        await asyncio.to_thread(_run, memo, namespace, agent, logger, kwargs)
+
+
+@kopf.on.event("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies")
+async def admission_policy_event(type: str | None, name: str, memo: kopf.Memo, logger: kopf.Logger,
+                                 **kwargs: Any) -> None:
+    """The ToolApproval admission policy appeared, changed or went: every Agent's ``AdmissionPolicy`` follows now,
+    not at its next resync (the runtime trusts kubectl decisions by it)."""
+    state: OperatorState = memo.state
+    if name == state.config.admission_policy:
+        await _admission_changed(type, memo, logger, kwargs)
+
+
+@kopf.on.event("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings")
+async def admission_binding_event(type: str | None, memo: kopf.Memo, logger: kopf.Logger, **kwargs: Any) -> None:
+    """A binding changed (any: it may bind the policy, or have stopped binding it): as for the policy."""
+    await _admission_changed(type, memo, logger, kwargs)
 
 
 def _repair_unless_echo(kind: str, type: str, namespace: str, name: str, version: str | None, agent: str,

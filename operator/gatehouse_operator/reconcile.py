@@ -4,7 +4,8 @@ Every trigger ends here: the Agent's own create/update/resume handlers, a change
 (ModelConfig, RemoteMCPServer, an Agent it uses as a tool; a Secret, found by the periodic Secret check), an event
 of its Deployment, and the periodic resync. Each run
 
-1. reads the Agent fresh from the API (under a per-Agent lock, so triggers never interleave);
+1. reads the Agent fresh from the API (under a per-Agent lock, so triggers never interleave) -- or, for the Agent's
+   own create/update/resume, takes it as kopf's watch event just showed it;
 2. refuses a ``spec.deployment.serviceAccountName`` other than the Agent's own name (the runtime's identity is
    fixed, so that the admission policy can tell the runtime from users);
 3. translates it with :func:`agent_runtime.translator.translate` (``in_cluster``), reading the ModelConfig,
@@ -28,9 +29,10 @@ policy and its binding, and writes nothing.
 
 from __future__ import annotations
 
+import copy
 import datetime
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,10 +74,16 @@ def reconcile(
     name: str,
     logger: kopf.Logger,
     clock: Callable[[], str] = utc_now,
+    seen: Mapping[str, Any] | None = None,
 ) -> Outcome | None:
-    """Reconcile the Agent ``namespace/name``; ``None`` if it is gone or being deleted."""
+    """Reconcile the Agent ``namespace/name``; ``None`` if it is gone or being deleted.
+
+    ``seen``: the Agent as the trigger's own watch event showed it (its create/update/resume handlers), used instead
+    of reading it again. A newer version only costs the status write a 409 and a read (:func:`_write_status`); a
+    newer spec is handled by kopf's next update anyway.
+    """
     with state.lock_for(namespace, name):
-        body = state.kube.get_agent(namespace, name)
+        body = copy.deepcopy(dict(seen)) if seen is not None else state.kube.get_agent(namespace, name)
         if body is None or body.get("metadata", {}).get("deletionTimestamp"):
             return None
         return _reconcile(state, deps, body, logger, clock())
@@ -94,7 +102,7 @@ def service_account_problem(agent: Agent) -> Problem | None:
 
 
 def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], logger: kopf.Logger, now: str) -> Outcome:
-    admission = admission_condition(state.kube, state.config)
+    admission = admission_condition(state.kube, state.config, state.admission)
     try:
         agent = Agent.model_validate(body)
     except ValidationError as exc:

@@ -3,9 +3,10 @@
 One ``@kopf.on.startup`` handler tunes kopf and builds the :class:`OperatorState` every handler uses
 (``memo.state``):
 
-- kopf keeps its bookkeeping under our own prefix, ``gatehouse.dev`` (finalizer
-  ``gatehouse.dev/finalizer``, annotations ``gatehouse.dev/last-handled-configuration`` and progress), and
-  in annotations only, so ``status`` holds nothing but the Agent's own conditions;
+- kopf keeps its bookkeeping under our own prefix, ``gatehouse.dev``: the finalizer ``gatehouse.dev/finalizer``
+  and, only while a handler is being retried, its progress in ``gatehouse.dev/<handler>`` annotations; so
+  ``status`` holds nothing but the Agent's own conditions. What kopf last handled of each Agent (its diff base)
+  stays in memory (:class:`MemoryDiffBase`): an Agent costs kopf one write in its life, the finalizer;
 - log lines are not mirrored as Kubernetes Events: the operator posts its own, one per outcome;
 - watches end server-side every 5 minutes and resume from their resourceVersion (no silently stuck streams).
 
@@ -34,6 +35,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +43,7 @@ from typing import Any
 import kopf
 
 from agent_runtime.durations import parse_duration
+from gatehouse_operator.admission import PolicyVerdict
 from gatehouse_operator.dependencies import ReferencedSecrets
 from gatehouse_operator.kube import ChildrenApi, connect
 
@@ -119,6 +122,8 @@ class OperatorState:
     _versions: dict[tuple[str, str, str], str] = field(default_factory=dict)
     _secrets: dict[tuple[str, str], ReferencedSecrets] = field(default_factory=dict)
     _agent_specs: dict[tuple[str, str], str] = field(default_factory=dict)
+    essences: MemoryDiffBase | None = None  # kopf's diff base (see configure), emptied of deleted Agents
+    admission: PolicyVerdict = field(default_factory=PolicyVerdict)  # the cluster's admission policy, shared
 
     def lock_for(self, namespace: str, name: str) -> threading.Lock:
         """One lock per Agent: its own handlers, dependency events and resyncs never interleave."""
@@ -162,6 +167,23 @@ class OperatorState:
             self._secrets[namespace, name] = secrets
         return secrets
 
+    def secret_check_delay(self, namespace: str, name: str) -> float:
+        """Seconds until the Agent's Secrets are due to be checked: one interval after its last reconcile read them
+        (or the last check did), so a reconcile's fresh read is not followed by a needless check."""
+        interval = self.config.secret_check_seconds
+        with self._guard:
+            record = self._secrets.get((namespace, name))
+        if record is None:
+            return interval
+        return min(interval, max(0.0, interval - (time.monotonic() - record.read_at)))
+
+    def secrets_checked(self, namespace: str, name: str) -> None:
+        """The Agent's Secrets were just checked (or there was nothing to check): the next check is one interval on."""
+        with self._guard:
+            record = self._secrets.get((namespace, name))
+            if record is not None:
+                record.read_at = time.monotonic()
+
     def secret_versions(self, namespace: str, name: str, *children: str) -> dict[str, str | None]:
         """What the periodic check reads again for the Agent: the Secrets its last reconcile read (name ->
         resourceVersion, ``None``: absent), and those of the child Secrets ``children`` it left a version of."""
@@ -175,23 +197,65 @@ class OperatorState:
         return versions
 
 
+class ProgressAnnotations(kopf.AnnotationsProgressStorage):
+    """kopf's per-handler progress in ``gatehouse.dev/<handler>`` annotations, written only while a handler is
+    retried, without kopf's ``gatehouse.dev/kopf-managed`` marker: kopf adds the marker to every patch it builds,
+    so a handler that succeeds at once (its progress purged again) would cost a PATCH of the Agent for the marker
+    alone."""
+
+    def _store_marker(self, prefix: str, patch: kopf.Patch, body: kopf.Body) -> None:
+        return None
+
+
+class MemoryDiffBase(kopf.DiffBaseStorage):
+    """kopf's last-handled essence of each Agent (spec, labels, annotations), kept in this process, not on the Agent.
+
+    kopf compares each Agent event with it to tell an update from an echo. Written into an annotation (kopf's
+    default) it costs one PATCH of every Agent after every handled change; here it costs nothing. What is lost at a
+    restart is harmless: kopf then sees every Agent as new and runs ``agent_create`` instead of ``agent_resume``,
+    and both do the same full reconcile. Entries go with the Agent's deletion (:meth:`forget`, by uid).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._essences: dict[str, kopf.BodyEssence] = {}
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        essence = super().build(body=body, extra_fields=extra_fields)
+        # Left on Agents by operators that kept it in the annotation: never compared.
+        annotations = essence.get("metadata", {}).get("annotations") or {}
+        annotations.pop(f"{PREFIX}/last-handled-configuration", None)
+        self.remove_empty_stanzas(essence)
+        return essence
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return self._essences.get(str(body.metadata.uid))
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        self._essences[str(body.metadata.uid)] = essence
+
+    def forget(self, uid: str | None) -> None:
+        self._essences.pop(str(uid), None)
+
+
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
     settings.persistence.finalizer = f"{PREFIX}/finalizer"
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=PREFIX, key="last-handled-configuration"
-    )
+    settings.persistence.progress_storage = ProgressAnnotations(prefix=PREFIX)
+    essences = settings.persistence.diffbase_storage = MemoryDiffBase()
     settings.posting.loggers = False
-    # After its own patch of an Agent, kopf skips older events until the patched version comes back on the watch,
-    # but only for consistency_timeout seconds (default 5); after that it handles the stale event -- here the
-    # echo of the handler's status write, without kopf's last-handled annotation -- as a new Agent and runs
-    # the create handler again. With hundreds of Agents created at once the watch runs more than 5 s behind
-    # (measured: 414 of 500 Agents handled twice). Waiting longer costs nothing when the watch is on time.
+    # After its own patch of an Agent (the finalizer), kopf skips older events until the patched version comes back
+    # on the watch, but only for consistency_timeout seconds (default 5); after that it handles the stale event. With
+    # hundreds of Agents created at once the watch runs more than 5 s behind (measured, when kopf's last-handled
+    # state was an annotation: 414 of 500 Agents handled twice). Waiting longer costs nothing when the watch is on
+    # time.
     settings.persistence.consistency_timeout = 30
     settings.watching.server_timeout = 300  # re-list/re-watch regularly instead of trusting one stream forever
+    # Reconciles are synchronous and mostly wait on the API: more of them in flight than kopf's default thread pool
+    # (cores + 4) keeps the API busy when thousands of Agents arrive at once.
+    settings.execution.max_workers = 16
     config = OperatorConfig.from_env(os.environ)
-    memo.state = OperatorState(config=config, kube=ChildrenApi(connect()))
+    memo.state = OperatorState(config=config, kube=ChildrenApi(connect()), essences=essences)
     logger.info("gatehouse operator: runtime image %s, resync every %ss, Secrets checked every %ss, admission policy "
                 "%s%s", config.runtime_image, config.resync_seconds, config.secret_check_seconds, config.admission_policy,
                 " (kubectl trusted without it)" if config.trust_kubectl_without_admission_policy else "")

@@ -223,7 +223,9 @@ def test_the_admission_policy_condition_in_each_state(
     assert enforced["status"] == "True"
     assert enforced["lastTransitionTime"] >= missing["lastTransitionTime"]
 
+    # The verdict is shared and read again when the policy or a binding changes (or after admission.MAX_AGE).
     kube_api.emulator.forbid("GET", r"/validatingadmissionpolicies/")
+    admission.patch_validating_admission_policy_binding("my-binding", {"metadata": {"labels": {"touched": "yes"}}})
     unknown = _wait_reason(cluster, kubectl, "Unknown", "forbidden")
     assert unknown["status"] == "False" and "(403 " in unknown["message"]
 
