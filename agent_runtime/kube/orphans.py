@@ -115,7 +115,7 @@ class Orphans:
             await self._client.merge_patch(f"{self._mirror.path(name)}/status", {"status": objects.replacing(status)})
             self._mirror.observe({**obj, "status": status})  # deleted after the retention, like a decided one
 
-        self._mirror.enqueue(f"orphan {name}", write)
+        self._mirror.enqueue(name, f"orphan {name}", write)
         self._mirror.warn(obj, ORPHANED, f"{name}: {status['reason']}")
 
     def restore(self, obj: dict[str, Any]) -> None:
@@ -134,7 +134,7 @@ class Orphans:
             await self._client.merge_patch(f"{self._mirror.path(name)}/status", {"status": objects.replacing(status)})
             self._mirror.observe({**obj, "status": status})
 
-        self._mirror.enqueue(f"restore {name}", write)
+        self._mirror.enqueue(name, f"restore {name}", write)
 
     async def _status_of(self, obj: dict[str, Any]) -> dict[str, Any] | None:
         spec = obj.get("spec") or {}
