@@ -22,7 +22,7 @@ from typing import Any
 from bench import bars
 
 __all__ = ["AUTH_BAR_MS", "COLUMNS", "auth_overhead", "auth_overhead_line", "build_rows", "print_auth_overhead",
-           "print_backlog", "print_bars", "print_floors", "print_hygiene", "print_table", "write_backlog_plot",
+           "print_backlog", "print_bars", "print_floors", "print_hygiene", "print_kubectl", "print_table", "write_backlog_plot",
            "write_json", "write_plot"]
 
 COLUMNS = ("gatehouse", "gatehouse_local", "adk_durable", "adk_memory")
@@ -270,7 +270,7 @@ def print_backlog(backlog: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="Backlog: one Gatehouse (default) runtime holding N paused conversations")
+    table = Table(title="Backlog: a Gatehouse (default) runtime per size holding N paused conversations, probed in turn")
     for header in ("paused", "created/s", "RSS (MB)", "pause p50 (ms)", "resume p50 (ms)", "GET /approvals p50 (ms)",
                    "decisions/s", "errors", "machine"):
         table.add_column(header)
@@ -280,6 +280,45 @@ def print_backlog(backlog: dict[str, Any]) -> None:
                       _cell(step["decisions_per_second"]), _cell(sum(step["errors"].values()) or 0),
                       step["hygiene"]["verdict"])
     Console(width=170).print(table)
+
+
+def print_kubectl(kubectl: dict[str, Any]) -> None:
+    """The kubectl section (``bench/kubectl_path.py``): a kubectl vote and an A2A decision to the tool having run on
+    the runtime with the ToolApproval mirror on (with nothing held, then with the mirror's M held), and the mirror's
+    creation lag."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=170)
+    table = Table(title="kubectl: Gatehouse (default) with the ToolApproval mirror, over the emulated Kubernetes API")
+    for header in ("held", "kubectl vote → tool ran p50 / p90 (ms)", "A2A decision → tool ran p50 / p90 (ms)",
+                   "PATCH round trip p50 (ms)", "PATCH → status Approved p50 (ms)", "pause → Pending p50 (ms)", "errors"):
+        table.add_column(header)
+    mirror = kubectl.get("mirror") or {}
+    for held, key in ((0, "patch"), (mirror.get("paused", kubectl.get("held", 0)), "patch_at_held")):
+        part = kubectl.get(key) or {}
+        if not part:
+            continue
+        k, a = part["kubectl_to_tool_ms"], part["a2a_to_tool_ms"]
+        table.add_row(_cell(held), f"{_cell(k['p50'])} / {_cell(k['p90'])}", f"{_cell(a['p50'])} / {_cell(a['p90'])}",
+                      _cell(part["patch_roundtrip_ms"]["p50"]), _cell(part["patch_to_approved_status_ms"]["p50"]),
+                      _cell(part["pause_to_pending_ms"]["p50"]), _cell(sum(part["errors"].values()) or 0))
+    console.print(table)
+    if mirror:
+        lag = mirror["lag_ms"]
+        console.print(f"mirror: {mirror['paused']:,} paused ({mirror['fill_per_second']}/s, {mirror['concurrency']} at a "
+                      f"time), {mirror['mirrored']:,} ToolApprovals created ({mirror['missing']:,} missing), creation lag "
+                      f"p50 {_cell(lag['p50'])} ms, p99 {_cell(lag['p99'])} ms, max {_cell(lag['max'])} ms; all created "
+                      f"{_cell(mirror['all_mirrored_seconds'])} s after the first pause ({mirror['mirrored_per_second']}/s), "
+                      f"{mirror['missing_when_last_paused']:,} still to create when the last pause was answered",
+                      highlight=False)
+        steps = mirror.get("steps") or {}
+        if steps:
+            console.print("mirror, per ToolApproval (p50): " + "; ".join(
+                f"{phase.replace('_', ' ')}: created → Pending {_cell(v['created_to_pending_ms'])} ms, Pending → next "
+                f"created {_cell(v['pending_to_next_created_ms'])} ms" for phase, v in steps.items())
+                + f"; cores while pausing {mirror['cores_while_pausing']}, after {mirror['cores_after']}",
+                highlight=False)
 
 
 def print_hygiene(hygiene: dict[str, Any]) -> None:

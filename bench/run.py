@@ -3,6 +3,7 @@
     python -m bench.run [--quick] [--targets gatehouse,gatehouse_local,adk_durable,adk_memory] [--out bench/results] ...
     python -m bench.run --only operator [--operator-agents 2000] --out /tmp/op   # just the operator rows
     python -m bench.run --only backlog --quick                                    # just the backlog (bar 3)
+    python -m bench.run --only kubectl --quick                                    # kubectl decisions, mirror lag
 
 Order of a run (one demo-tools MCP server, with a journal, serves every target):
 
@@ -13,10 +14,13 @@ Order of a run (one demo-tools MCP server, with a journal, serves every target):
 3. loss at each concurrency level, one target after the other (order rotates per level);
 4. stop them; extra cold starts (``--cold-starts``), interleaved;
 5. per target, a fresh server holds N paused conversations (RSS), then N decisions (decisions/s);
-6. ``gatehouse`` only: the backlog, one fresh server holding 100, 1,000 and 10,000 paused conversations (bar 3);
+6. ``gatehouse`` only: the backlog, one fresh server per size holding 100, 1,000 and 10,000 paused conversations,
+   probed in turn (bar 3);
 7. ``gatehouse`` only: restarts, start to the first pause served, against the import floor (bar 5);
-8. operator rows (``bench/operator_hook.py``; bar 6);
-9. with ``--real-model``: pause and resume with a real model behind the gate, split into model time and the rest
+8. ``gatehouse`` only: kubectl decisions, a ToolApproval patch to the tool having run over the emulated API, and the
+   mirror's creation lag at 10,000 paused (``bench/kubectl_path.py``; bar 4's kubectl half);
+9. operator rows (``bench/operator_hook.py``; bar 6);
+10. with ``--real-model``: pause and resume with a real model behind the gate, split into model time and the rest
    (``bench/real_model.py``; needs what ``make e2e-llm`` fetches and builds).
 
 ``gatehouse`` is the product as configured by default (authentication on, audit written, redaction on: see
@@ -48,7 +52,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import bars, floors, hygiene, real_model, report, scenarios
+from bench import bars, floors, hygiene, kubectl_path, real_model, report, scenarios
 from bench.gatehouse_adapter import DEFAULT_CONFIGURATION, availability, gatehouse_targets
 from bench.operator_hook import not_run, operator_results
 from bench.protocols import StepError
@@ -58,8 +62,10 @@ RESULTS = Path(__file__).resolve().parent / "results"
 LABELS_DEFAULT = "Gatehouse (default)"
 ALL = ("gatehouse", "gatehouse_local", "adk_durable", "adk_memory")
 GATEHOUSE = ("gatehouse", "gatehouse_local")
-SECTIONS = ("floors", "latency", "decisions", "loss", "cold_start", "held", "backlog", "restart", "operator")
-ONLY = ("operator", "real-model", "backlog", "restart")
+SECTIONS = ("floors", "latency", "decisions", "loss", "cold_start", "held", "backlog", "restart", "kubectl", "mirror",
+            "operator")
+ONLY = ("operator", "real-model", "backlog", "restart", "kubectl")
+KUBECTL = ("kubectl", "mirror")  # what --only kubectl runs
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -82,6 +88,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--backlog-decisions", type=int, help="decisions at --concurrency per backlog size (default 200, "
                                                          "quick 100)")
     p.add_argument("--restarts", type=int, help="restart and import-floor samples (default 3, quick 2; 0 skips them)")
+    p.add_argument("--kubectl-iterations", type=int,
+                   help="kubectl votes timed to the tool having run, each beside an A2A decision (default 50, quick 20; "
+                        "0 skips the kubectl section)")
+    p.add_argument("--mirror-held", type=int, help="paused conversations whose ToolApproval creation lag is measured "
+                                                   "(default 10000, quick 1000; 0 skips it)")
     p.add_argument("--hygiene-seconds", type=float,
                    help="seconds of CPU sampling before each section (default 3, quick 2; 0: no sampling, nothing noisy)")
     p.add_argument("--noisy-cores", type=float, default=hygiene.NOISY_CORES,
@@ -95,7 +106,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--real-model-iterations", type=int, help="conversations in the real-model row (default 10, quick 5)")
     p.add_argument("--only", choices=ONLY,
                    help="run only these rows: 'operator' starts no runtime server, 'real-model' only the real-model "
-                        "row, 'backlog' and 'restart' only that section of the gatehouse target (the other rows say so)")
+                        "row, 'backlog', 'restart' and 'kubectl' only that section of the gatehouse target (the other rows "
+                        "say so)")
     args = p.parse_args(argv)
     wanted = [t.strip() for t in args.targets.split(",") if t.strip()]
     unknown = sorted(set(wanted) - set(ALL))
@@ -108,7 +120,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.hygiene_seconds = 2.0 if args.quick else 3.0
     if args.only == "real-model":
         args.real_model, args.operator_agents = True, 0
-    if args.only in ("backlog", "restart"):
+    if args.only in ("backlog", "restart", "kubectl"):
         args.targets, args.operator_agents = ["gatehouse"], 0
     return args
 
@@ -119,6 +131,8 @@ def sections_for(args: argparse.Namespace) -> set[str]:
         return {"operator"} if args.operator_agents > 0 else set()
     if args.only in ("backlog", "restart"):
         return {args.only}
+    if args.only == "kubectl":
+        return set(KUBECTL)
     if args.only == "real-model":
         return set()
     out = set(SECTIONS) - {"operator"}
@@ -143,6 +157,8 @@ def settings_from(args: argparse.Namespace) -> scenarios.Settings:
         backlog_probes=args.backlog_probes or (30 if q else 100),
         backlog_decisions=args.backlog_decisions or (100 if q else 200),
         restarts=args.restarts if args.restarts is not None else (2 if q else 3),
+        kubectl_iterations=args.kubectl_iterations if args.kubectl_iterations is not None else (20 if q else 50),
+        mirror_held=args.mirror_held if args.mirror_held is not None else (1000 if q else 10_000),
     )
 
 
@@ -279,8 +295,8 @@ async def measure(targets: list[Target], reasons: dict[str, str], s: scenarios.S
                     f"{value['pause_errors']} {value['decision_errors']}")
         default = next((t for t in live if t.key == "gatehouse"), None)
         if "backlog" in sections and default is not None and s.backlog:
-            log(f"backlog: one {default.label} runtime holding {', '.join(f'{n:,}' for n in s.backlog)} paused "
-                f"conversations; {s.backlog_probes} probes and {s.backlog_decisions} decisions at each size")
+            log(f"backlog: {default.label} runtimes holding {', '.join(f'{n:,}' for n in s.backlog)} paused "
+                f"conversations, probed in turn; {s.backlog_probes} probes and {s.backlog_decisions} decisions each")
             try:
                 results["gatehouse"]["backlog"] = await scenarios.backlog(
                     default, work, tools, s.backlog, s.backlog_probes, s.backlog_decisions, s.concurrency,
@@ -300,6 +316,16 @@ async def measure(targets: list[Target], reasons: dict[str, str], s: scenarios.S
             log(f"  {value.get('reason') or ''}" if value.get("reason") else
                 f"  start to first pause {value['first_pause_seconds']}s (ready {value['ready_seconds']}s), import floor "
                 f"{value['import_floor_seconds']}s ({value['modules']} modules)")
+        if "kubectl" in sections and default is not None and s.kubectl_iterations > 0:
+            log(f"kubectl: {default.label} with the ToolApproval mirror on, against the emulated API: "
+                f"{s.kubectl_iterations} kubectl votes (+{s.warmup} warm-up) to the tool having run, each beside an A2A "
+                f"decision; then the creation lag of {s.mirror_held:,} ToolApprovals")
+            held = s.mirror_held if "mirror" in sections else 0
+            value = await kubectl_path.kubectl_results(default, work, tools, s.kubectl_iterations, s.warmup, held,
+                                                       2 * s.concurrency, quiet.check)
+            results["gatehouse"]["kubectl"] = value
+            if value.get("reason"):
+                log(f"  kubectl not measured: {value['reason']}")
     for key, samples in cold.items():
         if samples:
             results[key]["cold_start"] = {
@@ -401,6 +427,9 @@ def main(argv: list[str] | None = None) -> int:
     backlog = (results.get("gatehouse") or {}).get("backlog") or {}
     if backlog.get("steps"):
         report.print_backlog(backlog)
+    kubectl = (results.get("gatehouse") or {}).get("kubectl") or {}
+    if kubectl.get("patch"):
+        report.print_kubectl(kubectl)
     if judged:
         report.print_bars(judged, f"Bars (issue 19): ratios and differences to what this run measured"
                                   f"{' (quick counts)' if args.quick else ''}")

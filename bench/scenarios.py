@@ -7,8 +7,8 @@
 - :func:`paused_then_decided` — a fresh server holds N paused conversations (RSS), then N decisions over HTTP
   at a fixed concurrency (decisions/s).
 - :func:`cold_start` — seconds from spawn to ready, and RSS at rest.
-- :func:`backlog` — one server holding a growing backlog of paused conversations (100, 1,000, 10,000): at each size
-  RSS, pause/resume p50, ``GET /approvals`` p50 and decisions/s.
+- :func:`backlog` — one server per backlog size of paused conversations (100, 1,000, 10,000), probed in turn: at each
+  size RSS, pause/resume p50, ``GET /approvals`` p50 and decisions/s.
 - :func:`decision_paths` — a decision to the tool having run (the journal's timestamp), over A2A and over REST.
 - :func:`restart` — process start to the first pause served, against an import floor (a fresh interpreter
   importing the google-adk, a2a-sdk and mcp modules the runtime imports).
@@ -20,6 +20,7 @@ often each approved call really ran.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -65,6 +66,8 @@ class Settings:
     backlog_probes: int = 100  # pause+approve conversations and GET /approvals timed at each backlog size
     backlog_decisions: int = 200  # decisions at concurrency, at each backlog size
     restarts: int = 3  # restart and import floor samples
+    kubectl_iterations: int = 50  # kubectl votes (and as many A2A decisions) timed to the tool having run
+    mirror_held: int = 10_000  # paused conversations whose ToolApproval creation lag is measured
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -336,76 +339,90 @@ async def _listing(http: httpx.AsyncClient, server: Server, expected: int) -> fl
 async def backlog(target: Target, work: Path, tools: ToolsServer, sizes: Sequence[int], probes: int, decisions: int,
                   concurrency: int, fill_concurrency: int, warmup: int,
                   quiet: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
-    """One fresh server holds a growing backlog of paused conversations (``sizes``, ascending; created
-    ``fill_concurrency`` at a time and never decided); at each size, after ``quiet`` (the hygiene sample, which also
-    lets the server settle):
+    """One fresh server per backlog size (``sizes``, ascending), each holding that many paused conversations (created
+    ``fill_concurrency`` at a time and never decided), all running at once; after each fill, ``quiet`` (the hygiene
+    sample, which also lets the server settle) and the server's RSS (and its children's). Then, interleaved — the
+    servers take turns, the order rotating every round, so the machine's noise falls on every size alike:
 
-    - RSS of the server and its children;
-    - pause and resume p50 of ``probes`` conversations (pause, then approve at once; ``warmup`` unrecorded first);
-    - ``GET /approvals`` (pending, default limit: the first page) ``probes`` times, p50;
-    - ``decisions`` more pauses, then all of them decided at ``concurrency``: decisions/s (the backlog is back to its
-      size afterwards).
+    - pause and resume p50 of ``probes`` conversations per server (pause, then approve at once; ``warmup`` rounds
+      unrecorded first);
+    - ``GET /approvals`` (pending, default limit: the first page) ``probes`` times per server, p50;
+    - decisions/s: two rounds of ``decisions / 2`` more pauses per server, decided at ``concurrency`` (the second
+      round in the reverse order); each backlog is back to its size afterwards.
     """
     key = target.key
-    steps: list[dict[str, Any]] = []
-    held = 0
-    with running(target, work, tools.url, f"{key}-backlog") as server:
-        endpoint = server.endpoint
+    held: dict[int, int] = {}
+    fills: dict[int, dict[str, Any]] = {}
+    pauses: dict[int, list[float]] = {n: [] for n in sizes}
+    resumes: dict[int, list[float]] = {n: [] for n in sizes}
+    listings: dict[int, list[float]] = {n: [] for n in sizes}
+    decided: dict[int, int] = dict.fromkeys(sizes, 0)
+    decision_seconds: dict[int, float] = dict.fromkeys(sizes, 0.0)
+    errors: dict[int, Counter[str]] = {n: Counter() for n in sizes}
+    with contextlib.ExitStack() as stack:
+        servers = {n: stack.enter_context(running(target, work, tools.url, f"{key}-backlog-{n}")) for n in sizes}
         async with client(max(concurrency, fill_concurrency)) as http:
-            for size in sizes:
+            for size, server in servers.items():
                 start = time.perf_counter()
-                new, fill_errors = await _hold(http, endpoint, [f"{key}-backlog-{i}.txt" for i in range(held, size)],
+                new, fill_errors = await _hold(http, server.endpoint, _names(key, f"backlog{size}-held", size),
                                                fill_concurrency)
-                fill_seconds = time.perf_counter() - start
-                held += len(new)
+                seconds = time.perf_counter() - start
+                held[size] = len(new)
                 sample = await asyncio.to_thread(quiet, f"backlog {size:,}")
-                rss = server.rss_mb()
-                names = _names(key, f"backlog{size}-probe", warmup + probes)
-                tools.touch(names)
-                pauses: list[float] = []
-                resumes: list[float] = []
-                errors: Counter[str] = Counter()
-                for i, name in enumerate(names):
+                fills[size] = {"fill_seconds": round(seconds, 2), "fill_errors": dict(fill_errors), "hygiene": sample,
+                               "fill_per_second": round(len(new) / seconds, 1) if seconds > 0 else None,
+                               "rss_mb": round(server.rss_mb(), 1)}
+                _log(f"  backlog {held[size]:,}: filled in {fills[size]['fill_seconds']}s "
+                     f"({fills[size]['fill_per_second']}/s), RSS {fills[size]['rss_mb']} MB")
+            for i in range(warmup + probes):
+                for size in _rotated(sizes, i):
+                    server = servers[size]
+                    name = _names(key, f"backlog{size}-probe", warmup + probes)[i]
+                    tools.touch([name])
                     try:
-                        paused = await pause(http, endpoint, f"delete {name}")
-                        resume = await approve(http, endpoint, paused)
+                        paused = await pause(http, server.endpoint, f"delete {name}")
+                        resume = await approve(http, server.endpoint, paused)
+                        listing = await _listing(http, server, min(held[size], LISTING_PAGE))
                     except StepError as exc:
-                        errors[f"probe:{exc.kind}"] += 1
+                        errors[size][f"probe:{exc.kind}"] += 1
                         continue
                     if i >= warmup:
-                        pauses.append(paused.seconds)
-                        resumes.append(resume)
-                listings: list[float] = []
-                for i in range(warmup + probes):
-                    try:
-                        seconds = await _listing(http, server, min(held, LISTING_PAGE))
-                    except StepError as exc:
-                        errors[f"listing:{exc.kind}"] += 1
-                        continue
-                    if i >= warmup:
-                        listings.append(seconds)
-                names = _names(key, f"backlog{size}-decision", decisions)
-                tools.touch(names)
-                extra, pause_errors = await _hold(http, endpoint, names, concurrency)
-                decided, decision_errors, seconds = await _decide(http, endpoint, extra, concurrency)
-                errors.update({f"decision-pause:{k}": v for k, v in pause_errors.items()})
-                errors.update({f"decision:{k}": v for k, v in decision_errors.items()})
-                step: dict[str, Any] = {
-                    "backlog": held, "fill_seconds": round(fill_seconds, 2),
-                    "fill_per_second": round(len(new) / fill_seconds, 1) if fill_seconds > 0 else None,
-                    "fill_errors": dict(fill_errors), "hygiene": sample, "rss_mb": round(rss, 1),
-                    "pause_ms": stats(pauses), "resume_ms": stats(resumes), "listing_ms": stats(listings),
-                    "decisions": decided, "decisions_seconds": round(seconds, 3),
-                    "decisions_per_second": round(decided / seconds, 2) if seconds > 0 and decided else None,
-                    "errors": dict(errors),
-                }
-                steps.append(step)
-                _log(f"  backlog {held:,}: filled in {step['fill_seconds']}s ({step['fill_per_second']}/s), RSS "
-                     f"{step['rss_mb']} MB, pause p50 {step['pause_ms']['p50']} ms, resume p50 "
-                     f"{step['resume_ms']['p50']} ms, GET /approvals p50 {step['listing_ms']['p50']} ms, "
-                     f"{step['decisions_per_second']} decisions/s, errors {step['errors'] or 0}")
+                        pauses[size].append(paused.seconds)
+                        resumes[size].append(resume)
+                        listings[size].append(listing)
+            for r in range(2):
+                for size in sizes if r == 0 else list(reversed(sizes)):
+                    server = servers[size]
+                    names = _names(key, f"backlog{size}-decision{r}", max(decisions // 2, 1))
+                    tools.touch(names)
+                    extra, pause_errors = await _hold(http, server.endpoint, names, concurrency)
+                    done, decision_errors, seconds = await _decide(http, server.endpoint, extra, concurrency)
+                    decided[size] += done
+                    decision_seconds[size] += seconds
+                    errors[size].update({f"decision-pause:{k}": v for k, v in pause_errors.items()})
+                    errors[size].update({f"decision:{k}": v for k, v in decision_errors.items()})
+    steps: list[dict[str, Any]] = []
+    for size in sizes:
+        seconds = decision_seconds[size]
+        step: dict[str, Any] = {
+            "backlog": held[size], **fills[size],
+            "pause_ms": stats(pauses[size]), "resume_ms": stats(resumes[size]), "listing_ms": stats(listings[size]),
+            "decisions": decided[size], "decisions_seconds": round(seconds, 3),
+            "decisions_per_second": round(decided[size] / seconds, 2) if seconds > 0 and decided[size] else None,
+            "errors": dict(errors[size]),
+        }
+        steps.append(step)
+        _log(f"  backlog {held[size]:,}: pause p50 {step['pause_ms']['p50']} ms, resume p50 {step['resume_ms']['p50']} "
+             f"ms, GET /approvals p50 {step['listing_ms']['p50']} ms, {step['decisions_per_second']} decisions/s, "
+             f"errors {step['errors'] or 0}")
     return {"sizes": list(sizes), "probes": probes, "decisions": decisions, "concurrency": concurrency,
-            "fill_concurrency": fill_concurrency, "steps": steps}
+            "fill_concurrency": fill_concurrency, "interleaved": True, "steps": steps}
+
+
+def _rotated(items: Sequence[int], i: int) -> list[int]:
+    """``items`` starting at position ``i`` (mod its length): who goes first changes every round."""
+    k = i % len(items)
+    return [*items[k:], *items[:k]]
 
 
 IMPORT_PREFIXES = ("google.adk", "a2a", "mcp")

@@ -94,7 +94,10 @@ def test_operator_bars(agents: int, seconds: float, verdict: str | None) -> None
                 "api_requests_per_reconcile": 11.0, "writes_on_noop_resync": 0}
     accepted, requests, noop = bars.operator_bars(operator, ["A", "B", "C"], [])
     assert accepted["verdict"] == verdict
-    assert (requests["limit"], requests["verdict"]) == ("<= 8 + 3 child kinds = 11", "pass")
+    assert (requests["limit"], requests["verdict"]) == ("<= 8 + 3 child kinds added since the issue (A, B, C) = 11", "pass")
+    _, at_filing, _ = bars.operator_bars(operator, [*bars.OPERATOR_KINDS_AT_FILING, "PersistentVolumeClaim"], [])
+    assert (at_filing["limit"], at_filing["verdict"]) == (
+        "<= 8 + 1 child kinds added since the issue (PersistentVolumeClaim) = 9", "fail")
     assert noop["verdict"] == "pass"
     off = bars.operator_bars({"available": False, "reason": "not run (--targets)", "agents": 0}, ["A"], [])
     assert {b["verdict"] for b in off} == {None} and off[1]["reason"] == "not run (--targets)"

@@ -124,4 +124,4 @@ def test_backlog_of_the_default_gatehouse(tmp_path: Path) -> None:
     bars = {b["key"]: b for b in report["bars"]}
     assert bars["backlog_pause"]["verdict"] in ("pass", "fail", "noisy") and bars["backlog_pause"]["value"] > 0
     assert set(report["hygiene"]["sections"]) == {"backlog 3", "backlog 6", "backlog"}
-    assert "Backlog: one Gatehouse (default) runtime" in proc.stdout
+    assert "Backlog: a Gatehouse (default) runtime per size" in proc.stdout
