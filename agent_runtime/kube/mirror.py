@@ -4,9 +4,10 @@ It listens to :class:`~agent_runtime.approvals.events.ApprovalEvents` (published
 only *queues* work there, so the decision path never waits for Kubernetes. :data:`WORKERS` background workers do
 the writes, each retried with exponential backoff while the API is unreachable (a request the API refuses for good —
 a 4xx other than 409/429 — is logged and dropped). The writes of one ToolApproval always go to the same worker, in
-the order they were queued (its Events likewise, on a worker of their own choosing); different ToolApprovals are
-written side by side, so the mirror keeps up with a runtime pausing a hundred calls a second (one worker made three
-API calls per request one after the other, and fell minutes behind). What it writes:
+the order they were queued; different ToolApprovals are written side by side. Events wait on a worker of their own
+until no object write is queued (at most a second each): the objects kubectl reads come first. (One worker
+writing object, status and Event one after the other fell ~100 s behind a runtime pausing 100 calls a second; see
+bench/README.md, "kubectl".) What it writes:
 
 - on ``requested``: the ToolApproval (:func:`~agent_runtime.kube.objects.tool_approval`; an
   ownerReference to the Agent when the Agent exists, looked up once), then ``status.phase: Pending``;
@@ -32,6 +33,7 @@ always written whole (:func:`~agent_runtime.kube.objects.replacing`), so nothing
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -52,7 +54,8 @@ from agent_runtime.resources.tool_approval import PLURAL
 log = logging.getLogger(__name__)
 
 Op = Callable[[], Awaitable[None]]
-WORKERS = 8
+WORKERS = 32  # object writers; measured at 1,000 paused in 9 s: 8 created 26/s meanwhile, 32 created 58/s
+EVENT_WAIT_SECONDS = 1.0  # an Event waits for the object writes queued at most this long
 
 
 def _parse_time(text: str | None) -> float | None:
@@ -89,6 +92,10 @@ class Mirror:
         # One queue per worker; a key (the ToolApproval's name) always lands on the same one: its writes stay in order.
         self._queues: list[asyncio.Queue[tuple[str, Op, int]]] = [asyncio.Queue() for _ in range(WORKERS)]
         self._outstanding = 0  # queued or being written, over all queues
+        self._events: asyncio.Queue[tuple[str, Op, int]] = asyncio.Queue()  # Events: written when no object write waits
+        self._objects = 0  # object writes queued or being written
+        self._objects_done = asyncio.Event()
+        self._objects_done.set()
         self._owner_lock = asyncio.Lock()
         self._deciders: dict[str, str] = {}
         self._owner: dict[str, Any] | None = None
@@ -133,7 +140,7 @@ class Mirror:
         who = self._deciders.pop(record.id, "") if record.status != "pending" else ""
         self._put(name, f"sync {name}", lambda: self._sync(record, who), attempts=0)
         if announce:
-            self._put(f"event {name}", f"event {name}", lambda: self._event(record, who), attempts=3)
+            self._put_event(f"event {name}", lambda: self._event(record, who))
 
     def hitl_listener(self, kind: str, record: HitlRecord) -> None:
         """:meth:`HitlStore.subscribe <agent_runtime.questions.store.HitlStore.subscribe>` listener: a question
@@ -148,7 +155,15 @@ class Mirror:
     def _put(self, key: str, what: str, op: Op, attempts: int) -> None:
         self._idle.clear()
         self._outstanding += 1
+        self._objects += 1
+        self._objects_done.clear()
         self._queues[hash(key) % len(self._queues)].put_nowait((what, op, attempts))
+
+    def _put_event(self, what: str, op: Op) -> None:
+        """Queue an Event (best effort: three tries), written once no object write is waiting."""
+        self._idle.clear()
+        self._outstanding += 1
+        self._events.put_nowait((what, op, 3))
 
     def enqueue(self, name: str, what: str, op: Op, attempts: int = 0) -> None:
         """Queue another write on the ToolApproval ``name`` (``attempts`` 0: retried until it succeeds), in order with
@@ -165,6 +180,7 @@ class Mirror:
     def start(self) -> None:
         self._tasks = [
             *(asyncio.create_task(self._work(queue), name=f"gatehouse-kube-mirror-{i}") for i, queue in enumerate(self._queues)),
+            asyncio.create_task(self._announce(), name="gatehouse-kube-events"),
             asyncio.create_task(self._janitor(), name="gatehouse-kube-janitor"),
         ]
 
@@ -183,16 +199,31 @@ class Mirror:
             try:
                 await self._attempt(what, op, attempts)
             finally:
-                self._outstanding -= 1
-            if self._outstanding == 0:  # everything queued is written: the count, then idle
-                if self._count_dirty:
-                    self._outstanding += 1
-                    try:
-                        await self._attempt("pendingApprovals", self._sync_count, attempts=0)
-                    finally:
-                        self._outstanding -= 1
-                if self._outstanding == 0:
-                    self._idle.set()
+                self._objects -= 1
+                if self._objects == 0:
+                    self._objects_done.set()
+            await self._done()
+
+    async def _announce(self) -> None:
+        while True:
+            what, op, attempts = await self._events.get()
+            with contextlib.suppress(TimeoutError):  # never starved for long by a runtime that never stops pausing
+                await asyncio.wait_for(self._objects_done.wait(), EVENT_WAIT_SECONDS)
+            await self._attempt(what, op, attempts)
+            await self._done()
+
+    async def _done(self) -> None:
+        """One queued write is over; when it was the last: the count, then idle."""
+        self._outstanding -= 1
+        if self._outstanding == 0:
+            if self._count_dirty:
+                self._outstanding += 1
+                try:
+                    await self._attempt("pendingApprovals", self._sync_count, attempts=0)
+                finally:
+                    self._outstanding -= 1
+            if self._outstanding == 0:
+                self._idle.set()
 
     async def _attempt(self, what: str, op: Op, attempts: int) -> None:
         """Run ``op`` until it succeeds (``attempts`` 0: no limit), backing off exponentially."""
@@ -304,7 +335,7 @@ class Mirror:
         async def create() -> None:
             await self._client.create(f"/api/v1/namespaces/{namespace}/events", body)
 
-        self._put(f"event {(obj.get('metadata') or {}).get('name', '')}", f"warning {reason}", create, attempts=3)
+        self._put_event(f"warning {reason}", create)
 
     async def decider(self, record: ApprovalRecord, cast: Sequence[CastVote]) -> str:
         """Who decided a finished request: the voters, or for a call run under a session grant who granted it."""
