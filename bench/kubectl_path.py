@@ -39,6 +39,7 @@ import json
 import shutil
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,8 +111,15 @@ class _Recorder:
 
     def __init__(self) -> None:
         self.seen: dict[str, _Seen] = {}
+        # put_nowait runs on the emulator's thread, the readers on the bench's: a copy of ``seen`` taken while a new
+        # name is added raised "dictionary changed size during iteration" at 10,000.
+        self.lock = threading.Lock()
 
     def put_nowait(self, item: tuple[float, dict[str, Any]]) -> None:
+        with self.lock:
+            self._record(item)
+
+    def _record(self, item: tuple[float, dict[str, Any]]) -> None:
         emitted, event = item
         obj = event.get("object") or {}
         name = (obj.get("metadata") or {}).get("name")
@@ -157,7 +165,8 @@ class Tap:
         return seen if seen is not None and seen.pending is not None else None
 
     def created(self) -> dict[str, float]:
-        return {n: s.created for n, s in list(self._recorder.seen.items()) if s.created is not None}
+        with self._recorder.lock:
+            return {n: s.created for n, s in self._recorder.seen.items() if s.created is not None}
 
     async def until(self, check: Callable[[], Any], timeout: float, what: str, poll: float = 0.002) -> Any:
         deadline = time.monotonic() + timeout
@@ -474,5 +483,6 @@ async def kubectl_results(target: Target, work: Path, tools: ToolsServer, iterat
     try:
         return await measure(target, work, tools, iterations, warmup, held, concurrency, quiet)
     except (RuntimeError, OSError, StepError, httpx.HTTPError, TimeoutError) as exc:
+        _log("kubectl bench failed:\n" + "".join(traceback.format_exc(limit=8)))
         return not_run(f"kubectl bench failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
 
