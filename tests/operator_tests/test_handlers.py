@@ -129,3 +129,27 @@ def test_the_secret_check_of_an_agent_that_read_none_costs_no_request(reconciled
     kube.versions["tok"] = "2"
     asyncio.run(handlers.agent_secret_check(_Stopped(2), memo, "ns", "a", logging.getLogger("test")))  # type: ignore[arg-type]
     assert kube.gets == ["tok", "tok"] and reconciled == ["ns/a", "ns/a"]  # (the stand-in reconcile reads nothing)
+
+
+def test_kopf_state_of_an_agent_written_by_an_earlier_operator_is_ignored_and_kept_in_memory() -> None:
+    # Operators before 2026-11-26 kept kopf's last-handled state in an annotation on the Agent; this one keeps it in
+    # memory. An Agent such an operator wrote still carries the annotation: it must not count as a change of the Agent
+    # (else every upgraded Agent would look edited), and nothing is read back from it.
+    from gatehouse_operator.settings import PREFIX, MemoryDiffBase
+
+    old = kopf.Body({
+        "apiVersion": "gatehouse.dev/v1alpha1", "kind": "Agent",
+        "metadata": {"name": "a", "namespace": "ns", "uid": "u-1", "annotations": {
+            f"{PREFIX}/last-handled-configuration": '{"spec": {"model": "older"}}', "team": "files"}},
+        "spec": {"model": "m"},
+    })
+    new = kopf.Body({**old, "metadata": {**old["metadata"], "annotations": {"team": "files"}}})
+    store = MemoryDiffBase()
+    assert store.fetch(body=old) is None  # the annotation is not read back
+    essence = store.build(body=old)
+    assert essence == store.build(body=new)
+    assert essence["metadata"]["annotations"] == {"team": "files"} and essence["spec"] == {"model": "m"}
+    store.store(body=old, patch=kopf.Patch(), essence=essence)
+    assert store.fetch(body=new) == essence
+    store.forget("u-1")
+    assert store.fetch(body=new) is None
