@@ -25,8 +25,8 @@ Two Gatehouse targets run side by side (:func:`gatehouse_targets`):
   loopback only; what ``gatehouse-runtime serve`` does on a laptop), for comparison: the authentication overhead
   is ``gatehouse`` - ``gatehouse_local`` in the same run.
 
-``/readyz`` and ``/metrics`` are public either way. Not included: the ToolApproval mirror of a runtime in a
-cluster (``--kube-namespace``), which needs a Kubernetes API.
+``/readyz`` and ``/metrics`` are public either way. The ToolApproval mirror of a runtime in a cluster
+(``--kube-namespace``) is measured on its own, against the emulated API (``bench/kubectl_path.py``).
 """
 
 from __future__ import annotations
