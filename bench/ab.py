@@ -32,8 +32,8 @@ import httpx
 import psutil
 
 from bench.gatehouse_adapter import GatehouseTarget
-from bench.protocols import Paused, approve, pause
-from bench.scenarios import client
+from bench.protocols import approve, pause
+from bench.scenarios import _decide, _hold, client
 from bench.targets import Server, running, tools_server
 
 CONCURRENCY = 20
@@ -93,21 +93,11 @@ async def _latency(sides: list[_Side], touch: Callable[[list[str]], None], pairs
 
 async def _round(side: _Side, http: httpx.AsyncClient, names: list[str]) -> float:
     """Hold one conversation per name, then decide them all at concurrency 20: decisions per second."""
-    gate = asyncio.Semaphore(CONCURRENCY)
-
-    async def hold(name: str) -> Paused:
-        async with gate:
-            return await pause(http, side.server.endpoint, f"delete {name}")
-
-    held = await asyncio.gather(*(hold(name) for name in names))
-
-    async def decide(p: Paused) -> None:
-        async with gate:
-            await approve(http, side.server.endpoint, p)
-
-    start = time.perf_counter()
-    await asyncio.gather(*(decide(p) for p in held))
-    return len(names) / (time.perf_counter() - start)
+    held, errors = await _hold(http, side.server.endpoint, names, CONCURRENCY)
+    decided, decision_errors, seconds = await _decide(http, side.server.endpoint, held, CONCURRENCY)
+    if errors or decision_errors:
+        raise RuntimeError(f"tree {side.name}: pauses failed {dict(errors)}, decisions failed {dict(decision_errors)}")
+    return decided / seconds
 
 
 async def _throughput(sides: list[_Side], touch: Callable[[list[str]], None], rounds: int, n: int) -> None:

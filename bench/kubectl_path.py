@@ -50,7 +50,7 @@ import yaml
 
 from bench.gatehouse_adapter import EXAMPLE, GatehouseTarget
 from bench.protocols import StepError, approve, pause
-from bench.scenarios import _hold, _until_completed, client, journal_times, percentile
+from bench.scenarios import JournalClock, _hold, _until_completed, client, percentile
 from bench.targets import Server, Target, ToolsServer, running
 
 __all__ = ["KubeGatehouseTarget", "Tap", "kubectl_results", "lag_stats", "mirror_lag", "mirror_steps", "not_run",
@@ -214,23 +214,9 @@ async def patch_path(server: Server, tools: ToolsServer, tap: Tap, kube: _Kube, 
     """kubectl's vote and an A2A decision, interleaved: each from just before it is sent to the tool having run."""
     names = [f"{server.target.key}-{label}-{i}.txt" for i in range(2 * (warmup + iterations))]
     tools.touch(names)
-    seen: dict[str, float] = {}
-    offset = tools.journal.stat().st_size if tools.journal.exists() else 0
+    ran_at = JournalClock(tools.journal).ran_at
     times: dict[str, list[float]] = {"kubectl": [], "a2a": [], "patch": [], "approved": [], "pending_wait": []}
     errors: dict[str, int] = {}
-
-    async def ran_at(name: str, timeout: float = 30.0) -> float:
-        nonlocal offset
-        deadline = time.monotonic() + timeout
-        while name not in seen:
-            new, offset = journal_times(tools.journal, offset)
-            seen.update(new)
-            if name in seen:
-                break
-            if time.monotonic() > deadline:
-                raise StepError("tool-not-run", f"{name} not in the journal {timeout:.0f}s after its decision")
-            await asyncio.sleep(0.001)
-        return seen[name]
 
     async with client() as http:
         for i in range(warmup + iterations):

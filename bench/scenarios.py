@@ -41,8 +41,8 @@ import httpx
 from bench.protocols import Endpoint, Paused, StepError, approve, pause
 from bench.targets import Server, Target, ToolsServer, running
 
-__all__ = ["Settings", "backlog", "cold_start", "decision_paths", "import_floor_seconds", "imported_modules",
-           "journal_times", "latency", "loss", "paused_then_decided", "percentile", "restart", "stats"]
+__all__ = ["JournalClock", "Settings", "backlog", "cold_start", "decision_paths", "import_floor_seconds",
+           "imported_modules", "journal_times", "latency", "loss", "paused_then_decided", "percentile", "restart", "stats"]
 
 REQUEST_TIMEOUT = 120.0
 LISTING_PAGE = 100  # GET /approvals' default limit (agent_runtime.rest.paging.DEFAULT_LIMIT)
@@ -535,6 +535,30 @@ def journal_times(journal: Path, offset: int) -> tuple[dict[str, float], int]:
     return times, offset + end
 
 
+class JournalClock:
+    """When each ``delete_file`` call ran, read from the demo-tools journal as it grows (only lines written after this
+    was made)."""
+
+    def __init__(self, journal: Path, poll: float = 0.001) -> None:
+        self._journal = journal
+        self._offset = journal.stat().st_size if journal.exists() else 0
+        self._seen: dict[str, float] = {}
+        self._poll = poll
+
+    async def ran_at(self, name: str, timeout: float = 30.0) -> float:
+        """The journal's timestamp of the call that deleted ``name`` (epoch seconds), waiting up to ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while name not in self._seen:
+            new, self._offset = journal_times(self._journal, self._offset)
+            self._seen.update(new)
+            if name in self._seen:
+                break
+            if time.monotonic() > deadline:
+                raise StepError("tool-not-run", f"{name} not in the journal {timeout:.0f}s after its decision")
+            await asyncio.sleep(self._poll)
+        return self._seen[name]
+
+
 async def _rest_approve(http: httpx.AsyncClient, server: Server, request_id: str) -> None:
     """``POST /approvals/{id}/decision`` approve, as the runtime's REST clients do (an Idempotency-Key each)."""
     headers = {**server.endpoint.headers, "Idempotency-Key": uuid.uuid4().hex}
@@ -571,23 +595,9 @@ async def decision_paths(server: Server, tools: ToolsServer, iterations: int, wa
     key = server.target.key
     names = _names(key, "paths", 2 * (warmup + iterations))
     tools.touch(names)
-    seen: dict[str, float] = {}
-    offset = tools.journal.stat().st_size if tools.journal.exists() else 0
+    ran_at = JournalClock(tools.journal, poll=0.002).ran_at
     times: dict[str, list[float]] = {"a2a": [], "rest": [], "a2a_resume": []}
     errors: Counter[str] = Counter()
-
-    async def ran_at(name: str, timeout: float = 30.0) -> float:
-        nonlocal offset
-        deadline = time.monotonic() + timeout
-        while name not in seen:
-            new, offset = journal_times(tools.journal, offset)
-            seen.update(new)
-            if name in seen:
-                break
-            if time.monotonic() > deadline:
-                raise StepError("tool-not-run", f"{name} not in the journal {timeout:.0f}s after its decision")
-            await asyncio.sleep(0.002)
-        return seen[name]
 
     async with client() as http:
         for i in range(warmup + iterations):

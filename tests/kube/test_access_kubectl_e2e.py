@@ -20,9 +20,7 @@ from __future__ import annotations
 import copy
 import json
 import os
-import shutil
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,7 +34,7 @@ import yaml
 from agent_runtime.kube.objects import approval_name
 from agent_runtime.rest.models import ApprovalView, DecisionResult
 from tests.support import helm as helm_support
-from tests.support.kube_fixtures import Kubectl, wait_for
+from tests.support.kube_fixtures import Kubectl, kubectl_and_plugin, wait_for
 from tests.support.kube_server import RunningEmulator, serve
 from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, request_ids, state, status_text, write_manifests
 
@@ -173,10 +171,7 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    kubectl_bin = shutil.which("kubectl") or "/usr/bin/kubectl"
-    plugin = Path(sys.executable).parent / "kubectl-gatehouse"
-    if not Path(kubectl_bin).exists() or not plugin.exists():
-        pytest.skip("kubectl or the kubectl-gatehouse plugin is not installed")
+    kubectl_bin, plugin = kubectl_and_plugin()
     policy = chart_policy()
     base = tmp_path_factory.mktemp("kube-access-e2e")
     (base / "tokens").write_text(TOKENS)

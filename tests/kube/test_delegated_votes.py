@@ -25,7 +25,7 @@ from agent_runtime.kube.client import KubeError
 from agent_runtime.kube.objects import approval_name
 from agent_runtime.manifests import select_agent_config
 from tests.support.inprocess import InProcessApp
-from tests.support.kube_fixtures import Kubectl
+from tests.support.kube_fixtures import Kubectl, until
 from tests.support.kube_server import RunningEmulator
 from tests.support.runtime import demo_tools, request_ids, state, status_text, write_manifests
 
@@ -66,19 +66,6 @@ class App(InProcessApp):
         name = approval_name(AGENT, rid)
         await until(lambda: (self.approval(name).get("status") or {}).get("phase") == "Pending", what=f"{name} Pending")
         return task, name
-
-
-async def until(check: Any, timeout: float = 20.0, what: str = "condition") -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = check()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; last: {value!r}")
-        await asyncio.sleep(0.1)
 
 
 @pytest.fixture

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +23,7 @@ import pytest
 
 from agent_runtime import wire
 from agent_runtime.kube.objects import approval_name
-from tests.support.kube_fixtures import Kubectl
+from tests.support.kube_fixtures import Kubectl, kubectl_and_plugin
 from tests.support.kube_server import RunningEmulator, serve, write_kubeconfig
 from tests.support.runtime import (
     Rpc,
@@ -81,10 +79,7 @@ class Stack:
 
 @contextmanager
 def stack(base: Path, **approval: Any) -> Iterator[Stack]:
-    kubectl_bin = shutil.which("kubectl") or "/usr/bin/kubectl"
-    plugin = Path(sys.executable).parent / "kubectl-gatehouse"
-    if not Path(kubectl_bin).exists() or not plugin.exists():
-        pytest.skip("kubectl or the kubectl-gatehouse plugin is not installed")
+    kubectl_bin, plugin = kubectl_and_plugin()
     with serve() as api, demo_tools(base / "tools") as tools, pytest.MonkeyPatch.context() as mp:
         kubeconfig = write_kubeconfig(base / "kubeconfig", api.url)
         mp.setenv("KUBECONFIG", str(kubeconfig))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -32,7 +31,7 @@ from agent_runtime.slack.decisions import NOT_THIS_REQUEST, UNMAPPED
 from agent_runtime.slack.keeper import ANNOTATION
 from tests.support import helm as helm_support
 from tests.support import slack_api
-from tests.support.kube_fixtures import Kubectl, wait_for
+from tests.support.kube_fixtures import Kubectl, kubectl_and_plugin, wait_for
 from tests.support.kube_server import RunningEmulator, serve
 from tests.support.processes import free_port
 from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, request_ids, state, status_text, write_manifests
@@ -168,10 +167,7 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    kubectl_bin = shutil.which("kubectl") or "/usr/bin/kubectl"
-    plugin = Path(sys.executable).parent / "kubectl-gatehouse"
-    if not Path(kubectl_bin).exists() or not plugin.exists():
-        pytest.skip("kubectl or the kubectl-gatehouse plugin is not installed")
+    kubectl_bin, plugin = kubectl_and_plugin()
     base = tmp_path_factory.mktemp("slack-e2e")
     (base / "tokens").write_text("carol:tok-carol\n")
     (base / "users.yaml").write_text(yaml.safe_dump(USERS))

@@ -14,9 +14,11 @@ via ``KopfRunner``, the runtime, kubectl) finds it through ``$KUBECONFIG``.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,7 +29,7 @@ import pytest
 
 from tests.support.kube_server import RunningEmulator, serve, write_kubeconfig
 
-__all__ = ["Kubectl", "kube", "kube_api", "kubectl", "wait_for"]
+__all__ = ["Kubectl", "kube", "kube_api", "kubectl", "kubectl_and_plugin", "until", "wait_for"]
 
 
 def wait_for(check: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
@@ -44,6 +46,29 @@ def wait_for(check: Callable[[], Any], timeout: float = 15.0, what: str = "condi
                 return last
         time.sleep(0.1)
     pytest.fail(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+async def until(check: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+    """:func:`wait_for` inside an event loop: ``check`` may be a coroutine function; polled without blocking the loop."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = check()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}; last: {value!r}")
+        await asyncio.sleep(0.1)
+
+
+def kubectl_and_plugin() -> tuple[str, Path]:
+    """``kubectl`` and the ``kubectl-gatehouse`` plugin beside this interpreter; the test is skipped without either."""
+    kubectl_bin = shutil.which("kubectl") or "/usr/bin/kubectl"
+    plugin = Path(sys.executable).parent / "kubectl-gatehouse"
+    if not Path(kubectl_bin).exists() or not plugin.exists():
+        pytest.skip("kubectl or the kubectl-gatehouse plugin is not installed")
+    return kubectl_bin, plugin
 
 
 @pytest.fixture
