@@ -49,6 +49,7 @@ from agent_runtime.approvals.records import ApprovalRecord
 from agent_runtime.approvals.tables import approvals, audit_events, votes
 from agent_runtime.database import Database
 from agent_runtime.durations import parse_duration
+from agent_runtime.prepared import Prepared
 from agent_runtime.principals import INTERNAL
 
 EventKind = Literal[
@@ -117,14 +118,14 @@ class AuditQuery:
 
 # --- writing (inside the caller's transaction) ------------------------------------------------------------
 
-_INSERT = audit_events.insert()
-_EXECUTED = audit_events.insert().from_select(
+_INSERT = Prepared(audit_events.insert())
+_EXECUTED = Prepared(audit_events.insert().from_select(
     ["at", "event", "request_id", "principal", "channel", "outcome", "reason", "rule"],
     select(
         bindparam("at", type_=Float), literal_column("'executed'"), approvals.c.id, literal_column(f"'{INTERNAL}'"),
         literal_column("''"), bindparam("outcome", type_=String), literal_column("''"), literal_column("''"),
     ).where(approvals.c.call_id == bindparam("call_id")),
-)
+))
 
 
 def _row(event: str, request_id: str, at: float, principal: str = INTERNAL, channel: str = "", outcome: str = "",
@@ -135,7 +136,7 @@ def _row(event: str, request_id: str, at: float, principal: str = INTERNAL, chan
 
 def requested(conn: Connection, records: Sequence[ApprovalRecord], rules: Mapping[str, str]) -> None:
     """New pending requests (one model turn), asked for over A2A by their requester."""
-    conn.execute(_INSERT, [
+    _INSERT(conn, [
         _row("requested", r.id, r.created_at, r.requested_by, "a2a", "pending", rule=rules.get(r.id, "")) for r in records
     ])
 
@@ -143,34 +144,34 @@ def requested(conn: Connection, records: Sequence[ApprovalRecord], rules: Mappin
 def decided(conn: Connection, request_id: str, at: float, *, status: str, source: str, by: str, reason: str) -> None:
     """A request's outcome: ``decided`` by people, ``timed_out`` or ``canceled`` by the runtime (``source``)."""
     event = _DECISION_EVENT.get(source, "decided")
-    conn.execute(_INSERT, _row(event, request_id, at, by or (INTERNAL if event != "decided" else source), source, status,
+    _INSERT(conn, _row(event, request_id, at, by or (INTERNAL if event != "decided" else source), source, status,
                                reason))
 
 
 def edited(conn: Connection, request_id: str, at: float, *, by: str, channel: str, reason: str) -> None:
     """An approver replaced the pending call's arguments (agent_runtime/edits.py); ``reason`` says what changed and gives
     both arguments' hashes (the arguments themselves stay in the request: ``original_args_json`` and ``args_json``)."""
-    conn.execute(_INSERT, _row("edited", request_id, at, by, channel, "edited", reason))
+    _INSERT(conn, _row("edited", request_id, at, by, channel, "edited", reason))
 
 
 def granted(conn: Connection, record: ApprovalRecord, granted_by: str, rule: str) -> None:
     """A call that ran at once under a session grant (``record.reason`` names the grant)."""
-    conn.execute(_INSERT, _row("granted", record.id, record.created_at, granted_by, "grant", "approved", record.reason, rule))
+    _INSERT(conn, _row("granted", record.id, record.created_at, granted_by, "grant", "approved", record.reason, rule))
 
 
 def started(conn: Connection, request_id: str, at: float) -> None:
     """The approved call was claimed for execution: the tool is called next."""
-    conn.execute(_INSERT, _row("started", request_id, at, outcome="started"))
+    _INSERT(conn, _row("started", request_id, at, outcome="started"))
 
 
 def refused(conn: Connection, request_id: str, at: float, problem: str) -> None:
     """A claim to run the call was refused (a replay, arguments that differ from the approved ones): not run."""
-    conn.execute(_INSERT, _row("refused", request_id, at, outcome="not run", reason=problem))
+    _INSERT(conn, _row("refused", request_id, at, outcome="not run", reason=problem))
 
 
 def executed(conn: Connection, call_id: str, at: float, outcome: str) -> None:
     """The claimed call's tool returned: ``ok``, or ``error`` when it reported one."""
-    conn.execute(_EXECUTED, {"at": at, "outcome": outcome, "call_id": call_id})
+    _EXECUTED(conn, {"at": at, "outcome": outcome, "call_id": call_id})
 
 
 def outcome_of(response: Any) -> str:

@@ -14,13 +14,14 @@ from sqlalchemy import Connection, select
 
 from agent_runtime.approvals.tables import deciders  # on the approvals' own metadata: created with them at start-up
 from agent_runtime.database import Database
+from agent_runtime.prepared import Prepared
 
-_INSERT = deciders.insert()  # built once: a statement made per call with .values() is rebuilt and re-keyed each time
+_INSERT = Prepared(deciders.insert())  # built once: a statement made per call with .values() is rebuilt and re-keyed each time
 
 
 def record(conn: Connection, request_id: str, decided_by: str, decided_at: float) -> None:
     """Write who decided ``request_id``; call inside the deciding transaction."""
-    conn.execute(_INSERT, {"request_id": request_id, "decided_by": decided_by, "decided_at": decided_at})
+    _INSERT(conn, {"request_id": request_id, "decided_by": decided_by, "decided_at": decided_at})
 
 
 async def lookup(db: Database, request_ids: Iterable[str]) -> dict[str, str]:

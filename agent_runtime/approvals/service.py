@@ -40,9 +40,11 @@ from agent_runtime.authority import Judgement, Vote, judge
 from agent_runtime.database import Database
 from agent_runtime.edits import EditPlan
 from agent_runtime.fresh_ids import FreshIds
+from agent_runtime.prepared import Prepared
 
 # The statements of the request path, built once (bind parameters): building a statement per call cost more
-# than running it on sqlite. (An UPDATE's parameters must not be named like a column.)
+# than running it on sqlite; the writes are Prepared (agent_runtime/prepared.py). (An UPDATE's parameters must not
+# be named like a column.)
 _ORDER = (approvals.c.created_at, approvals.c.position)
 _FOR_TASK = select(approvals).where(approvals.c.task_id == bindparam("task_id")).order_by(*_ORDER)
 _PENDING_FOR_TASK = _FOR_TASK.where(approvals.c.status == "pending")
@@ -52,7 +54,7 @@ _PENDING_IN_CONTEXT = select(approvals).where(
     approvals.c.requested_by == bindparam("owner"),
 )
 _LOCK = select(approvals).where(approvals.c.id == bindparam("request_id")).with_for_update()
-_DECIDE = (
+_DECIDE = Prepared(
     update(approvals)
     .where(approvals.c.id == bindparam("w_id"), approvals.c.task_id == bindparam("w_task_id"))
     .where(approvals.c.status == "pending")
@@ -64,7 +66,7 @@ _EXPIRED = (
     .order_by(approvals.c.expires_at).limit(bindparam("limit"))
 )
 _BY_CALL = select(approvals).where(approvals.c.call_id == bindparam("call_id"))
-_FINISH = (
+_FINISH = Prepared(
     update(approvals).where(approvals.c.call_id == bindparam("w_call_id"), approvals.c.exec_state == "started")
     .values(exec_state="done")
 )
@@ -74,7 +76,8 @@ _EDIT = (
             approvers_json=bindparam("new_approvers_json"), original_args_json=bindparam("new_original_args_json"),
             edited_by=bindparam("new_edited_by"))
 )
-_CLAIM = (
+_INSERT = Prepared(approvals.insert())
+_CLAIM = Prepared(
     update(approvals).where(approvals.c.call_id == bindparam("w_call_id"), approvals.c.exec_state == "none")
     .values(exec_state="started")
 )
@@ -205,7 +208,7 @@ class ApprovalService:
             rows = [_record_to_row(r) for r in records]
 
             def write(conn: Connection) -> None:
-                conn.execute(approvals.insert(), rows)
+                _INSERT(conn, rows)
                 audit.requested(conn, records, rules or {})
 
             await self._db.run(write)
@@ -262,11 +265,11 @@ class ApprovalService:
         def transaction(conn: Connection) -> None:
             lost = []
             for request_id, res in resolutions.items():
-                result = conn.execute(_DECIDE, {
+                changed = _DECIDE(conn, {
                     "w_id": request_id, "w_task_id": task_id, "new_status": res.status, "new_reason": res.reason,
                     "new_scope": res.scope, "new_source": source, "new_decided_at": now,
                 })
-                if result.rowcount != 1:
+                if changed != 1:
                     lost.append(request_id)
                 else:
                     audit.decided(conn, request_id, now, status=res.status, source=source, by=by, reason=res.reason)
@@ -342,7 +345,7 @@ class ApprovalService:
                 if judgement.counted and tally.outcome != "pending":
                     status: ApprovalStatus = "approved" if tally.outcome == "approved" else "denied"
                     reason = tally.denied_by.reason if tally.denied_by is not None else cast.reason
-                    conn.execute(_DECIDE, {
+                    _DECIDE(conn, {
                         "w_id": request_id, "w_task_id": task_id, "new_status": status, "new_reason": reason,
                         "new_scope": scope if status == "approved" else "once", "new_source": cast.channel,
                         "new_decided_at": now,
@@ -450,7 +453,7 @@ class ApprovalService:
         )
 
         def write(conn: Connection) -> None:
-            conn.execute(approvals.insert(), [_record_to_row(record)])
+            _INSERT(conn, [_record_to_row(record)])
             deciders_record(conn, record.id, grant.granted_by, now)
             audit.granted(conn, record, grant.granted_by, rule)
 
@@ -509,15 +512,14 @@ class ApprovalService:
             return Claim(record, f"the call is {record.status}, not approved; it was not run")
         if record.tool != tool or record.requested_hash != args_hash:
             return Claim(record, "the call's arguments differ from the approved ones; it was not run")
-        result = conn.execute(_CLAIM, {"w_call_id": call_id})
-        if result.rowcount != 1:
+        if _CLAIM(conn, {"w_call_id": call_id}) != 1:
             return Claim(record, _already_claimed(conn, call_id))
         return Claim(replace(record, exec_state="started"))
 
     async def finish_execution(self, call_id: str, outcome: str = "ok") -> None:
         """The claimed call's tool returned; ``outcome`` (ok, error: approvals/audit.py ``outcome_of``) is audited."""
         def transaction(conn: Connection) -> None:
-            if conn.execute(_FINISH, {"w_call_id": call_id}).rowcount == 1:
+            if _FINISH(conn, {"w_call_id": call_id}) == 1:
                 audit.executed(conn, call_id, self._clock(), outcome)
 
         await self._db.run(transaction)

@@ -22,13 +22,14 @@ from sqlalchemy import Connection, bindparam, select
 from agent_runtime.approvals.tables import approvals, votes
 from agent_runtime.authority import Vote
 from agent_runtime.database import Database
+from agent_runtime.prepared import Prepared
 
 # Each vote with the request's current arguments' hash and who edited them: a vote cast on other arguments is stale.
 _WITH_REQUEST = select(
     votes, approvals.c.args_hash.label("current_hash"), approvals.c.original_args_json.label("original_args"),
     approvals.c.edited_by.label("editor"),
 ).join(approvals, approvals.c.id == votes.c.request_id)
-_INSERT = votes.insert()  # built once: a statement made per call with .values() is rebuilt and re-keyed each time
+_INSERT = Prepared(votes.insert())  # built once: a statement made per call with .values() is rebuilt and re-keyed each time
 _FOR_REQUEST = _WITH_REQUEST.where(votes.c.request_id == bindparam("request_id")).order_by(votes.c.id)
 
 
@@ -64,7 +65,7 @@ def counted(cast: Sequence[CastVote]) -> list[Vote]:
 def write(conn: Connection, request_id: str, cast: CastVote, args_hash: str) -> None:
     """Record ``cast`` on ``request_id`` as it stands with arguments ``args_hash``."""
     v = cast.vote
-    conn.execute(_INSERT, {
+    _INSERT(conn, {
         "request_id": request_id, "principal": v.principal, "seen_as": v.seen_as, "groups_json": json.dumps(sorted(v.groups)),
         "ballot": v.ballot, "reason": v.reason, "channel": v.channel, "cast_at": cast.cast_at, "counted": cast.counted,
         "note": cast.note, "args_hash": args_hash,

@@ -52,6 +52,7 @@ from sqlalchemy import (
 
 from agent_runtime.database import Database
 from agent_runtime.fresh_ids import FreshIds
+from agent_runtime.prepared import Prepared
 
 metadata = MetaData()
 
@@ -87,9 +88,9 @@ def _by_key(table: Table) -> Any:
 
 
 # The statements of every run, built once.
-_UPDATE_SESSION = update(sessions_table).where(*_by_key(sessions_table))
-_INSERT_SESSION = insert(sessions_table)
-_INSERT_EVENTS = insert(events_table)
+_UPDATE_SESSION = Prepared(update(sessions_table).where(*_by_key(sessions_table)))
+_INSERT_SESSION = Prepared(insert(sessions_table))
+_INSERT_EVENTS = Prepared(insert(events_table))
 _SESSION = select(sessions_table).where(*_by_key(sessions_table))
 _EVENT_COUNT = select(sessions_table.c.event_count).where(*_by_key(sessions_table))
 _DELETE_EVENTS = delete(events_table).where(*_by_key(events_table))
@@ -228,13 +229,13 @@ class DurableSessionService(BaseSessionService):
 
             def transaction(conn: Connection) -> None:
                 if stored:
-                    conn.execute(_UPDATE_SESSION, {**values, **_key_params(key)})
+                    _UPDATE_SESSION(conn, {**values, **_key_params(key)})
                 else:
-                    conn.execute(_INSERT_SESSION, {
+                    _INSERT_SESSION(conn, {
                         "app_name": key[0], "user_id": key[1], "session_id": key[2], "created_at": time.time(), **values
                     })
                 if rows:
-                    conn.execute(_INSERT_EVENTS, rows)
+                    _INSERT_EVENTS(conn, rows)
 
             await self._db.run(transaction)
             entry.stored, entry.persisted_events = True, count

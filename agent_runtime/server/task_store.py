@@ -15,7 +15,7 @@ user: :mod:`agent_runtime.server.owners`); reads and listings are filtered by it
 "task not found". :meth:`CachedTaskStore.owner_of` tells the runtime's own resumers whom to act for, and
 :meth:`CachedTaskStore.adopt_unowned` gives tasks written before tasks had owners to a configured principal.
 
-Saves run one prepared upsert (built once, with bind parameters) on
+Saves run one prepared upsert (built once, with bind parameters; :mod:`agent_runtime.prepared`) on
 :class:`~agent_runtime.database.Database`, and cache misses one select. Listing, and everything on Postgres
 (where replicas may share the table and must see every step), use the parent class unchanged, without a
 cache.
@@ -35,6 +35,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from agent_runtime.database import Database
 from agent_runtime.fresh_ids import FreshIds
+from agent_runtime.prepared import Prepared
 from agent_runtime.server.owners import owner_name
 
 # States a client may come back to: a pause or an end. Written at once; anything else is written with them.
@@ -66,9 +67,9 @@ class CachedTaskStore(DatabaseTaskStore):
         table = self._table
         # Built once: constructing an upsert per save cost more than the transaction itself.
         upsert = sqlite_insert(table)  # its VALUES come from each save's parameters
-        self._upsert = upsert.on_conflict_do_update(
+        self._upsert = Prepared(upsert.on_conflict_do_update(
             index_elements=[table.c.id], set_={c: upsert.excluded[c] for _, c in self._columns if c != "id"},
-        )
+        ))
         self._select = select(table).where(table.c.id == bindparam("task_id"), table.c.owner == bindparam("owner"))
 
     def _key(self, task_id: str, context: ServerCallContext) -> tuple[str, str]:
@@ -131,7 +132,7 @@ class CachedTaskStore(DatabaseTaskStore):
     async def _write(self, owner: str, task: Task) -> None:
         model = self._to_orm(task, owner)
         values: dict[str, Any] = {column: getattr(model, key) for key, column in self._columns}
-        await self._db.run(lambda conn: conn.execute(self._upsert, values))
+        await self._db.run(lambda conn: self._upsert(conn, values))
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         if not self._lean:

@@ -1,0 +1,94 @@
+"""agent_runtime.prepared: a Prepared write leaves the database exactly as SQLAlchemy's own execution would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sqlalchemy import JSON, Boolean, Column, Float, Integer, MetaData, String, Table, bindparam, select, update
+
+from agent_runtime.database import Database
+from agent_runtime.prepared import Prepared
+
+metadata = MetaData()
+things = Table(
+    "things", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(32), nullable=False),
+    Column("weight", Float),
+    Column("ok", Boolean),
+    Column("doc", JSON),
+    Column("note", String(32), nullable=False, default="none"),
+)
+INSERT = things.insert()
+RENAME = update(things).where(things.c.name == bindparam("w_name")).values(name=bindparam("new_name"))
+
+rows = st.fixed_dictionaries({
+    "name": st.text(max_size=8),
+    "weight": st.none() | st.integers(-10, 10) | st.floats(allow_nan=False, allow_infinity=False),
+    "ok": st.none() | st.booleans(),
+    "doc": st.none() | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    "note": st.text(max_size=4),
+})
+
+
+async def _db(tmp_path: Path, name: str) -> Database:
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / name}")
+    await db.create_tables(metadata)
+    return db
+
+
+def _stored(db: Database) -> Any:
+    return db.run(lambda conn: [tuple(r) for r in conn.execute(select(things).order_by(things.c.id))], write=False)
+
+
+@settings(max_examples=40, deadline=None)
+@given(batch=st.lists(rows, min_size=1, max_size=4))
+async def test_rows_written_prepared_read_back_as_sqlalchemy_writes_them(tmp_path_factory: Any, batch: list[dict[str, Any]]) -> None:
+    tmp = tmp_path_factory.mktemp("p")
+    ours, theirs = await _db(tmp, "ours.db"), await _db(tmp, "theirs.db")
+    prepared = Prepared(INSERT)
+    try:
+        assert await ours.run(lambda conn: prepared(conn, batch)) == len(batch)
+        await ours.run(lambda conn: prepared(conn, batch[0]))
+        await theirs.run(lambda conn: conn.execute(INSERT, batch))
+        await theirs.run(lambda conn: conn.execute(INSERT, batch[0]))
+        assert await _stored(ours) == await _stored(theirs)
+    finally:
+        await ours.dispose()
+        await theirs.dispose()
+
+
+async def test_an_update_returns_the_rows_it_changed(tmp_path: Path) -> None:
+    db = await _db(tmp_path, "u.db")
+    insert, rename = Prepared(INSERT), Prepared(RENAME)
+    await db.run(lambda conn: insert(conn, [{"name": "a", "note": ""}, {"name": "a", "note": ""}, {"name": "b", "note": ""}]))
+    assert await db.run(lambda conn: rename(conn, {"w_name": "a", "new_name": "c"})) == 2
+    assert await db.run(lambda conn: rename(conn, {"w_name": "zzz", "new_name": "d"})) == 0
+    assert sorted(r[1] for r in await _stored(db)) == ["b", "c", "c"]
+    await db.dispose()
+
+
+async def test_a_column_default_the_caller_left_out_is_filled_in_as_sqlalchemy_does(tmp_path: Path) -> None:
+    db = await _db(tmp_path, "d.db")
+    insert = Prepared(INSERT)
+    await db.run(lambda conn: insert(conn, {"name": "x"}))  # no "note": SQLAlchemy's default applies
+    assert [r[-1] for r in await _stored(db)] == ["none"]
+    await db.dispose()
+
+
+async def test_a_failing_write_rolls_back_with_its_transaction(tmp_path: Path) -> None:
+    db = await _db(tmp_path, "r.db")
+    insert = Prepared(INSERT)
+
+    def half(conn: Any) -> None:
+        insert(conn, {"name": "kept?", "note": ""})
+        raise RuntimeError("after the write")
+
+    with pytest.raises(RuntimeError):
+        await db.run(half)
+    assert await _stored(db) == []
+    await db.dispose()
