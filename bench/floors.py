@@ -15,7 +15,11 @@ them alone, with the same client, scripted model and demo-tools server as the ta
 ``pause_floor_ms`` = a2a pause + ADK pause turn; ``resume_floor_ms`` = a2a reply + ADK resume turn + MCP call.
 Everything above those is durability, the gate, and the glue between the libraries. ``decisions_per_second_ceiling``
 is what one process (one core) could decide if a decision cost only the libraries' CPU: the a2a-sdk server's per
-request, the ADK resume turn (in memory it is all CPU) and the MCP client's per call.
+request, the ADK resume turn (in memory it is all CPU) and the MCP client's per call. The iterations run in rounds
+(a2a-sdk, google-adk, MCP, then again), a ceiling per round; ``decisions_per_second_ceiling`` is their median (bar 2's
+denominator, as its numerator is the median of the held section's rounds), ``decisions_per_second_ceiling_rounds``
+each round's, ``decisions_per_second_ceiling_pooled`` the same sum over every round at once. The floors are p50s over
+every round.
 
     python -m bench.floors --serve-a2a --port 8000      # the do-nothing a2a-sdk server (the bench starts it)
 """
@@ -25,10 +29,11 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +41,7 @@ import httpx
 import psutil
 
 from bench.protocols import Protocol, send_message
-from bench.scenarios import client, percentile
+from bench.scenarios import client, percentile, split_rounds
 from bench.targets import ADK_CARD as AGENT_CARD
 from bench.targets import Target, ToolsServer, running
 
@@ -87,18 +92,32 @@ def serve_a2a(port: int) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
-async def _timed(step: Callable[[int], Awaitable[Any]], iterations: int, warmup: int) -> list[float]:
-    seconds = []
-    for i in range(warmup + iterations):
-        start = time.perf_counter()
-        await step(i)
-        if i >= warmup:
-            seconds.append(time.perf_counter() - start)
-    return seconds
-
-
 def _ms(seconds: list[float], q: float = 50) -> float:
     return round(percentile(seconds, q) * 1000, 2)
+
+
+def cpu_reader(pid: int) -> Callable[[], float]:
+    """A function reading the CPU seconds ``pid`` has used so far: the sum of its threads' run time in Linux's
+    ``/proc/PID/task/*/schedstat`` (nanoseconds), where the kernel keeps it; psutil's user + system time (10 ms ticks,
+    too coarse for a round of a few dozen requests) elsewhere. The source is chosen once, so deltas never mix them."""
+
+    def schedstat() -> float:
+        total = 0
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except FileNotFoundError:  # a thread that ended meanwhile
+                continue
+        return total / 1e9
+
+    try:
+        if schedstat() > 0:
+            return schedstat
+    except (OSError, ValueError, IndexError):
+        pass
+    process = psutil.Process(pid)
+    return lambda: float(sum(process.cpu_times()[:2]))
 
 
 @dataclass
@@ -107,7 +126,7 @@ class _A2aFloorTarget(Target):
 
     key: str = "a2a_floor"
     label: str = "a2a-sdk floor"
-    protocol: Protocol = "gatehouse"  # unused: the floor is driven by plain messages (``_a2a``)
+    protocol: Protocol = "gatehouse"  # unused: the floor is driven by plain messages (``_a2a_round``)
     ready_path: str = AGENT_CARD
 
     def command(self, port: int, state_dir: Path, tools_url: str, work: Path) -> list[str]:
@@ -117,34 +136,49 @@ class _A2aFloorTarget(Target):
         return None
 
 
-async def _a2a(tools: ToolsServer, work: Path, iterations: int, warmup: int) -> dict[str, Any]:
-    with running(_A2aFloorTarget(), work, tools.url, "a2a-floor") as target:
-        url = target.url + "/"
-        server = psutil.Process(target.pid)
-        pauses: list[float] = []
-        replies: list[float] = []
-        async with client() as http:
-            cpu_before = sum(server.cpu_times()[:2])
-            for i in range(warmup + iterations):
-                msg = {"messageId": f"p{i}", "role": "ROLE_USER", "parts": [{"text": "hello"}]}
-                start = time.perf_counter()
-                task = await send_message(http, url, msg)
-                paused = time.perf_counter()
-                reply = {"messageId": f"r{i}", "role": "ROLE_USER", "parts": [{"text": "ok"}],
-                         "taskId": task["id"], "contextId": task["contextId"]}
-                done = await send_message(http, url, reply)
-                end = time.perf_counter()
-                if task["status"]["state"] != "TASK_STATE_INPUT_REQUIRED" or done["status"]["state"] != "TASK_STATE_COMPLETED":
-                    raise RuntimeError(f"a2a-sdk floor server answered {task['status']} then {done['status']}")
-                if i >= warmup:
-                    pauses.append(paused - start)
-                    replies.append(end - paused)
-            cpu = sum(server.cpu_times()[:2]) - cpu_before
-    requests = 2 * (warmup + iterations)
-    return {"pause_ms": _ms(pauses), "reply_ms": _ms(replies), "server_cpu_ms_per_request": round(cpu / requests * 1000, 2)}
+@dataclass
+class _Samples:
+    """One part's samples in one round (or all rounds pooled): seconds of each step, and the CPU of the measured ones."""
+
+    first: list[float] = field(default_factory=list)  # a2a pause / ADK pause turn / MCP call
+    second: list[float] = field(default_factory=list)  # a2a reply / ADK resume turn
+    cpu: float = 0.0  # the a2a server's / the MCP client's CPU seconds over the measured steps
+    count: int = 0  # requests (a2a: two per iteration) or calls the CPU was spent on
+
+    def add(self, other: _Samples) -> None:
+        self.first += other.first
+        self.second += other.second
+        self.cpu += other.cpu
+        self.count += other.count
 
 
-async def _adk(iterations: int, warmup: int) -> dict[str, Any]:
+async def _a2a_round(http: httpx.AsyncClient, url: str, cpu: Callable[[], float], start: int, count: int,
+                     warmup: int) -> _Samples:
+    out = _Samples()
+    for i in range(start, start + warmup + count):
+        if i == start + warmup:
+            before = cpu()
+        msg = {"messageId": f"p{i}", "role": "ROLE_USER", "parts": [{"text": "hello"}]}
+        begin = time.perf_counter()
+        task = await send_message(http, url, msg)
+        paused = time.perf_counter()
+        reply = {"messageId": f"r{i}", "role": "ROLE_USER", "parts": [{"text": "ok"}],
+                 "taskId": task["id"], "contextId": task["contextId"]}
+        done = await send_message(http, url, reply)
+        end = time.perf_counter()
+        if task["status"]["state"] != "TASK_STATE_INPUT_REQUIRED" or done["status"]["state"] != "TASK_STATE_COMPLETED":
+            raise RuntimeError(f"a2a-sdk floor server answered {task['status']} then {done['status']}")
+        if i >= start + warmup:
+            out.first.append(paused - begin)
+            out.second.append(end - paused)
+    out.cpu, out.count = cpu() - before, 2 * count
+    return out
+
+
+def _adk_turns() -> tuple[Callable[[int], Awaitable[tuple[float, float]]], list[str]]:
+    """google-adk's Runner, in-memory session, the Scripted model and ADK's own confirmation on a local function: a
+    coroutine function timing the turn that pauses and the turn that resumes of conversation ``i``; and the list of
+    the function's runs."""
     from google.adk.agents import LlmAgent
     from google.adk.runners import Runner
     from google.adk.sessions import InMemorySessionService
@@ -174,10 +208,7 @@ async def _adk(iterations: int, warmup: int) -> dict[str, Any]:
         content = types.Content(role="user", parts=parts)
         return [e async for e in runner.run_async(user_id="u", session_id=session_id, new_message=content)]
 
-    pauses: list[float] = []
-    resumes: list[float] = []
-
-    async def pause_and_resume(i: int) -> None:
+    async def pause_and_resume(i: int) -> tuple[float, float]:
         session = await sessions.create_session(app_name="floor", user_id="u")
         start = time.perf_counter()
         events = await run(session.id, [types.Part(text=f"touch f{i}")])
@@ -188,48 +219,91 @@ async def _adk(iterations: int, warmup: int) -> dict[str, Any]:
         answer = types.FunctionResponse(name="adk_request_confirmation", id=asks[0].id, response={"confirmed": True})
         start_resume = time.perf_counter()
         await run(session.id, [types.Part(function_response=answer)])
-        end = time.perf_counter()
-        if i >= warmup:
-            pauses.append(paused - start)
-            resumes.append(end - start_resume)
+        return paused - start, time.perf_counter() - start_resume
 
+    return pause_and_resume, ran
+
+
+async def _adk_round(turns: Callable[[int], Awaitable[tuple[float, float]]], start: int, count: int,
+                     warmup: int) -> _Samples:
+    out = _Samples()
     threshold = gc.get_threshold()
     gc.collect()
     gc.freeze()  # the runtime's garbage-collector settings (cli._settle_heap), for this part only
     gc.set_threshold(10_000, 10, 10)
     try:
-        for i in range(warmup + iterations):
-            await pause_and_resume(i)
+        for i in range(start, start + warmup + count):
+            pause_s, resume_s = await turns(i)
+            if i >= start + warmup:
+                out.first.append(pause_s)
+                out.second.append(resume_s)
     finally:
         gc.set_threshold(*threshold)
         gc.unfreeze()
-    if ran != [f"f{i}" for i in range(warmup + iterations)]:
-        raise RuntimeError(f"the confirmed tool did not run once per turn: {ran[:5]}...")
-    return {"pause_turn_ms": _ms(pauses), "resume_turn_ms": _ms(resumes)}
+    return out
 
 
-async def _mcp(tools: ToolsServer, iterations: int, warmup: int) -> dict[str, Any]:
+async def _mcp_round(session: Any, count: int, warmup: int) -> _Samples:
+    out = _Samples()
+    for i in range(warmup + count):
+        if i == warmup:
+            before = time.process_time()
+        begin = time.perf_counter()
+        await session.call_tool("read_file", {"path": "floor.txt"})
+        if i >= warmup:
+            out.first.append(time.perf_counter() - begin)
+    out.cpu, out.count = time.process_time() - before, count
+    return out
+
+
+def ceiling(a2a: _Samples, adk: _Samples, mcp: _Samples) -> float:
+    """Decisions/s one process could reach on the libraries' CPU alone: 1000 / (the a2a-sdk server's CPU per request +
+    the ADK resume turn p50 + the MCP client's CPU per call), in ms."""
+    return round(1000 / (a2a.cpu / a2a.count * 1000 + _ms(adk.second) + mcp.cpu / mcp.count * 1000), 1)
+
+
+async def measure(tools: ToolsServer, work: Path, iterations: int, warmup: int, rounds: int = 1) -> dict[str, Any]:
+    """The three floors and the pause/resume floors they add up to (see the module docstring).
+
+    ``iterations`` are split into ``rounds``; each round runs a2a-sdk, then google-adk, then the MCP client (the
+    warm-up before the first), so a slow stretch of the machine falls on one round of all three. The floors are the
+    p50s over every round; the ceiling is the median of the rounds' ceilings (bar 2 divides by it)."""
     from mcp import Client
 
+    counts = split_rounds(iterations, rounds)
+    parts = {"a2a": _Samples(), "adk": _Samples(), "mcp": _Samples()}
+    ceilings: list[float] = []
     tools.touch(["floor.txt"])
-    async with Client(tools.url) as session:
-        cpu_before = time.process_time()
-        seconds = await _timed(lambda i: session.call_tool("read_file", {"path": "floor.txt"}), iterations, warmup)
-        cpu = time.process_time() - cpu_before
-    return {"call_ms": _ms(seconds), "client_cpu_ms_per_call": round(cpu / (warmup + iterations) * 1000, 2)}
-
-
-async def measure(tools: ToolsServer, work: Path, iterations: int, warmup: int) -> dict[str, Any]:
-    """The three floors and the pause/resume floors they add up to (see the module docstring)."""
-    a2a = await _a2a(tools, work, iterations, warmup)
-    adk = await _adk(iterations, warmup)
-    mcp = await _mcp(tools, iterations, warmup)
+    turns, ran = _adk_turns()
+    with running(_A2aFloorTarget(), work, tools.url, "a2a-floor") as a2a_server:
+        cpu = cpu_reader(a2a_server.pid)
+        async with client() as http, Client(tools.url) as session:
+            start = 0
+            for r, count in enumerate(counts):
+                warm = warmup if r == 0 else 0
+                a2a = await _a2a_round(http, a2a_server.url + "/", cpu, start, count, warm)
+                adk = await _adk_round(turns, start, count, warm)
+                mcp = await _mcp_round(session, count, warm)
+                start += warm + count
+                ceilings.append(ceiling(a2a, adk, mcp))
+                for key, part in (("a2a", a2a), ("adk", adk), ("mcp", mcp)):
+                    parts[key].add(part)
+    if ran != [f"f{i}" for i in range(warmup + iterations)]:
+        raise RuntimeError(f"the confirmed tool did not run once per turn: {ran[:5]}...")
+    a2a, adk, mcp = parts["a2a"], parts["adk"], parts["mcp"]
+    out_a2a = {"pause_ms": _ms(a2a.first), "reply_ms": _ms(a2a.second),
+               "server_cpu_ms_per_request": round(a2a.cpu / a2a.count * 1000, 2)}
+    out_adk = {"pause_turn_ms": _ms(adk.first), "resume_turn_ms": _ms(adk.second)}
+    out_mcp = {"call_ms": _ms(mcp.first), "client_cpu_ms_per_call": round(mcp.cpu / mcp.count * 1000, 2)}
     return {
-        "a2a": a2a, "adk": adk, "mcp": mcp,
-        "pause_floor_ms": round(a2a["pause_ms"] + adk["pause_turn_ms"], 2),
-        "resume_floor_ms": round(a2a["reply_ms"] + adk["resume_turn_ms"] + mcp["call_ms"], 2),
-        "decisions_per_second_ceiling": round(
-            1000 / (a2a["server_cpu_ms_per_request"] + adk["resume_turn_ms"] + mcp["client_cpu_ms_per_call"]), 1),
+        "a2a": out_a2a, "adk": out_adk, "mcp": out_mcp,
+        "pause_floor_ms": round(out_a2a["pause_ms"] + out_adk["pause_turn_ms"], 2),
+        "resume_floor_ms": round(out_a2a["reply_ms"] + out_adk["resume_turn_ms"] + out_mcp["call_ms"], 2),
+        "rounds": len(counts),
+        "decisions_per_second_ceiling": round(statistics.median(ceilings), 1),
+        "decisions_per_second_ceiling_rounds": ceilings,
+        "decisions_per_second_ceiling_pooled": round(1000 / (out_a2a["server_cpu_ms_per_request"]
+                                                             + out_adk["resume_turn_ms"] + out_mcp["client_cpu_ms_per_call"]), 1),
     }
 
 

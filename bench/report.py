@@ -77,7 +77,7 @@ def metrics(held: int, levels: tuple[int, ...]) -> list[Metric]:
                "< 200 MB" if full else f"(< 200 MB at {FULL_HELD:,})", (lambda v, r: v < 200) if full else None,
                sections=hld),
         Metric(f"{held:,} decisions (s)", _path("held", "decisions_seconds")),
-        Metric("decisions/s", _path("held", "decisions_per_second"), "(bar 2: see Bars)"),
+        Metric("decisions/s", _path("held", "decisions_per_second"), "(median of rounds; bar 2: see Bars)"),
     ]
     out += [
         Metric(f"lost at {level} concurrent (%)", _path("loss", str(level), "lost_percent"),
@@ -236,7 +236,9 @@ def print_floors(floors: dict[str, Any], gatehouse: dict[str, Any] | None) -> No
     table.add_row("MCP tools/call over streamable HTTP", "", _cell(mcp["call_ms"]),
                   f"{_cell(mcp['client_cpu_ms_per_call'])} (client)")
     table.add_row("floor (sum)", _cell(floors["pause_floor_ms"]), _cell(floors["resume_floor_ms"]), "", style="bold")
-    table.add_row("decisions/s one process could reach on the libraries' CPU alone",
+    rounds = floors.get("decisions_per_second_ceiling_rounds") or []
+    table.add_row("decisions/s one process could reach on the libraries' CPU alone"
+                  + (f" (median of {len(rounds)} rounds)" if len(rounds) > 1 else ""),
                   "", _cell(floors["decisions_per_second_ceiling"]), "", style="bold")
     latency = (gatehouse or {}).get("latency")
     if latency:

@@ -3,6 +3,7 @@
     python -m bench.run [--quick] [--targets gatehouse,gatehouse_local,adk_durable,adk_memory] [--out bench/results] ...
     python -m bench.run --only operator [--operator-agents 2000] --out /tmp/op   # just the operator rows
     python -m bench.run --only backlog --quick                                    # just the backlog (bar 3)
+    python -m bench.run --only held --quick                                       # floors + held decisions (bar 2)
     python -m bench.run --only kubectl --quick                                    # kubectl decisions, mirror lag
 
 Order of a run (one demo-tools MCP server, with a journal, serves every target):
@@ -13,7 +14,8 @@ Order of a run (one demo-tools MCP server, with a journal, serves every target):
    a decision to the tool having run over A2A and over REST, interleaved (bar 4's second half);
 3. loss at each concurrency level, one target after the other (order rotates per level);
 4. stop them; extra cold starts (``--cold-starts``), interleaved;
-5. per target, a fresh server holds N paused conversations (RSS), then N decisions (decisions/s);
+5. per target, a fresh server holds N paused conversations (RSS); then the N decisions in ``--rounds`` rounds, the
+   targets taking turns (decisions/s: the median of the rounds; bar 2, over the floors' ceiling, also a median);
 6. ``gatehouse`` only: the backlog, one fresh server per size holding 100, 1,000 and 10,000 paused conversations,
    probed in turn (bar 3);
 7. ``gatehouse`` only: restarts, start to the first pause served, against the import floor (bar 5);
@@ -64,7 +66,7 @@ ALL = ("gatehouse", "gatehouse_local", "adk_durable", "adk_memory")
 GATEHOUSE = ("gatehouse", "gatehouse_local")
 SECTIONS = ("floors", "latency", "decisions", "loss", "cold_start", "held", "backlog", "restart", "kubectl", "mirror",
             "operator")
-ONLY = ("operator", "real-model", "backlog", "restart", "kubectl")
+ONLY = ("operator", "real-model", "backlog", "restart", "kubectl", "held")
 KUBECTL = ("kubectl", "mirror")  # what --only kubectl runs
 
 
@@ -76,6 +78,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, help="unrecorded iterations first (default 5, quick 3)")
     p.add_argument("--paused", type=int, help="conversations held paused, then decided (default 1000, quick 200)")
     p.add_argument("--concurrency", type=int, default=20, help="concurrency of the paused/decisions scenario")
+    p.add_argument("--rounds", type=int,
+                   help="rounds of bar 2's figures: the held decisions (the targets in turn) and the library floors' "
+                        "iterations (the ceiling per round); each reported as the median of its rounds (default 5, "
+                        "quick 4)")
     p.add_argument("--loss-levels", default="20,40,60", help="concurrency levels of the loss scenario")
     p.add_argument("--loss-conversations", type=int, help="conversations per loss level (default 500, quick 100)")
     p.add_argument("--cold-starts", type=int, help="cold-start samples per target (default 3, quick 1)")
@@ -107,7 +113,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--only", choices=ONLY,
                    help="run only these rows: 'operator' starts no runtime server, 'real-model' only the real-model "
                         "row, 'backlog', 'restart' and 'kubectl' only that section of the gatehouse target (the other rows "
-                        "say so)")
+                        "say so), 'held' the library floors and the held decisions of --targets (bar 2)")
     args = p.parse_args(argv)
     wanted = [t.strip() for t in args.targets.split(",") if t.strip()]
     unknown = sorted(set(wanted) - set(ALL))
@@ -122,6 +128,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.real_model, args.operator_agents = True, 0
     if args.only in ("backlog", "restart", "kubectl"):
         args.targets, args.operator_agents = ["gatehouse"], 0
+    if args.only == "held":  # every target of --targets: the rounds of bar 2 take turns between them
+        args.operator_agents = 0
     return args
 
 
@@ -131,6 +139,8 @@ def sections_for(args: argparse.Namespace) -> set[str]:
         return {"operator"} if args.operator_agents > 0 else set()
     if args.only in ("backlog", "restart"):
         return {args.only}
+    if args.only == "held":
+        return {"floors", "held"}
     if args.only == "kubectl":
         return set(KUBECTL)
     if args.only == "real-model":
@@ -148,6 +158,7 @@ def settings_from(args: argparse.Namespace) -> scenarios.Settings:
         warmup=args.warmup if args.warmup is not None else (3 if q else 5),
         paused=args.paused or (200 if q else 1000),
         concurrency=args.concurrency,
+        rounds=args.rounds or (4 if q else 5),
         loss_levels=tuple(int(x) for x in args.loss_levels.split(",") if x.strip()),
         loss_conversations=args.loss_conversations or (100 if q else 500),
         cold_starts=args.cold_starts or (1 if q else 3),
@@ -233,8 +244,10 @@ async def measure(targets: list[Target], reasons: dict[str, str], s: scenarios.S
             quiet.check("floors")
             log(f"library floors: {s.iterations} iterations each (a2a-sdk, google-adk, MCP client alone)")
             try:
-                floor = await floors.measure(tools, work, s.iterations, s.warmup)
-                log(f"  pause floor {floor['pause_floor_ms']} ms, resume floor {floor['resume_floor_ms']} ms")
+                floor = await floors.measure(tools, work, s.iterations, s.warmup, s.rounds)
+                log(f"  pause floor {floor['pause_floor_ms']} ms, resume floor {floor['resume_floor_ms']} ms; ceiling "
+                    f"{floor['decisions_per_second_ceiling']}/s (median of "
+                    f"{', '.join(str(x) for x in floor['decisions_per_second_ceiling_rounds'])})")
             except (RuntimeError, OSError, StepError) as exc:  # a reference point only: the targets still run
                 floor = {"error": f"{type(exc).__name__}: {exc}"}
                 log(f"  library floors not measured: {floor['error']}")
@@ -286,13 +299,19 @@ async def measure(targets: list[Target], reasons: dict[str, str], s: scenarios.S
                         cold[t.key].append(_cold(server, s.settle))
         if "held" in sections and live:
             quiet.check("held")
-            for t in live:
-                log(f"{t.label}: {s.paused} paused, then {s.paused} decisions at concurrency {s.concurrency}")
-                value = await scenarios.paused_then_decided(t, work, tools, s.paused, s.concurrency, s.settle)
-                results[t.key]["held"] = value
-                log(f"  RSS {value['rss_at_rest_mb']} → {value['rss_paused_mb']} MB; {value['decisions']} decisions in "
-                    f"{value['decisions_seconds']}s ({value['decisions_per_second']}/s); errors "
-                    f"{value['pause_errors']} {value['decision_errors']}")
+            log(f"held: a server per target holding {s.paused:,} paused, then {s.paused:,} decisions at concurrency "
+                f"{s.concurrency} in {s.rounds} rounds, the targets in turn")
+            held = await scenarios.paused_then_decided(live, work, tools, s.paused, s.concurrency, s.rounds, s.settle)
+            for key, value in held.items():
+                results[key]["held"] = value
+                if value.get("reason"):
+                    continue
+                log(f"  {key}: RSS {value['rss_at_rest_mb']} → {value['rss_paused_mb']} MB; {value['decisions']} "
+                    f"decisions in {value['decisions_seconds']}s, median {value['decisions_per_second']}/s of "
+                    f"{', '.join(str(x) for x in value['decisions_per_second_rounds'])}; errors "
+                    f"{value['pause_errors']} {value['decision_errors']}"
+                    + (f"; WARNING: {value['tool_not_run']} decided without the tool having run (the journal; see "
+                       f"the server log under --work)" if value["tool_not_run"] else ""))
         default = next((t for t in live if t.key == "gatehouse"), None)
         if "backlog" in sections and default is not None and s.backlog:
             log(f"backlog: {default.label} runtimes holding {', '.join(f'{n:,}' for n in s.backlog)} paused "
@@ -362,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         targets, reasons = [], dict.fromkeys(ALL, f"not run (--only {args.only})")
     else:
         targets, reasons = choose_targets(args.targets)
-        if args.only:
+        if args.only and args.only != "held":
             reasons = {k: v if k == "gatehouse" else f"not run (--only {args.only})" for k, v in reasons.items()}
     for key, reason in reasons.items():
         if reason and key in args.targets:

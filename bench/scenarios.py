@@ -4,8 +4,8 @@
   model calls per approved call (the server's own counter, before and after) and tool runs per approval.
 - :func:`loss` — N conversations (pause + approve) at a fixed concurrency; a conversation is lost if a request
   failed (HTTP, JSON-RPC), the task ended in the wrong state, or the tool ran zero or two times (the journal).
-- :func:`paused_then_decided` — a fresh server holds N paused conversations (RSS), then N decisions over HTTP
-  at a fixed concurrency (decisions/s).
+- :func:`paused_then_decided` — a fresh server per target holds N paused conversations (RSS), then N decisions over
+  HTTP at a fixed concurrency, in rounds, the targets taking turns (decisions/s: the median of the rounds).
 - :func:`cold_start` — seconds from spawn to ready, and RSS at rest.
 - :func:`backlog` — one server per backlog size of paused conversations (100, 1,000, 10,000), probed in turn: at each
   size RSS, pause/resume p50, ``GET /approvals`` p50 and decisions/s.
@@ -42,7 +42,8 @@ from bench.protocols import Endpoint, Paused, StepError, approve, pause
 from bench.targets import Server, Target, ToolsServer, running
 
 __all__ = ["JournalClock", "Settings", "backlog", "cold_start", "decision_paths", "import_floor_seconds",
-           "imported_modules", "journal_times", "latency", "loss", "paused_then_decided", "percentile", "restart", "stats"]
+           "imported_modules", "journal_times", "latency", "loss", "paused_then_decided", "percentile", "restart",
+           "split_rounds", "stats"]
 
 REQUEST_TIMEOUT = 120.0
 LISTING_PAGE = 100  # GET /approvals' default limit (agent_runtime.rest.paging.DEFAULT_LIMIT)
@@ -58,6 +59,7 @@ class Settings:
     warmup: int = 5
     paused: int = 1000
     concurrency: int = 20
+    rounds: int = 5  # bar 2's figures in rounds: the held decisions (per target, in turn) and the library ceiling
     loss_levels: tuple[int, ...] = (20, 40, 60)
     loss_conversations: int = 500
     cold_starts: int = 3
@@ -110,6 +112,14 @@ def journal_runs(journal: Path) -> Counter[str]:
             if entry.get("tool") == "delete_file" and entry.get("ok"):
                 runs[entry["args"]["path"]] += 1
     return runs
+
+
+def split_rounds(total: int, rounds: int) -> list[int]:
+    """``total`` as ``rounds`` near-equal counts, the first ones larger by one; fewer rounds when ``total`` is smaller
+    (none is empty), one round of 0 when it is 0."""
+    rounds = max(1, min(rounds, total))
+    base, extra = divmod(total, rounds)
+    return [base + (1 if r < extra else 0) for r in range(rounds)]
 
 
 def _names(key: str, scenario: str, n: int) -> list[str]:
@@ -219,62 +229,88 @@ async def loss(server: Server, tools: ToolsServer, level: int, conversations: in
     }
 
 
-async def paused_then_decided(
-    target: Target, work: Path, tools: ToolsServer, n: int, concurrency: int, settle: float = 1.0
-) -> dict[str, Any]:
-    """A fresh server holds ``n`` paused conversations (RSS), then ``n`` decisions at ``concurrency`` (rate)."""
-    names = _names(target.key, "held", n)
-    tools.touch(names)
-    with running(target, work, tools.url, f"{target.key}-held") as server:
-        await asyncio.sleep(settle / 2)
-        rss_before = server.rss_mb()
-        gate = asyncio.Semaphore(concurrency)
-        held: list[Paused | None] = [None] * n
-        pause_errors: Counter[str] = Counter()
-        decision_errors: Counter[str] = Counter()
-        async with client(concurrency) as http:
+async def paused_then_decided(targets: Sequence[Target], work: Path, tools: ToolsServer, n: int, concurrency: int,
+                              rounds: int, settle: float = 1.0) -> dict[str, dict[str, Any]]:
+    """A fresh server per target holds ``n`` paused conversations (RSS), then they are decided at ``concurrency`` in
+    ``rounds`` rounds of about ``n / rounds``, the targets taking turns (the order rotating every round, so a slow
+    stretch of the machine falls on one round of each target rather than on one target's whole figure).
 
-            async def hold(i: int) -> None:
-                async with gate:
-                    try:
-                        held[i] = await pause(http, server.endpoint, f"delete {names[i]}")
-                    except StepError as exc:
-                        pause_errors[exc.kind] += 1
-
+    ``decisions_per_second`` is the median of the rounds' rates (bar 2's numerator), ``decisions_per_second_rounds``
+    each round's in order, ``decisions_per_second_overall`` every decision over the rounds' summed seconds; a target
+    whose server does not start gets ``reason``."""
+    keys = [t.key for t in targets]
+    names = {t.key: _names(t.key, "held", n) for t in targets}
+    out: dict[str, dict[str, Any]] = {}
+    servers: dict[str, Server] = {}
+    clients: dict[str, httpx.AsyncClient] = {}
+    held: dict[str, list[Paused]] = {}
+    async with contextlib.AsyncExitStack() as stack:
+        for target in targets:
+            tools.touch(names[target.key])
+            try:
+                server = stack.enter_context(running(target, work, tools.url, f"{target.key}-held"))
+            except RuntimeError as exc:
+                out[target.key] = {"reason": f"failed to start: {str(exc).splitlines()[0]}"}
+                _log(f"  {target.label}: {out[target.key]['reason']}")
+                continue
+            http = await stack.enter_async_context(client(concurrency))
+            await asyncio.sleep(settle / 2)
+            rss_before = server.rss_mb()
             start = time.perf_counter()
-            await asyncio.gather(*(hold(i) for i in range(n)))
+            paused, pause_errors = await _hold(http, server.endpoint, names[target.key], concurrency)
             pause_seconds = time.perf_counter() - start
             await asyncio.sleep(settle)
-            rss_paused = server.rss_mb()
-
-            async def decide(p: Paused) -> None:
-                async with gate:
-                    try:
-                        await approve(http, server.endpoint, p)
-                    except StepError as exc:
-                        decision_errors[exc.kind] += 1
-
-            ready = [p for p in held if p is not None]
-            start = time.perf_counter()
-            await asyncio.gather(*(decide(p) for p in ready))
-            decision_seconds = time.perf_counter() - start
+            servers[target.key], clients[target.key], held[target.key] = server, http, paused
+            out[target.key] = {"n": n, "concurrency": concurrency, "paused": len(paused),
+                               "pause_errors": dict(pause_errors), "pause_seconds": round(pause_seconds, 2),
+                               "rss_at_rest_mb": round(rss_before, 1), "rss_paused_mb": round(server.rss_mb(), 1)}
+            _log(f"  {target.label}: {len(paused):,} paused in {pause_seconds:.1f}s, RSS {rss_before:.1f} → "
+                 f"{out[target.key]['rss_paused_mb']} MB")
+        live = [k for k in keys if k in servers]
+        chunks: dict[str, list[list[Paused]]] = {}
+        for key in live:
+            counts, rest = split_rounds(len(held[key]), rounds), held[key]
+            chunks[key] = []
+            for count in counts:
+                chunks[key].append(rest[:count])
+                rest = rest[count:]
+        rates: dict[str, list[float]] = {k: [] for k in live}
+        sizes: dict[str, list[int]] = {k: [] for k in live}
+        seconds: dict[str, list[float]] = {k: [] for k in live}
+        errors: dict[str, Counter[str]] = {k: Counter() for k in live}
+        for r in range(max((len(c) for c in chunks.values()), default=0)):
+            for key in _rotated(live, r):
+                if r >= len(chunks[key]) or not chunks[key][r]:
+                    continue
+                done, decision_errors, took = await _decide(clients[key], servers[key].endpoint, chunks[key][r],
+                                                            concurrency)
+                errors[key].update(decision_errors)
+                sizes[key].append(done)
+                seconds[key].append(round(took, 3))
+                rates[key].append(round(done / took, 2) if took > 0 else 0.0)
+            _log(f"  round {r + 1}: " + ", ".join(f"{k} {rates[k][-1]}/s" for k in _rotated(live, r)
+                                                   if len(rates[k]) > r))
     runs = journal_runs(tools.journal)
-    decided = len(ready) - sum(decision_errors.values())
-    return {
-        "n": n,
-        "concurrency": concurrency,
-        "paused": len(ready),
-        "pause_errors": dict(pause_errors),
-        "pause_seconds": round(pause_seconds, 2),
-        "rss_at_rest_mb": round(rss_before, 1),
-        "rss_paused_mb": round(rss_paused, 1),
-        "decisions": decided,
-        "decision_errors": dict(decision_errors),
-        "decisions_seconds": round(decision_seconds, 3),
-        "decisions_per_second": round(decided / decision_seconds, 2) if decision_seconds > 0 else None,
-        "tool_ran_once": sum(1 for p in names if runs[p] == 1),
-        "tool_ran_twice": sum(1 for p in names if runs[p] > 1),
-    }
+    for key in live:
+        result = out[key]
+        decided, total = sum(sizes[key]), sum(seconds[key])
+        result.update({
+            "decisions": decided,
+            "decision_errors": dict(errors[key]),
+            "decisions_seconds": round(total, 3),
+            "rounds": len(rates[key]),
+            "interleaved": len(live) > 1,
+            "decisions_per_second": round(statistics.median(rates[key]), 2) if rates[key] else None,
+            "decisions_per_second_rounds": rates[key],
+            "decisions_per_second_overall": round(decided / total, 2) if total > 0 else None,
+            "round_decisions": sizes[key],
+            "round_seconds": seconds[key],
+            "tool_ran_once": sum(1 for p in names[key] if runs[p] == 1),
+            "tool_ran_twice": sum(1 for p in names[key] if runs[p] > 1),
+        })
+        # decided without an error, yet the journal has no run (e.g. the runtime's MCP call failed): counted, not hidden
+        result["tool_not_run"] = max(0, decided - result["tool_ran_once"] - result["tool_ran_twice"])
+    return out
 
 
 def cold_start(server: Server, settle: float = 1.0) -> dict[str, float]:
@@ -419,7 +455,7 @@ async def backlog(target: Target, work: Path, tools: ToolsServer, sizes: Sequenc
             "fill_concurrency": fill_concurrency, "interleaved": True, "steps": steps}
 
 
-def _rotated(items: Sequence[int], i: int) -> list[int]:
+def _rotated(items: Sequence[Any], i: int) -> list[Any]:
     """``items`` starting at position ``i`` (mod its length): who goes first changes every round."""
     k = i % len(items)
     return [*items[k:], *items[:k]]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bench import bars
-from bench.scenarios import imported_modules
+from bench.scenarios import imported_modules, split_rounds
 
 FLOORS = {"pause_floor_ms": 4.6, "resume_floor_ms": 7.4, "decisions_per_second_ceiling": 172.0}
 
@@ -39,6 +39,36 @@ def test_throughput_is_a_share_of_the_library_ceiling() -> None:
     assert (bar["value"], bar["verdict"]) == (0.34, "fail")  # the issue's 34%
     assert bars.throughput_bar({"decisions_per_second": 86.0}, FLOORS, [])["verdict"] == "pass"
     assert bars.throughput_bar({"decisions_per_second": 86.0}, FLOORS, ["held"])["verdict"] == "noisy"
+
+
+def test_throughput_judges_the_median_of_the_rounds() -> None:
+    """Bar 2 divides the median of the held section's rounds by the median of the floors' rounds: one slow round (a
+    quiet full run once read 60.8/s, and 95.9/s minutes later) moves neither. Not the pooled figures, not the mean,
+    not the first or the best round."""
+    held = {"concurrency": 20, "decisions_per_second": 70.0, "decisions_per_second_rounds": [40.0, 96.0, 95.0, 98.0, 97.0]}
+    floors = {**FLOORS, "decisions_per_second_ceiling": 150.0,
+              "decisions_per_second_ceiling_rounds": [120.0, 192.0, 190.0, 195.0, 199.0]}
+    bar = bars.throughput_bar(held, floors, [])
+    assert (bar["value"], bar["verdict"]) == (0.5, "pass")  # 96 / 192; the means would give 0.475, the best 0.49
+    assert bar["measured"] == "96.0/s of 192.0/s (medians of 5 and 5 rounds)"
+    slow = {**held, "decisions_per_second_rounds": [40.0, 41.0, 96.0, 98.0, 97.0]}  # two slow rounds of five: still
+    assert bars.throughput_bar(slow, floors, [])["verdict"] == "pass"
+    assert bars.throughput_bar({**held, "decisions_per_second_rounds": [40.0, 41.0, 42.0, 98.0, 97.0]}, floors,
+                               [])["verdict"] == "fail"  # three of five: the median is slow
+    # an even count: the mean of the middle two; a result written before the rounds: its one figure
+    assert bars.median_of_rounds({"decisions_per_second_rounds": [80.0, 90.0, 100.0, 60.0]}, "decisions_per_second_rounds",
+                                 "decisions_per_second") == (85.0, 4)
+    assert bars.median_of_rounds({"decisions_per_second": 58.5}, "decisions_per_second_rounds",
+                                 "decisions_per_second") == (58.5, 1)
+    assert bars.median_of_rounds(None, "decisions_per_second_rounds", "decisions_per_second") == (None, 0)
+
+
+def test_split_rounds_shares_the_decisions_out() -> None:
+    assert split_rounds(1000, 5) == [200] * 5
+    assert split_rounds(200, 4) == [50] * 4
+    assert split_rounds(197, 4) == [50, 49, 49, 49]
+    assert split_rounds(3, 5) == [1, 1, 1]  # no empty round
+    assert split_rounds(0, 5) == [0]
 
 
 def test_backlog_compares_the_largest_with_the_smallest() -> None:

@@ -4,6 +4,7 @@ driver, over HTTP on 127.0.0.1. Checks the shape and sanity of ``latest.json``; 
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ def test_bench_quick_adk_rows(tmp_path: Path) -> None:
     out = tmp_path / "results"
     cmd = [sys.executable, "-m", "bench.run", "--targets", ",".join(ADK), "--iterations", "3", "--warmup", "0",
            "--paused", "5", "--concurrency", "5", "--loss-levels", "2", "--loss-conversations", "2",
-           "--cold-starts", "1", "--settle", "0.1", "--hygiene-seconds", "0.1", "--out", str(out),
+           "--rounds", "2", "--cold-starts", "1", "--settle", "0.1", "--hygiene-seconds", "0.1", "--out", str(out),
            "--work", str(tmp_path / "work"), "--no-plot"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -58,8 +59,12 @@ def test_bench_quick_adk_rows(tmp_path: Path) -> None:
 
         held = result["held"]
         assert held["paused"] == 5 and held["decisions"] == 5
-        assert held["tool_ran_once"] == 5 and held["tool_ran_twice"] == 0
+        assert held["tool_ran_once"] == 5 and held["tool_ran_twice"] == 0 and held["tool_not_run"] == 0
         assert held["rss_paused_mb"] > 0 and held["decisions_per_second"] > 0
+        # bar 2's numerator: the median of the rounds (5 decided in 2, --rounds 2), the two targets taking turns
+        assert held["rounds"] == 2 and held["round_decisions"] == [3, 2] and held["interleaved"] is True
+        assert held["decisions_per_second"] == pytest.approx(statistics.median(held["decisions_per_second_rounds"]),
+                                                             abs=0.01)
 
         loss = result["loss"]["2"]
         assert loss["conversations"] == 2 and loss["lost"] == 0
@@ -78,7 +83,11 @@ def test_bench_quick_adk_rows(tmp_path: Path) -> None:
         floors["a2a"]["reply_ms"] + floors["adk"]["resume_turn_ms"] + floors["mcp"]["call_ms"], abs=0.02)
     a2a, adk, mcp = floors["a2a"], floors["adk"], floors["mcp"]
     cpu_ms = a2a["server_cpu_ms_per_request"] + adk["resume_turn_ms"] + mcp["client_cpu_ms_per_call"]
-    assert floors["decisions_per_second_ceiling"] == pytest.approx(1000 / cpu_ms, abs=0.1)
+    assert floors["decisions_per_second_ceiling_pooled"] == pytest.approx(1000 / cpu_ms, abs=0.1)
+    # bar 2's denominator: the median of the rounds' ceilings (3 iterations in 2 rounds)
+    assert floors["rounds"] == 2 and len(floors["decisions_per_second_ceiling_rounds"]) == 2
+    assert floors["decisions_per_second_ceiling"] == pytest.approx(
+        statistics.median(floors["decisions_per_second_ceiling_rounds"]), abs=0.1)
     assert "Library floors on this machine" in proc.stdout
 
     metrics = [row["metric"] for row in report["rows"]]
