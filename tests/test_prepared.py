@@ -1,4 +1,5 @@
-"""agent_runtime.prepared: a Prepared write leaves the database exactly as SQLAlchemy's own execution would."""
+"""agent_runtime.prepared: a Prepared write leaves the database exactly as SQLAlchemy's own execution would, and a
+Prepared select reads the rows back exactly as SQLAlchemy would (same values, same Python types)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,11 @@ async def test_rows_written_prepared_read_back_as_sqlalchemy_writes_them(tmp_pat
         await theirs.run(lambda conn: conn.execute(INSERT, batch))
         await theirs.run(lambda conn: conn.execute(INSERT, batch[0]))
         assert await _stored(ours) == await _stored(theirs)
+        read = Prepared(select(things).where(things.c.id > bindparam("after")).order_by(things.c.id))
+        prepared_rows = await ours.run(lambda conn: read.mappings(conn, {"after": 0}), write=False)
+        their_rows = await ours.run(lambda conn: [dict(r._mapping) for r in conn.execute(read.stmt, {"after": 0})], write=False)
+        assert prepared_rows == their_rows and [type(v) for r in prepared_rows for v in r.values()] == [
+            type(v) for r in their_rows for v in r.values()]
     finally:
         await ours.dispose()
         await theirs.dispose()
@@ -69,6 +75,16 @@ async def test_an_update_returns_the_rows_it_changed(tmp_path: Path) -> None:
     assert await db.run(lambda conn: rename(conn, {"w_name": "a", "new_name": "c"})) == 2
     assert await db.run(lambda conn: rename(conn, {"w_name": "zzz", "new_name": "d"})) == 0
     assert sorted(r[1] for r in await _stored(db)) == ["b", "c", "c"]
+    await db.dispose()
+
+
+async def test_first_is_the_first_row_or_none(tmp_path: Path) -> None:
+    db = await _db(tmp_path, "f.db")
+    insert = Prepared(INSERT)
+    by_name = Prepared(select(things.c.name, things.c.ok).where(things.c.name == bindparam("name")).order_by(things.c.id))
+    await db.run(lambda conn: insert(conn, [{"name": "a", "ok": True, "note": ""}, {"name": "a", "ok": False, "note": ""}]))
+    assert await db.run(lambda conn: by_name.first(conn, {"name": "a"}), write=False) == {"name": "a", "ok": True}
+    assert await db.run(lambda conn: by_name.first(conn, {"name": "b"}), write=False) is None
     await db.dispose()
 
 

@@ -40,20 +40,20 @@ from agent_runtime.authority import Judgement, Vote, judge
 from agent_runtime.database import Database
 from agent_runtime.edits import EditPlan
 from agent_runtime.fresh_ids import FreshIds
-from agent_runtime.prepared import Prepared
+from agent_runtime.prepared import Prepared, mappings
 
 # The statements of the request path, built once (bind parameters): building a statement per call cost more
 # than running it on sqlite; the writes are Prepared (agent_runtime/prepared.py). (An UPDATE's parameters must not
 # be named like a column.)
 _ORDER = (approvals.c.created_at, approvals.c.position)
-_FOR_TASK = select(approvals).where(approvals.c.task_id == bindparam("task_id")).order_by(*_ORDER)
-_PENDING_FOR_TASK = _FOR_TASK.where(approvals.c.status == "pending")
-_BY_ID = select(approvals).where(approvals.c.id == bindparam("request_id"))
+_FOR_TASK = Prepared(select(approvals).where(approvals.c.task_id == bindparam("task_id")).order_by(*_ORDER))
+_PENDING_FOR_TASK = Prepared(_FOR_TASK.stmt.where(approvals.c.status == "pending"))  # type: ignore[attr-defined]
+_BY_ID = Prepared(select(approvals).where(approvals.c.id == bindparam("request_id")))
 _PENDING_IN_CONTEXT = select(approvals).where(
     approvals.c.context_id == bindparam("context_id"), approvals.c.status == "pending",
     approvals.c.requested_by == bindparam("owner"),
 )
-_LOCK = select(approvals).where(approvals.c.id == bindparam("request_id")).with_for_update()
+_LOCK = Prepared(select(approvals).where(approvals.c.id == bindparam("request_id")).with_for_update())
 _DECIDE = Prepared(
     update(approvals)
     .where(approvals.c.id == bindparam("w_id"), approvals.c.task_id == bindparam("w_task_id"))
@@ -65,7 +65,7 @@ _EXPIRED = (
     select(approvals).where(approvals.c.status == "pending", approvals.c.expires_at <= bindparam("now"))
     .order_by(approvals.c.expires_at).limit(bindparam("limit"))
 )
-_BY_CALL = select(approvals).where(approvals.c.call_id == bindparam("call_id"))
+_BY_CALL = Prepared(select(approvals).where(approvals.c.call_id == bindparam("call_id")))
 _FINISH = Prepared(
     update(approvals).where(approvals.c.call_id == bindparam("w_call_id"), approvals.c.exec_state == "started")
     .values(exec_state="done")
@@ -129,8 +129,7 @@ class Claim:
         return not self.problem
 
 
-def _row_to_record(row: Any) -> ApprovalRecord:
-    m = row._mapping
+def _row_to_record(m: Mapping[str, Any]) -> ApprovalRecord:
     return ApprovalRecord(
         id=m["id"], task_id=m["task_id"], context_id=m["context_id"], confirmation_id=m["confirmation_id"],
         call_id=m["call_id"], tool=m["tool"], server=m["server"], args=json.loads(m["args_json"]),
@@ -160,8 +159,8 @@ def _record_to_row(r: ApprovalRecord) -> dict[str, Any]:
 
 def _already_claimed(conn: Connection, call_id: str) -> str:
     """What a refused claim tells the model: the call ran, or it was cut short and its effect is unknown."""
-    row = conn.execute(_BY_CALL, {"call_id": call_id}).first()
-    if row is not None and row._mapping["exec_state"] == "done":
+    row = _BY_CALL.first(conn, {"call_id": call_id})
+    if row is not None and row["exec_state"] == "done":
         return "this approved call was already executed; it was not run again"
     return (
         "this approved call was started once already and never reported back (the runtime restarted while it ran, "
@@ -215,7 +214,7 @@ class ApprovalService:
             await self.events.publish("requested", records)
 
     async def _select(self, stmt: Any, params: dict[str, Any] | None = None) -> list[ApprovalRecord]:
-        return await self._db.run(lambda conn: [_row_to_record(row) for row in conn.execute(stmt, params)], write=False)
+        return await self._db.run(lambda conn: [_row_to_record(m) for m in mappings(conn, stmt, params)], write=False)
 
     async def for_task(self, task_id: str, *, pending_only: bool = False) -> list[ApprovalRecord]:
         return await self._select(_PENDING_FOR_TASK if pending_only else _FOR_TASK, {"task_id": task_id})
@@ -319,8 +318,8 @@ class ApprovalService:
             results: list[Voted] = []
             lost: list[str] = []
             for request_id, cast in votes.items():
-                row = conn.execute(_LOCK, {"request_id": request_id}).first()  # serialises votes on one request
-                if row is None or row._mapping["task_id"] != task_id or row._mapping["status"] != "pending":
+                row = _LOCK.first(conn, {"request_id": request_id})  # serialises votes on one request
+                if row is None or row["task_id"] != task_id or row["status"] != "pending":
                     lost.append(request_id)
                     continue
                 record = _row_to_record(row)
@@ -388,8 +387,8 @@ class ApprovalService:
         now = self._clock()
 
         def transaction(conn: Connection) -> ApprovalRecord | None:
-            row = conn.execute(_LOCK, {"request_id": request_id}).first()
-            if row is None or row._mapping["status"] != "pending":
+            row = _LOCK.first(conn, {"request_id": request_id})
+            if row is None or row["status"] != "pending":
                 return None
             record = _row_to_record(row)
             vote_rows.write(conn, request_id, vote_rows.CastVote(vote, now, False, note), record.args_hash)
@@ -493,7 +492,7 @@ class ApprovalService:
 
     async def claim_execution(self, call_id: str, tool: str, args_hash: str) -> Claim:
         def transaction(conn: Connection) -> Claim:
-            row = conn.execute(_BY_CALL, {"call_id": call_id}).first()
+            row = _BY_CALL.first(conn, {"call_id": call_id})
             if row is None:
                 return Claim(None, "no approval was recorded for this call; it was not run")
             record = _row_to_record(row)

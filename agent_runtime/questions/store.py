@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,6 +32,7 @@ from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, bi
 from agent_runtime.approvals.records import iso_utc
 from agent_runtime.database import Database
 from agent_runtime.fresh_ids import FreshIds
+from agent_runtime.prepared import Prepared, mappings
 from agent_runtime.questions import wire as question_wire
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ class HitlRecord:
 
 
 # Statements of the request path and the sweeper, built once (bind parameters).
-_FOR_TASK = select(questions).where(questions.c.task_id == bindparam("task_id")).order_by(questions.c.created_at)
+_FOR_TASK = Prepared(select(questions).where(questions.c.task_id == bindparam("task_id")).order_by(questions.c.created_at))
 _OPEN_IN_CONTEXT = select(questions).where(questions.c.context_id == bindparam("context_id"), questions.c.stage != "done")
 _EXPIRED = (
     select(questions).where(questions.c.stage != "done", questions.c.expires_at <= bindparam("now"))
@@ -118,8 +119,7 @@ class AlreadyAnswered(Exception):
         super().__init__(f"Already answered: {details}. Nothing changed.")
 
 
-def _row_to_record(row: Any) -> HitlRecord:
-    m = row._mapping
+def _row_to_record(m: Mapping[str, Any]) -> HitlRecord:
     return HitlRecord(
         id=m["id"], task_id=m["task_id"], context_id=m["context_id"], confirmation_id=m["confirmation_id"],
         call_id=m["call_id"], tool=m["tool"], args=question_wire.HitlArgs.model_validate_json(m["args_json"]),
@@ -180,7 +180,7 @@ class HitlStore:
         await self._publish("requested", record)
 
     async def _select(self, stmt: Any, params: dict[str, Any] | None = None) -> list[HitlRecord]:
-        return await self._db.run(lambda conn: [_row_to_record(row) for row in conn.execute(stmt, params)], write=False)
+        return await self._db.run(lambda conn: [_row_to_record(m) for m in mappings(conn, stmt, params)], write=False)
 
     async def for_task(self, task_id: str) -> list[HitlRecord]:
         """Every question of the task, oldest first."""
