@@ -115,3 +115,32 @@ async def test_the_cache_drops_written_sessions_only_and_reloads_them(engine: Da
     restarted = await _service(engine)
     again = await restarted.get_session(app_name="app", user_id="u", session_id="fresh")
     assert again is not None and [e.invocation_id for e in again.events] == ["i2"]
+
+
+async def test_a_flush_commits_the_writes_given_with_it_or_neither(engine: Database) -> None:
+    """The turn's approval requests are written with its events (server/turns.py): one transaction, both or none."""
+    from sqlalchemy import Column, MetaData, String, Table, select
+
+    table = Table("side", MetaData(), Column("id", String(8), primary_key=True))
+    await engine.create_tables(table.metadata)
+    svc = await _service(engine)
+    session = await svc.create_session(**KEY)
+    await svc.append_event(session, _call_event())
+
+    def failing(conn: object) -> None:
+        raise RuntimeError("the approval write failed")
+
+    with pytest.raises(RuntimeError):
+        await svc.flush_session("app", "u", "s1", also=failing)
+    restarted = await _service(engine)
+    assert await restarted.get_session(**KEY) is None  # the events went with the failed write
+
+    await svc.flush_session("app", "u", "s1", also=lambda conn: conn.execute(table.insert().values(id="apr-1")))
+    restarted = await _service(engine)
+    loaded = await restarted.get_session(**KEY)
+    assert loaded is not None and [e.author for e in loaded.events] == ["agent"]
+    assert await engine.run(lambda conn: conn.execute(select(table.c.id)).scalars().all(), write=False) == ["apr-1"]
+
+    # nothing new in the session: the writes still go, on their own
+    await svc.flush_session("app", "u", "s1", also=lambda conn: conn.execute(table.insert().values(id="apr-2")))
+    assert await engine.run(lambda conn: conn.execute(select(table.c.id)).scalars().all(), write=False) == ["apr-1", "apr-2"]

@@ -201,17 +201,28 @@ class ApprovalService:
     async def add_pending(self, records: Sequence[ApprovalRecord], rules: Mapping[str, str] | None = None) -> None:
         """Store new pending requests; ``rules``: the policy rule that gated each (``{request_id: rule}``, audit)."""
         if records:
-            if self._fresh is not None:
-                for r in records:
-                    self._fresh.written(r.context_id)
-            rows = [_record_to_row(r) for r in records]
+            await self._db.run(self.pending_writes(records, rules))
+            await self.added(records)
 
-            def write(conn: Connection) -> None:
-                _INSERT(conn, rows)
-                audit.requested(conn, records, rules or {})
+    def pending_writes(
+        self, records: Sequence[ApprovalRecord], rules: Mapping[str, str] | None = None,
+    ) -> Callable[[Connection], None]:
+        """:meth:`add_pending`'s writes, for a caller to run inside a transaction of its own (the turn's session
+        flush: one commit for both); announce them with :meth:`added` once committed."""
+        if self._fresh is not None:
+            for r in records:
+                self._fresh.written(r.context_id)
+        rows = [_record_to_row(r) for r in records]
 
-            await self._db.run(write)
-            await self.events.publish("requested", records)
+        def write(conn: Connection) -> None:
+            _INSERT(conn, rows)
+            audit.requested(conn, records, rules or {})
+
+        return write
+
+    async def added(self, records: Sequence[ApprovalRecord]) -> None:
+        """New pending requests were committed (:meth:`pending_writes`): tell the listeners (the mirror, metrics)."""
+        await self.events.publish("requested", records)
 
     async def _select(self, stmt: Any, params: dict[str, Any] | None = None) -> list[ApprovalRecord]:
         return await self._db.run(lambda conn: [_row_to_record(m) for m in mappings(conn, stmt, params)], write=False)

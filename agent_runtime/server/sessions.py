@@ -27,6 +27,7 @@ import json
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,18 +206,25 @@ class DurableSessionService(BaseSessionService):
 
     # --- durability -----------------------------------------------------------------------------
 
-    async def flush_session(self, app_name: str, user_id: str, session_id: str) -> None:
-        """Write the session's new events and state in one transaction."""
+    async def flush_session(
+        self, app_name: str, user_id: str, session_id: str, also: Callable[[Connection], None] | None = None,
+    ) -> None:
+        """Write the session's new events and state in one transaction, with ``also``'s writes when given (the
+        turn's new approval requests: one commit for both)."""
         key = (app_name, user_id, session_id)
         entry = self._cache.get(key)
         if entry is not None:
-            await self._flush(key, entry)
+            await self._flush(key, entry, also)
+        elif also is not None:
+            await self._db.run(also)
 
-    async def _flush(self, key: Key, entry: _Entry) -> None:
+    async def _flush(self, key: Key, entry: _Entry, also: Callable[[Connection], None] | None = None) -> None:
         async with entry.lock:
             session = entry.session
             new = session.events[entry.persisted_events:]
             if entry.stored and not new:
+                if also is not None:
+                    await self._db.run(also)
                 return
             count = entry.persisted_events + len(new)
             values = {"state_json": _stored_state(session.state), "event_count": count, "updated_at": time.time()}
@@ -236,6 +244,8 @@ class DurableSessionService(BaseSessionService):
                     })
                 if rows:
                     _INSERT_EVENTS(conn, rows)
+                if also is not None:
+                    also(conn)
 
             await self._db.run(transaction)
             entry.stored, entry.persisted_events = True, count

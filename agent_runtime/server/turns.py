@@ -115,6 +115,7 @@ class TurnRunner:
         texts: list[str] = []
         errors: list[str] = []
         confirmation_ids: dict[str, str] = {}
+        records: list[ApprovalRecord] = []
         try:
             async for event in self._runner.run_async(
                 user_id=owner, session_id=context_id, new_message=content, run_config=RUN_CONFIG
@@ -128,13 +129,16 @@ class TurnRunner:
                             confirmation_ids[original["id"]] = call.id
                 if event.content and event.content.parts and not event.partial and event.author != "user":
                     texts.extend(p.text for p in event.content.parts if p.text and not p.thought)
+            records = self._records(scope, confirmation_ids)
         finally:
             CURRENT_RUN.reset(token)
-            # The run's events become durable before anyone is told about its outcome.
-            await self._sessions.flush_session(self._runner.app_name, owner, context_id)
-        records = self._records(scope, confirmation_ids)
+            # The run's events become durable before anyone is told about its outcome; the requests it paused on
+            # are written in the same transaction (one commit, and never the one without the other).
+            rules = {call.request_id: call.rule for call in scope.pending}
+            pending = self._approvals.pending_writes(records, rules) if records else None
+            await self._sessions.flush_session(self._runner.app_name, owner, context_id, also=pending)
         if records:
-            await self._approvals.add_pending(records, {call.request_id: call.rule for call in scope.pending})
+            await self._approvals.added(records)
             self._metrics.pending.inc(len(records))
         question = await self._questions(scope, confirmation_ids) if self._questions is not None else None
         asked = await self._elicitations(scope) if self._elicitations is not None else None
