@@ -33,11 +33,13 @@ class _Compiled:
     sql: str
     names: tuple[str, ...]
     processors: tuple[Callable[[Any], Any] | None, ...]
+    fixed: Mapping[str, Any]  # the statement's own literals (``exec_state="done"``), bound like the caller's values
 
     def values(self, params: Params) -> tuple[Any, ...]:
+        given = {**self.fixed, **params} if self.fixed else params
         return tuple(
             value if process is None else process(value)
-            for value, process in zip((params[n] for n in self.names), self.processors, strict=True)
+            for value, process in zip((given[n] for n in self.names), self.processors, strict=True)
         )
 
 
@@ -91,11 +93,25 @@ class Prepared:
             compiled = self.stmt.compile(dialect=dialect, column_keys=sorted(params))  # type: ignore[attr-defined]
             assert isinstance(compiled, SQLCompiler)
             names = tuple(compiled.positiontup or ())
-            usable = dialect.paramstyle == "qmark" and set(names) <= set(params)
+            fixed = _literals(compiled, [n for n in names if n not in params])
+            usable = dialect.paramstyle == "qmark" and fixed is not None
             self._compiled[key] = _Compiled(
-                compiled.string, names, tuple(compiled.binds[n].type.bind_processor(dialect) for n in names),
+                compiled.string, names, tuple(compiled.binds[n].type.bind_processor(dialect) for n in names), fixed or {},
             ) if usable else None
         return self._compiled[key]
+
+
+def _literals(compiled: SQLCompiler, missing: list[str]) -> dict[str, Any] | None:
+    """The values of the parameters the caller does not give, when each is a literal written in the statement; None
+    when one is not (a column default SQLAlchemy computes at execution, or a value the caller must give)."""
+    computed = {c.key for c in (*compiled.insert_prefetch, *compiled.update_prefetch)}
+    fixed = {}
+    for name in missing:
+        bind = compiled.binds.get(name)
+        if bind is None or name in computed or bind.required or bind.callable is not None:
+            return None
+        fixed[name] = bind.value
+    return fixed
 
 
 def mappings(conn: Connection, stmt: Prepared | Executable, params: Params | None = None) -> list[Mapping[str, Any]]:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sqlalchemy import JSON, Boolean, Column, Float, Integer, MetaData, String, Table, bindparam, select, update
+from sqlalchemy import JSON, Boolean, Column, Float, Integer, MetaData, String, Table, bindparam, event, select, update
 
 from agent_runtime.database import Database
 from agent_runtime.prepared import Prepared
@@ -48,7 +48,9 @@ def _stored(db: Database) -> Any:
 
 @settings(max_examples=40, deadline=None)
 @given(batch=st.lists(rows, min_size=1, max_size=4))
-async def test_rows_written_prepared_read_back_as_sqlalchemy_writes_them(tmp_path_factory: Any, batch: list[dict[str, Any]]) -> None:
+async def test_rows_written_prepared_read_back_as_sqlalchemy_writes_them(
+    tmp_path_factory: Any, batch: list[dict[str, Any]],
+) -> None:
     tmp = tmp_path_factory.mktemp("p")
     ours, theirs = await _db(tmp, "ours.db"), await _db(tmp, "theirs.db")
     prepared = Prepared(INSERT)
@@ -85,6 +87,24 @@ async def test_first_is_the_first_row_or_none(tmp_path: Path) -> None:
     await db.run(lambda conn: insert(conn, [{"name": "a", "ok": True, "note": ""}, {"name": "a", "ok": False, "note": ""}]))
     assert await db.run(lambda conn: by_name.first(conn, {"name": "a"}), write=False) == {"name": "a", "ok": True}
     assert await db.run(lambda conn: by_name.first(conn, {"name": "b"}), write=False) is None
+    await db.dispose()
+
+
+async def test_literals_written_in_a_statement_are_bound_on_the_driver_path(tmp_path: Path) -> None:
+    """``exec_state="done"`` style literals (the claim, the finish, a decision's ``status == "pending"``) run on the
+    driver too: SQLAlchemy's own execution (its cursor events) is not used for them."""
+    db = await _db(tmp_path, "l.db")
+    insert = Prepared(INSERT)
+    finish = Prepared(update(things).where(things.c.name == bindparam("w_name"), things.c.note == "started").values(note="done"))
+    await db.run(lambda conn: insert(conn, [{"name": "a", "note": "started"}, {"name": "b", "note": "none"}]))
+    executed: list[str] = []
+    assert db._sync is not None
+    event.listen(db._sync, "before_cursor_execute", lambda *args: executed.append(args[2]))
+    assert await db.run(lambda conn: finish(conn, {"w_name": "a"})) == 1
+    assert await db.run(lambda conn: finish(conn, {"w_name": "a"})) == 0  # no longer "started"
+    assert await db.run(lambda conn: finish(conn, {"w_name": "b"})) == 0
+    assert executed == []
+    assert [(r[1], r[-1]) for r in await _stored(db)] == [("a", "done"), ("b", "none")]
     await db.dispose()
 
 
