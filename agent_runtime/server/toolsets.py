@@ -10,11 +10,19 @@ the legacy one for older servers), the elicitation capability is declared with a
 in-session request (so no MCP request is ever held open through a human wait), and a tool call that comes back
 ``input_required`` with questions pauses like a gated call (:meth:`DeclaredOnceMcpTool._run_async_impl`; the round
 is stored by :mod:`agent_runtime.elicitations`); the answer is sent by :meth:`CachingMcpToolset.continue_call`.
+
+HTTP connections (:func:`mcp_http_client`; SSE: :func:`sse_http_client`): an idle pooled connection is dropped after
+:data:`KEEPALIVE_SECONDS`, well before a server's own keep-alive timeout (uvicorn's, Node's, Apache's: 5 s), so a call
+is never written to a connection the server is closing at that moment. A request whose connection still fails fails
+alone, as a JSON-RPC error of its own (the MCP SDK would otherwise end the whole session, and with it every call in
+flight on it); a call that may have reached the server is never sent again, one that provably did not leave is (a
+connect that failed, a session found dead before the call was written: :meth:`DeclaredOnceMcpTool._call_once`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import uuid
 import warnings
@@ -23,6 +31,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+import httpx2
 import mcp_types
 from google.adk.agents.readonly_context import ReadonlyContext
 from google.adk.auth.auth_credential import AuthCredential
@@ -39,6 +48,11 @@ from agent_runtime.elicitations import wire as eliciting
 from agent_runtime.run_scope import CURRENT_RUN, PendingElicitation, RunScope
 
 TOOL_LIST_CACHE_SECONDS = 3600.0
+# An idle pooled HTTP connection older than this is closed rather than reused: below the shortest keep-alive timeout
+# common servers use (gunicorn 2 s; uvicorn, Node, Apache 5 s), with a margin, because the server's clock starts when
+# it wrote its response and ours only when we read it. httpx's default (5 s) equals uvicorn's, which is a race: the
+# request goes out just as the server closes the connection, and it fails without reaching the tool.
+KEEPALIVE_SECONDS = 1.0
 STATE_ROUNDS = 10  # an input_required with only requestState is retried at once, this often at most (as the SDK does)
 PLACEHOLDER = {"error": "waiting for the user's answer to the tool's question"}
 
@@ -50,6 +64,8 @@ class _Round:
     responses: dict[str, Any] | None = None
     state: str | None = None
     raw: Any = None
+    connected: bool = False  # this attempt got a pooled session
+    started: bool = False  # this attempt's call_tool began (it may have been sent from then on)
 
 
 _ROUND: ContextVar[_Round | None] = ContextVar("gatehouse_mcp_round", default=None)
@@ -71,6 +87,7 @@ class _InputRequiredSession:
                         progress_callback: Any = None, **kwargs: Any) -> Any:
         kwargs.update(input_responses=_input_responses(self._round.responses), request_state=self._round.state,
                       allow_input_required=True)
+        self._round.started = True
         result = await self._inner.call_tool(name, arguments, read_timeout_seconds, progress_callback, **kwargs)
         self._round.raw = result
         return result
@@ -110,6 +127,88 @@ async def refuse_in_session(context: Any, params: Any) -> mcp_types.ErrorData:
     asking mid-call) with an error at once, so nothing waits on a human inside an MCP request."""
     return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST, message=(
         "elicitation is supported only as a 2026-07-28 input_required result (multi round-trip), not in-session"))
+
+
+_HANDSHAKE = frozenset({"initialize", "server/discover"})  # a JSON-RPC error to these means "legacy server" to the SDK
+_NOT_SENT = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout)  # raised before a byte of it was written
+
+
+class _OneCallFails(httpx2.AsyncClient):
+    """The MCP transports' HTTP client, on which a transport failure fails only the request it happened to.
+
+    The MCP SDK runs every request's POST in the session's task group, so an exception from one POST (a connection
+    the server closed as the request went out, a reset) ends the session and fails every call in flight on it with
+    "Connection closed", calls that ran included. Here a request's transport failure becomes an HTTP 502 whose body is
+    a JSON-RPC error saying whether the request left (the SDK hands that error to the request's caller alone, and the
+    session stays up). A connect failure (nothing sent) is tried once more on a new connection. A JSON response is
+    read here, so a failure reading it is caught too; a streamed (SSE) one is not: the SDK already fails only its own
+    request. The handshake's requests keep the SDK's behaviour (an error reply to them would read as a legacy server).
+    """
+
+    async def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
+        message = _jsonrpc_request(request)
+        if message is None:
+            return await super().send(request, **kwargs)
+        for attempt in range(2):
+            response: httpx2.Response | None = None
+            try:
+                response = await super().send(request, **kwargs)
+                if response.is_success and response.headers.get("content-type", "").startswith("application/json"):
+                    await response.aread()
+                return response
+            except httpx2.TransportError as exc:
+                if response is not None:
+                    await response.aclose()
+                if isinstance(exc, httpx2.ConnectError) and attempt == 0:
+                    continue
+                return _failed(request, message, exc, sent=response is not None or not isinstance(exc, _NOT_SENT))
+        raise AssertionError("unreachable")
+
+
+def _jsonrpc_request(request: httpx2.Request) -> dict[str, Any] | None:
+    """The JSON-RPC request a POST carries (not a notification nor a handshake message), else None."""
+    if request.method != "POST":
+        return None
+    try:
+        message = json.loads(request.content)
+    except (ValueError, httpx2.RequestNotRead):
+        return None
+    if not isinstance(message, dict) or "id" not in message or message.get("method") in _HANDSHAKE:
+        return None
+    return message
+
+
+def _failed(request: httpx2.Request, message: dict[str, Any], exc: httpx2.TransportError, *, sent: bool) -> httpx2.Response:
+    what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if sent:
+        text = (f"the connection to the MCP server failed after the request was sent ({what}); whether the server "
+                "acted on it is unknown, so it was not sent again")
+    else:
+        text = f"the MCP server could not be reached ({what}); the request was not sent"
+    error = {"code": mcp_types.CONNECTION_CLOSED, "message": text}
+    return httpx2.Response(502, json={"jsonrpc": "2.0", "id": message["id"], "error": error}, request=request)
+
+
+def mcp_http_client(
+    headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None
+) -> httpx2.AsyncClient:
+    """The streamable HTTP transport's client: the MCP SDK's default one (its timeouts; redirects left to the SDK) with
+    idle connections dropped after :data:`KEEPALIVE_SECONDS` and a transport failure failing only its own request."""
+    return _OneCallFails(**_client_settings(headers, timeout, auth))
+
+
+def sse_http_client(
+    headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None
+) -> httpx2.AsyncClient:
+    """The SSE transport's client: idle connections dropped after :data:`KEEPALIVE_SECONDS`. (Its replies come on the
+    event stream, not on the POST, so a failed POST cannot be answered for its request alone.)"""
+    return httpx2.AsyncClient(**_client_settings(headers, timeout, auth))
+
+
+def _client_settings(headers: dict[str, str] | None, timeout: httpx2.Timeout | None, auth: httpx2.Auth | None
+                     ) -> dict[str, Any]:
+    limits = httpx2.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=KEEPALIVE_SECONDS)
+    return {"headers": headers, "timeout": timeout or httpx2.Timeout(30.0, read=300.0), "auth": auth, "limits": limits}
 
 
 class MissingHeaderSecret(RuntimeError):
@@ -156,7 +255,27 @@ class DeclaredOnceMcpTool(McpTool):
     async def _create_session(self, *, headers: dict[str, str] | None) -> Any:
         session = await super()._create_session(headers=headers)
         current = _ROUND.get()
-        return _InputRequiredSession(session, current) if current is not None else session
+        if current is None:
+            return session
+        current.connected = True
+        return _InputRequiredSession(session, current)
+
+    async def _call_once(self, current: _Round, args: Any, tool_context: ToolContext, credential: AuthCredential) -> Any:
+        """ADK's call; sent once more on a fresh session only if the pooled one was found dead before the call began.
+
+        ADK hands out the pooled session after checking it is alive, then checks again just before the call
+        (``SessionContext._run_guarded``): a transport that ended in between fails the call with ``ConnectionError``
+        without running it (its coroutine is closed unstarted). Nothing was sent, so it is sent again, once; ADK's
+        pool replaces the dead session. Any other failure may have reached the tool and is returned as it is.
+        """
+        for attempt in range(2):
+            current.connected = current.started = False
+            try:
+                return await super()._run_async_impl(args=args, tool_context=tool_context, credential=credential)
+            except ConnectionError:
+                if attempt or not current.connected or current.started:
+                    raise
+        raise AssertionError("unreachable")
 
     async def _run_async_impl(self, *, args: Any, tool_context: ToolContext, credential: AuthCredential) -> Any:
         """ADK's call, taking an ``input_required`` result: questions pause the run (:meth:`_pause`)."""
@@ -165,7 +284,7 @@ class DeclaredOnceMcpTool(McpTool):
         note = ""
         try:
             for attempt in range(STATE_ROUNDS):
-                result = await super()._run_async_impl(args=args, tool_context=tool_context, credential=credential)
+                result = await self._call_once(current, args, tool_context, credential)
                 if not isinstance(current.raw, mcp_types.InputRequiredResult):
                     return eliciting.with_note(result, note) if isinstance(result, dict) else result
                 step = _step(current.raw)
@@ -287,10 +406,16 @@ def build_toolset(server: McpServerConfig, env: Mapping[str, str] | None = None)
     warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\] feature MCP_MODERN_PROTOCOL", category=UserWarning)
     headers = _headers(server, os.environ if env is None else env) or None
     params: StreamableHTTPConnectionParams | SseConnectionParams
+    # ADK types the factory with httpx 1.x for a type checker; with the MCP SDK 2.x it calls it with (and for) httpx2.
+    factory: Any
     if server.protocol == "SSE":
-        params = SseConnectionParams(url=server.url, headers=headers, timeout=server.timeout_seconds)
+        factory = sse_http_client
+        params = SseConnectionParams(url=server.url, headers=headers, timeout=server.timeout_seconds,
+                                     httpx_client_factory=factory)
     else:
-        params = StreamableHTTPConnectionParams(url=server.url, headers=headers, timeout=server.timeout_seconds)
+        factory = mcp_http_client
+        params = StreamableHTTPConnectionParams(url=server.url, headers=headers, timeout=server.timeout_seconds,
+                                                httpx_client_factory=factory)
     return CachingMcpToolset(
         connection_params=params,
         tool_filter=list(server.tool_names),
@@ -322,6 +447,6 @@ async def list_tool_servers(toolsets: Mapping[str, McpToolset]) -> dict[str, str
 
 
 __all__ = [
-    "CachingMcpToolset", "DeclaredOnceMcpTool", "MissingHeaderSecret", "ToolServerUnreachable", "build_toolset",
-    "list_tool_servers", "refuse_in_session",
+    "KEEPALIVE_SECONDS", "CachingMcpToolset", "DeclaredOnceMcpTool", "MissingHeaderSecret", "ToolServerUnreachable",
+    "build_toolset", "list_tool_servers", "mcp_http_client", "refuse_in_session", "sse_http_client",
 ]
