@@ -10,7 +10,7 @@ gatehouse_operator --all-namespaces --standalone`` through ``kopf.testing.KopfRu
    from the emulator's store, so polling adds no requests);
 3. **api_requests_per_reconcile**: the operator's requests during (1)-(2), watches excluded, divided by the number
    of Agents (the bench's own creates carry their own User-Agent and are not counted). It includes kopf's own
-   bookkeeping (finalizer, last-handled-configuration annotation) besides the reconcile's GETs and creates;
+   bookkeeping (any patch of the Agent, Events) besides the reconcile's GETs and creates;
 4. **writes_on_noop_resync**: the operator is stopped once the API is quiet, restarted with
    ``GATEHOUSE_RESYNC_SECONDS`` low, and runs a first reconcile of every Agent (kopf keeps its last-handled state
    in memory, so after a restart that is ``on.create``) plus at least one periodic resync of every Agent over an

@@ -5,6 +5,7 @@ Importing this package registers every handler with kopf. The modules, one conce
 
     settings      start-up: kopf settings (own ``gatehouse.dev`` prefix) and the shared OperatorState
     handlers      thin kopf handlers: which trigger reconciles which Agent
+    periodic      one loop for all Agents: resync, Secret check, clean-up of the TokenReview bindings of deleted Agents
     reconcile     one reconcile: read, translate, create-or-patch children, write status
     dependencies  kopf indexes (which Agents use a ModelConfig/RemoteMCPServer; caches); Secrets read by name
     builders      pure functions rendering the children (Secret, SA, Role, RoleBinding, state claim, Deployment,
@@ -22,6 +23,6 @@ Importing this package registers every handler with kopf. The modules, one conce
 The folder ``operator/`` is deliberately not a package: ``operator`` would shadow the standard library.
 """
 
-from gatehouse_operator import dependencies, handlers, settings
+from gatehouse_operator import dependencies, handlers, periodic, settings
 
-__all__ = ["dependencies", "handlers", "settings"]
+__all__ = ["dependencies", "handlers", "periodic", "settings"]

@@ -11,9 +11,11 @@ by the periodic Secret check, like those of any referenced Secret.
 
 ``gatehouse-tokenreview-<namespace>-<agent>`` (ClusterRoleBinding): binds the chart's TokenReview ClusterRole to
 the runtime's ServiceAccount while ``spec.access.kubernetesTokens`` is true, and is deleted when it turns false or
-when the Agent is deleted (by the delete handler, before kopf releases the finalizer: a cluster-scoped object
-cannot have a namespaced owner). It carries the Agent's name and namespace as labels; one that names another
-Agent is never taken over.
+when the Agent is gone (a cluster-scoped object cannot have a namespaced owner, and Agents carry no finalizer):
+at once on the Agent's DELETED watch event, and by the periodic clean-up (:mod:`gatehouse_operator.periodic`,
+at start-up and every resync period) for an Agent deleted while the operator was down or its event was missed.
+It carries the Agent's name and namespace as labels (:data:`BINDING_SELECTOR` finds them all); one that names
+another Agent is never taken over.
 """
 
 from __future__ import annotations
@@ -28,9 +30,18 @@ from gatehouse_operator.apply import Applied, owned_equal
 from gatehouse_operator.dependencies import ReferencedSecrets
 from gatehouse_operator.kube import ApiException, ChildrenApi
 
-__all__ = ["BindingConflict", "delete_tokenreview_binding", "ensure_access_secret", "ensure_tokenreview_binding"]
+__all__ = [
+    "BINDING_SELECTOR",
+    "BindingConflict",
+    "delete_tokenreview_binding",
+    "ensure_access_secret",
+    "ensure_tokenreview_binding",
+    "owner_of",
+]
 
 BINDING = "ClusterRoleBinding"
+# Every TokenReview binding the operator made (any release's): managed by it and labelled with an Agent's namespace.
+BINDING_SELECTOR = f"app.kubernetes.io/managed-by={builders.MANAGED_BY},{builders.AGENT_NAMESPACE_LABEL}"
 TOKEN_BYTES = 32
 
 
@@ -66,14 +77,15 @@ def ensure_access_secret(
     return Applied("Secret", name, "unchanged", actual)
 
 
-def _owner_of(binding: dict[str, Any]) -> tuple[str, str] | None:
+def owner_of(binding: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The (namespace, name) of the Agent a binding is labelled with."""
     labels = binding.get("metadata", {}).get("labels") or {}
     agent, namespace = labels.get(builders.AGENT_LABEL), labels.get(builders.AGENT_NAMESPACE_LABEL)
     return (namespace, agent) if agent and namespace else None
 
 
 def _check_ours(actual: dict[str, Any], agent: Agent) -> None:
-    owner = _owner_of(actual)
+    owner = owner_of(actual)
     if owner is not None and owner != (agent.namespace, agent.name):
         raise BindingConflict(
             f"{BINDING} {actual['metadata']['name']!r} belongs to Agent {owner[0]}/{owner[1]}; "
@@ -88,7 +100,7 @@ def ensure_tokenreview_binding(
     name = builders.tokenreview_binding_name(agent.namespace, agent.name)
     if not wanted:
         actual = kube.get(BINDING, None, name)
-        if actual is None or _owner_of(actual) != (agent.namespace, agent.name):
+        if actual is None or owner_of(actual) != (agent.namespace, agent.name):
             return None
         kube.delete(BINDING, None, name)
         return Applied(BINDING, name, "deleted", actual)
@@ -111,10 +123,11 @@ def ensure_tokenreview_binding(
     return Applied(BINDING, name, "patched", kube.patch(desired))
 
 
-def delete_tokenreview_binding(kube: ChildrenApi, namespace: str, agent_name: str) -> bool:
-    """Delete the Agent's binding, if it is there and its own; whether one was deleted."""
-    name = builders.tokenreview_binding_name(namespace, agent_name)
+def delete_tokenreview_binding(kube: ChildrenApi, namespace: str, agent_name: str, name: str | None = None) -> bool:
+    """Delete the Agent's binding (``name``, by default the one it is given), if it is there and its own; whether one
+    was deleted."""
+    name = name or builders.tokenreview_binding_name(namespace, agent_name)
     actual = kube.get(BINDING, None, name)
-    if actual is None or _owner_of(actual) not in (None, (namespace, agent_name)):
+    if actual is None or owner_of(actual) not in (None, (namespace, agent_name)):
         return False
     return kube.delete(BINDING, None, name)

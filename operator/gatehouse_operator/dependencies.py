@@ -20,7 +20,7 @@ which RBAC cannot narrow by label. Instead each reconcile reads the Secrets its 
 RemoteMCPServer's ``headersFrom``) and the access files (``spec.access``, or the generated ``<agent>-access``).
 Of each it keeps the ``resourceVersion`` and the key names, never a value: the Problems for a missing Secret or
 key come from the key names, ``gatehouse.dev/secrets-hash`` is a digest over (Secret, key, resourceVersion).
-A periodic check (:func:`changed_secrets`, run by ``handlers.agent_secret_check``) reads them again and
+A periodic check (:func:`changed_secrets`, run by :mod:`gatehouse_operator.periodic`) reads them again and
 reconciles the Agent when a version moved; any other trigger of the Agent re-reads them anyway.
 
 :class:`Dependencies` wraps the indexes a handler receives as keyword arguments and answers "which Agents use
@@ -126,6 +126,12 @@ class Dependencies:
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any]) -> Dependencies:
         return cls(**{name: kwargs[name] for name in cls.__dataclass_fields__})
+
+    def known_agents(self) -> set[tuple[str, str]]:
+        """Every Agent (namespace, name) in the index: all there are once kopf has listed them (read in the event
+        loop, where kopf updates the index)."""
+        return {(namespace, body["metadata"]["name"]) for namespace in list(self.agent_cache)
+                for body in self.agent_cache.get(namespace, ())}
 
     def agents_using(self, kind: DependencyKind, namespace: str, name: str) -> set[str]:
         """Names of the Agents in ``namespace`` that use the ModelConfig, RemoteMCPServer or Agent ``name``."""

@@ -5,29 +5,30 @@ handler                trigger                                                  
 =====================  ==========================================================  =====================
 agent_create/update/   the Agent itself (kopf diffs spec, labels, annotations)     that Agent
 agent_resume           operator start-up, for every existing Agent
-agent_delete           deletion: children go with the Agent (ownerReferences);     -
-                       this deletes its TokenReview ClusterRoleBinding (which
-                       cannot be owned), then kopf releases the finalizer
-agent_resync           a daemon per Agent, every ``GATEHOUSE_RESYNC_SECONDS``      that Agent
-agent_secret_check     a daemon per Agent, ``GATEHOUSE_SECRET_CHECK_INTERVAL``     that Agent, when one
-                       (60s) after its last reconcile or check: GETs the           of them changed
-                       Secrets its last reconcile read and its ``<agent>-config``,
-                       compares their resourceVersions
+agent_delete           deletion while something else holds the Agent (optional,    -
+                       best effort: Agents carry no finalizer): deletes its
+                       TokenReview ClusterRoleBinding (which cannot be owned)
 modelconfig_event      a ModelConfig added/changed/deleted                         Agents using it
 mcpserver_event        a RemoteMCPServer added/changed/deleted                     Agents using it
 agent_event            an Agent added, deleted or its spec changed                 Agents using it as a
-                                                                                   tool (and, when its
-                                                                                   runtime reported
-                                                                                   readiness, that Agent)
+                       (every event records the Agent for the periodic loop;       tool (and, when its
+                       DELETED deletes its TokenReview ClusterRoleBinding at       runtime reported
+                       once, its other children go by their ownerReferences)       readiness, that Agent)
 deployment_event       a Deployment we manage changed (e.g. availableReplicas,     its Agent
                        or edited/deleted by hand)
 admission_policy_/     the ToolApproval admission policy or any policy binding     every Agent, when the
 binding_event          changed (the verdict is read again, once)                   verdict changed
 =====================  ==========================================================  =====================
 
+No handler is a daemon and none requires a finalizer: :mod:`gatehouse_operator.periodic` runs one loop for all
+Agents -- each Agent's resync (``GATEHOUSE_RESYNC_SECONDS`` after its last reconcile), its Secret check
+(``GATEHOUSE_SECRET_CHECK_INTERVAL`` after its last reconcile or check: GETs the Secrets its last reconcile read and
+its ``<agent>-config``, compares their resourceVersions, reconciles it when one changed) and the clean-up of the
+TokenReview ClusterRoleBindings of Agents that are gone (at start-up and every resync period).
+
 Secrets are never listed or watched (RBAC cannot narrow a watch by label, so a watch would need every Secret in
 the cluster): a reconcile reads the ones its Agent references by name (:mod:`gatehouse_operator.dependencies`),
-and ``agent_secret_check`` notices a rotated, created or deleted one -- the generated ``<agent>-access`` and the
+and the periodic Secret check notices a rotated, created or deleted one -- the generated ``<agent>-access`` and the
 ``<agent>-config`` edited by hand included -- within one interval. An Agent whose last reconcile read none, and
 has no config Secret yet, costs no request.
 
@@ -53,8 +54,8 @@ from typing import Any
 import kopf
 
 from agent_runtime.resources import GROUP, VERSION
-from gatehouse_operator import access, builders, status
-from gatehouse_operator.dependencies import Dependencies, changed_secrets
+from gatehouse_operator import builders, periodic, status
+from gatehouse_operator.dependencies import Dependencies
 from gatehouse_operator.kube import ApiException
 from gatehouse_operator.reconcile import reconcile
 from gatehouse_operator.settings import OperatorState
@@ -66,8 +67,6 @@ __all__ = [
     "agent_delete",
     "agent_event",
     "agent_resume",
-    "agent_resync",
-    "agent_secret_check",
     "agent_update",
     "deployment_event",
     "mcpserver_event",
@@ -109,18 +108,19 @@ def agent_resume(memo: kopf.Memo, namespace: str | None, name: str, body: kopf.B
     _run(memo, _agent_namespace(namespace, name), name, logger, kwargs, seen=body)
 
 
-@kopf.on.delete(*AGENTS)
+@kopf.on.delete(*AGENTS, optional=True)  # optional: no finalizer, so it runs only while something else holds the Agent
 def agent_delete(memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **_: Any) -> None:
     if namespace is not None:  # without one, nothing was ever created or locked for it
-        state: OperatorState = memo.state
-        with state.lock_for(namespace, name):  # no reconcile of this Agent runs (and re-creates it) meanwhile
-            try:
-                if access.delete_tokenreview_binding(state.kube, namespace, name):
-                    logger.info("deleted the TokenReview ClusterRoleBinding of agent %s/%s", namespace, name)
-            except ApiException as exc:  # the finalizer holds the Agent until this succeeds
-                binding = builders.tokenreview_binding_name(namespace, name)
-                raise kopf.TemporaryError(f"ClusterRoleBinding/{binding}: {exc.status} {exc.reason}", delay=10) from exc
-        state.forget(namespace, name)
+        _release(memo.state, namespace, name, logger)
+
+
+def _release(state: OperatorState, namespace: str, name: str, logger: kopf.Logger) -> None:
+    try:
+        periodic.release(state, namespace, name, logger)
+    except ApiException as exc:  # the periodic clean-up deletes it later
+        binding = builders.tokenreview_binding_name(namespace, name)
+        logger.warning("ClusterRoleBinding/%s of agent %s/%s not deleted yet: %s %s", binding, namespace, name, exc.status,
+                       exc.reason)
     # The state claim has an ownerReference only with spec.state.sqlite.deleteClaimWithAgent: by default it stays.
     logger.info("agent %s/%s deleted; its children are garbage-collected through ownerReferences", namespace, name)
 
@@ -135,9 +135,14 @@ async def agent_event(type: str | None, body: kopf.Body, memo: kopf.Memo, namesp
     if namespace is None:
         return
     state: OperatorState = memo.state
+    state.agents_listed = True  # kopf runs no handler before every Agent is listed (and indexed)
     changed = state.agent_spec_changed(namespace, name, body.get("spec"), deleted=type == "DELETED")
-    if type == "DELETED" and state.essences is not None:
-        state.essences.forget(body.metadata.uid)
+    if type == "DELETED":
+        if state.essences is not None:
+            state.essences.forget(body.metadata.uid)
+        await asyncio.to_thread(_release, state, namespace, name, logger)
+    else:
+        state.agent_seen(namespace, name)
     if type is None:
         return
     if changed:
@@ -146,47 +151,6 @@ async def agent_event(type: str | None, body: kopf.Body, memo: kopf.Memo, namesp
             await asyncio.to_thread(_reconcile_dependents, "Agent", type, namespace, name, parents, memo, logger, kwargs)
     if type != "DELETED" and status.ready_needs_runtime_reason((body.get("status") or {}).get("conditions") or []):
         await asyncio.to_thread(_run, memo, namespace, name, logger, kwargs)
-
-
-@kopf.daemon(*AGENTS, cancellation_timeout=5)
-async def agent_resync(
-    stopped: kopf.DaemonStopped, memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **kwargs: Any
-) -> None:
-    state: OperatorState = memo.state
-    agent_namespace = _agent_namespace(namespace, name)
-    while not await stopped.wait(state.config.resync_seconds):
-        try:
-            await asyncio.to_thread(_run, memo, agent_namespace, name, logger, kwargs)
-        except Exception:  # a failed resync is retried at the next one; the trigger handlers report it
-            logger.exception("resync of agent %s/%s failed", namespace, name)
-
-
-def _check_secrets(memo: kopf.Memo, namespace: str, name: str, logger: kopf.Logger, kwargs: dict[str, Any]) -> None:
-    state: OperatorState = memo.state
-    with state.lock_for(namespace, name):  # compared with a record no reconcile is filling meanwhile
-        versions = state.secret_versions(namespace, name, builders.config_secret_name(name))
-        changed = changed_secrets(state.kube, namespace, versions)
-        state.secrets_checked(namespace, name)
-    if changed:
-        logger.info("Secret %s of agent %s/%s changed: reconciling", ", ".join(sorted(changed)), namespace, name)
-        _run(memo, namespace, name, logger, kwargs)
-
-
-@kopf.daemon(*AGENTS, cancellation_timeout=5)
-async def agent_secret_check(
-    stopped: kopf.DaemonStopped, memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **kwargs: Any
-) -> None:
-    state: OperatorState = memo.state
-    agent_namespace = _agent_namespace(namespace, name)
-    config_secret = builders.config_secret_name(name)
-    while not await stopped.wait(state.secret_check_delay(agent_namespace, name)):
-        if not state.secret_versions(agent_namespace, name, config_secret):
-            state.secrets_checked(agent_namespace, name)
-            continue  # nothing read yet (e.g. its ModelConfig is missing): no request
-        try:
-            await asyncio.to_thread(_check_secrets, memo, agent_namespace, name, logger, kwargs)
-        except Exception:  # retried at the next check; the trigger handlers report a failing reconcile
-            logger.exception("Secret check of agent %s/%s failed", namespace, name)
 
 
 def _reconcile_dependents(kind: str, event_type: str, namespace: str, name: str, agents: list[str], memo: kopf.Memo,

@@ -4,7 +4,8 @@ The operator works with plain dicts (what the builders render and what is compar
 through the client's transport, JSON in and out, without the generated client's typed models. Patches are
 always JSON merge patches. ``get`` answers ``None`` for a missing object instead of raising, and ``delete``
 answers ``False``. Cluster-scoped kinds (the runtime's TokenReview ClusterRoleBinding, the admission policy and
-its bindings, which are only read) take ``namespace=None``.
+its bindings, which are only read) take ``namespace=None``. The only lists are of cluster-scoped kinds: the
+admission policy's bindings, and the operator's TokenReview bindings (by label, to collect those of deleted Agents).
 
 Handlers are synchronous (kopf runs them in worker threads), so the blocking client is fine here.
 """
@@ -53,6 +54,7 @@ _KINDS: dict[str, _Kind] = {
     "Role": _Kind(_RBAC, "roles"),
     "RoleBinding": _Kind(_RBAC, "rolebindings"),
     "ClusterRoleBinding": _Kind(_RBAC, "clusterrolebindings", namespaced=False, deletable=True),
+    "Event": _Kind("/api/v1", "events"),  # created only, on an Agent
     "ValidatingAdmissionPolicy": _Kind(_ADMISSION, "validatingadmissionpolicies", namespaced=False, writable=False),
     "ValidatingAdmissionPolicyBinding": _Kind(
         _ADMISSION, "validatingadmissionpolicybindings", namespaced=False, writable=False
@@ -84,12 +86,12 @@ class ChildrenApi:
         self._client = api_client
 
     def _send(self, method: str, path: str, body: dict[str, Any] | None = None,
-              content_type: str = "application/json") -> Any:
+              content_type: str = "application/json", query: list[tuple[str, str]] | None = None) -> Any:
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
         request = self._client.param_serialize(method=method, resource_path=path, header_params=headers, body=body,
-                                               auth_settings=["BearerToken"])
+                                               query_params=query, auth_settings=["BearerToken"])
         response = self._client.call_api(*request)
         data = response.read()
         if not 200 <= response.status <= 299:
@@ -128,6 +130,12 @@ class ChildrenApi:
                 return False
             raise
         return True
+
+    def list_cluster_role_bindings(self, label_selector: str) -> list[dict[str, Any]]:
+        """The ClusterRoleBindings that match ``label_selector``, across the cluster."""
+        found = self._send("GET", _KINDS["ClusterRoleBinding"].path(None), query=[("labelSelector", label_selector)])
+        items: list[dict[str, Any]] = found.get("items") or []
+        return items
 
     def list_admission_policy_bindings(self) -> list[dict[str, Any]]:
         """Every ValidatingAdmissionPolicyBinding in the cluster."""

@@ -20,7 +20,10 @@ of its Deployment, and the periodic resync. Each run
    the TokenReview ClusterRoleBinding; on failure leaves the last good children running;
 5. checks the ToolApproval admission policy (:mod:`gatehouse_operator.admission`), writes ``status`` only if it
    differs (:mod:`gatehouse_operator.status`; ``Durable`` and ``StateReady`` from :mod:`gatehouse_operator.storage`
-   and the claim just read) and posts one Event when anything was written.
+   and the claim just read) and posts one Event where it tells something the status does not: a warning with the
+   reason when the Agent is not accepted (and its status changed), ``Reconciled`` naming what changed when children
+   of an Agent applied before were created, patched or deleted. A new Agent's first apply posts none: its
+   ``Accepted`` condition (``Reconciled``, its ``lastTransitionTime``, the config applied) says so already.
 
 With unchanged inputs a run costs one GET of the Agent, one per child (the state claim included), one per
 referenced Secret (the access Secret at least), one of the ClusterRoleBinding and one or two of the admission
@@ -83,6 +86,7 @@ def reconcile(
     newer spec is handled by kopf's next update anyway.
     """
     with state.lock_for(namespace, name):
+        state.reconciling(namespace, name)
         body = copy.deepcopy(dict(seen)) if seen is not None else state.kube.get_agent(namespace, name)
         if body is None or body.get("metadata", {}).get("deletionTimestamp"):
             return None
@@ -173,10 +177,31 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
     written = _write_status(state, body, accepted, status.ready_condition(deployment), digest, now, admission, conditions)
     changes = tuple(str(a) for a in applied if a.action != "unchanged")
     if changes:
-        # kopf annotates ``Body`` but reads only Mapping keys (apiVersion, kind, metadata): a raw dict works.
-        kopf.info(body, reason="Reconciled", message="; ".join(changes))  # type: ignore[arg-type]
+        if not create_first:  # a first apply is in the status (Accepted): an Event would only repeat it
+            _post_event(state, body, "Normal", "Reconciled", "; ".join(changes), logger, now)
         logger.info("reconciled %s/%s: %s", agent.namespace, agent.name, "; ".join(changes))
     return Outcome(True, "Reconciled", changes, written)
+
+
+def _post_event(state: OperatorState, body: Mapping[str, Any], type_: str, reason: str, message: str,
+                logger: kopf.Logger, now: str) -> None:
+    """One Event on the Agent, posted here rather than through kopf (whose Events need a kopf handler's context: the
+    periodic resync has none). Best effort: an Event the API refuses changes nothing else."""
+    meta = body["metadata"]
+    event = {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+        "involvedObject": {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"), "name": meta["name"],
+                           "namespace": meta["namespace"], "uid": meta.get("uid")},
+        "type": type_, "reason": reason, "message": message[:MAX_MESSAGE],
+        "source": {"component": builders.MANAGED_BY}, "reportingComponent": builders.MANAGED_BY,
+        "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+    }
+    try:
+        state.kube.create(event)
+    except ApiException as exc:
+        logger.warning("Event %s on agent %s/%s not posted: %s %s", reason, meta["namespace"], meta["name"], exc.status,
+                       exc.reason)
 
 
 def _database_problems(secrets: ReferencedSecrets, agent: Agent) -> list[Problem]:
@@ -232,7 +257,7 @@ def _reject(
     accepted = status.StatusCondition("Accepted", False, reason, message)
     written = _write_status(state, body, accepted, status.ready_condition(deployment), None, now, admission)
     if written:
-        kopf.warn(body, reason=reason, message=message)  # type: ignore[arg-type]  # as kopf.info above
+        _post_event(state, body, "Warning", reason, message, logger, now)
         logger.warning("agent %s/%s not accepted (%s): %s", meta["namespace"], meta["name"], reason, message)
     return Outcome(False, reason, (), written)
 

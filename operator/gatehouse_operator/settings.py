@@ -3,21 +3,25 @@
 One ``@kopf.on.startup`` handler tunes kopf and builds the :class:`OperatorState` every handler uses
 (``memo.state``):
 
-- kopf keeps its bookkeeping under our own prefix, ``gatehouse.dev``: the finalizer ``gatehouse.dev/finalizer``
-  and, only while a handler is being retried, its progress in ``gatehouse.dev/<handler>`` annotations; so
-  ``status`` holds nothing but the Agent's own conditions. What kopf last handled of each Agent (its diff base)
-  stays in memory (:class:`MemoryDiffBase`): an Agent costs kopf one write in its life, the finalizer;
-- log lines are not mirrored as Kubernetes Events: the operator posts its own, one per outcome;
+- kopf keeps its bookkeeping under our own prefix, ``gatehouse.dev``: only while a handler is being retried, its
+  progress in ``gatehouse.dev/<handler>`` annotations; so ``status`` holds nothing but the Agent's own conditions.
+  What kopf last handled of each Agent (its diff base) stays in memory (:class:`MemoryDiffBase`). No handler needs a
+  finalizer (no per-Agent daemon, the delete handler is optional: :mod:`gatehouse_operator.periodic`), so kopf writes
+  nothing to an Agent. The finalizer name stays ``gatehouse.dev/finalizer``: Agents of releases that added it still
+  carry it, and kopf removes a finalizer of that name that no handler requires, once, when it first sees the Agent;
+- log lines are not mirrored as Kubernetes Events: the operator posts its own where they tell something;
 - watches end server-side every 5 minutes and resume from their resourceVersion (no silently stuck streams).
 
 Environment variables (all optional):
 
 ``GATEHOUSE_RUNTIME_IMAGE``   image of the agent pods (default ``ghcr.io/gatehouse-dev/gatehouse:0.1.0``),
                               overridden per Agent by ``spec.deployment.image``;
-``GATEHOUSE_RESYNC_SECONDS``  how often every Agent is re-checked against the cluster (default 300);
-``GATEHOUSE_SECRET_CHECK_INTERVAL``  how often the Secrets each Agent references are read again by name to notice a
-                              change (a new resourceVersion) -- the operator does not watch Secrets; a duration,
-                              default ``60s``; ``gatehouse-operator --secret-check-interval 30s`` sets it;
+``GATEHOUSE_RESYNC_SECONDS``  how often every Agent is re-checked against the cluster: at most this long after its
+                              last reconcile, whatever started that (default 300);
+``GATEHOUSE_SECRET_CHECK_INTERVAL``  how long after a reconcile (or check) read them the Secrets each Agent
+                              references are read again by name to notice a change (a new resourceVersion) -- the
+                              operator does not watch Secrets; a duration, default ``60s``; ``gatehouse-operator
+                              --secret-check-interval 30s`` sets it;
 ``GATEHOUSE_RUNTIME_API_TOKEN_SECRET`` / ``..._KEY``  a Secret (in each Agent's namespace) and key holding the
                               runtime's REST bearer tokens, passed to agent pods as ``GATEHOUSE_API_TOKEN``;
 ``GATEHOUSE_ADMISSION_POLICY``  the ValidatingAdmissionPolicy that makes kubectl decisions trustworthy (default
@@ -44,6 +48,7 @@ import kopf
 
 from agent_runtime.durations import parse_duration
 from gatehouse_operator.admission import PolicyVerdict
+from gatehouse_operator.builders import config_secret_name
 from gatehouse_operator.dependencies import ReferencedSecrets
 from gatehouse_operator.kube import ChildrenApi, connect
 
@@ -110,6 +115,21 @@ class OperatorConfig:
 
 
 @dataclass
+class _Due:
+    """When the Agent was last reconciled (or first seen), and its spread: the share of each period it waits, 0.9 to
+    1, fixed per Agent, so Agents reconciled together (created at once, or after a restart) drift apart instead of
+    resyncing in lockstep."""
+
+    reconciled_at: float
+    spread: float
+
+
+def _spread(namespace: str, name: str) -> float:
+    digest = hashlib.blake2b(f"{namespace}/{name}".encode(), digest_size=4).digest()
+    return 1.0 - 0.1 * int.from_bytes(digest) / 2**32
+
+
+@dataclass
 class OperatorState:
     """What one operator run shares between handlers: settings, the API client, per-Agent locks, and the
     resourceVersion of each child as the last reconcile left it (so the watch event that echoes our own
@@ -122,6 +142,8 @@ class OperatorState:
     _versions: dict[tuple[str, str, str], str] = field(default_factory=dict)
     _secrets: dict[tuple[str, str], ReferencedSecrets] = field(default_factory=dict)
     _agent_specs: dict[tuple[str, str], str] = field(default_factory=dict)
+    _agents: dict[tuple[str, str], _Due] = field(default_factory=dict)
+    agents_listed: bool = False  # an Agent handler ran: kopf had listed every Agent before (it waits for its indexes)
     essences: MemoryDiffBase | None = None  # kopf's diff base (see configure), emptied of deleted Agents
     admission: PolicyVerdict = field(default_factory=PolicyVerdict)  # the cluster's admission policy, shared
 
@@ -134,6 +156,42 @@ class OperatorState:
         with self._guard:
             self._locks.pop((namespace, name), None)
             self._secrets.pop((namespace, name), None)
+            self._agents.pop((namespace, name), None)
+
+    def agent_seen(self, namespace: str, name: str) -> None:
+        """An Agent's watch event: from now on the periodic loop resyncs it and checks its Secrets."""
+        with self._guard:
+            if (namespace, name) not in self._agents:
+                self._agents[namespace, name] = _Due(time.monotonic(), _spread(namespace, name))
+
+    def reconciling(self, namespace: str, name: str) -> None:
+        """A reconcile of the Agent starts, whatever its trigger: its next resync is one period from now."""
+        with self._guard:
+            due = self._agents.get((namespace, name))
+            if due is not None:
+                due.reconciled_at = time.monotonic()
+
+    def due(self, now: float, busy: set[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        """The Agents (not in ``busy``) whose resync is due, and those whose Secret check is: each one period (times
+        its spread, 0.9 to 1) after its last reconcile, or after its Secrets were last read or checked. An Agent with
+        no Secret to read is marked checked here, at no cost; one never reconciled has none recorded yet."""
+        resync, check = self.config.resync_seconds, self.config.secret_check_seconds
+        resyncs, checks = [], []
+        with self._guard:
+            for key, due in self._agents.items():
+                if key in busy:
+                    continue
+                if now - due.reconciled_at >= resync * due.spread:
+                    resyncs.append(key)
+                    continue
+                record = self._secrets.get(key)
+                if record is None or now - record.read_at < check * due.spread:
+                    continue
+                if record.versions() or self._versions.get(("Secret", key[0], config_secret_name(key[1]))):
+                    checks.append(key)
+                else:
+                    record.read_at = now  # nothing read (e.g. its ModelConfig is missing): no request
+        return resyncs, checks
 
     def saw(self, kind: str, namespace: str, name: str, resource_version: str) -> None:
         """Remember the version of a child as the last reconcile left it."""
@@ -166,16 +224,6 @@ class OperatorState:
         with self._guard:
             self._secrets[namespace, name] = secrets
         return secrets
-
-    def secret_check_delay(self, namespace: str, name: str) -> float:
-        """Seconds until the Agent's Secrets are due to be checked: one interval after its last reconcile read them
-        (or the last check did), so a reconcile's fresh read is not followed by a needless check."""
-        interval = self.config.secret_check_seconds
-        with self._guard:
-            record = self._secrets.get((namespace, name))
-        if record is None:
-            return interval
-        return min(interval, max(0.0, interval - (time.monotonic() - record.read_at)))
 
     def secrets_checked(self, namespace: str, name: str) -> None:
         """The Agent's Secrets were just checked (or there was nothing to check): the next check is one interval on."""
@@ -240,15 +288,15 @@ class MemoryDiffBase(kopf.DiffBaseStorage):
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
-    settings.persistence.finalizer = f"{PREFIX}/finalizer"
+    settings.persistence.finalizer = f"{PREFIX}/finalizer"  # no handler needs it: kopf removes it where still found
     settings.persistence.progress_storage = ProgressAnnotations(prefix=PREFIX)
     essences = settings.persistence.diffbase_storage = MemoryDiffBase()
     settings.posting.loggers = False
-    # After its own patch of an Agent (the finalizer), kopf skips older events until the patched version comes back
-    # on the watch, but only for consistency_timeout seconds (default 5); after that it handles the stale event. With
-    # hundreds of Agents created at once the watch runs more than 5 s behind (measured, when kopf's last-handled
-    # state was an annotation: 414 of 500 Agents handled twice). Waiting longer costs nothing when the watch is on
-    # time.
+    # After its own patch of an Agent (now only the removal of an old release's finalizer, or a retried handler's
+    # progress), kopf skips older events until the patched version comes back on the watch, but only for
+    # consistency_timeout seconds (default 5); after that it handles the stale event. With hundreds of Agents created
+    # at once the watch runs more than 5 s behind (measured, when kopf's last-handled state was an annotation: 414 of
+    # 500 Agents handled twice). Waiting longer costs nothing when the watch is on time.
     settings.persistence.consistency_timeout = 30
     settings.watching.server_timeout = 300  # re-list/re-watch regularly instead of trusting one stream forever
     # Reconciles are synchronous and mostly wait on the API: more of them in flight than kopf's default thread pool

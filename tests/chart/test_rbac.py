@@ -46,7 +46,7 @@ KOPF_CLUSTER_NEEDS: list[tuple[str, str, tuple[str, ...]]] = [
 # The operator itself, cluster-scoped: each runtime's TokenReview ClusterRoleBinding (bind: on one role only,
 # checked below) and the AdmissionPolicy condition (reading the ToolApproval policy and its bindings).
 OPERATOR_CLUSTER_NEEDS: list[tuple[str, str, tuple[str, ...]]] = [
-    ("rbac.authorization.k8s.io", "clusterrolebindings", ("get", "create", "patch", "delete")),
+    ("rbac.authorization.k8s.io", "clusterrolebindings", ("get", "list", "create", "patch", "delete")),
     ("rbac.authorization.k8s.io", "clusterroles", ("bind",)),
     ("admissionregistration.k8s.io", "validatingadmissionpolicies", ("get", "list", "watch")),
     ("admissionregistration.k8s.io", "validatingadmissionpolicybindings", ("get", "list", "watch")),

@@ -144,8 +144,11 @@ def test_applying_the_example_creates_owned_children_and_accepts(
     role = json.loads(kubectl("get", "role", "file-manager-runtime", "-o", "json"))
     assert role["rules"][0]["resources"] == ["toolapprovals"]
 
+    # A new Agent's first apply posts no Event: its Accepted condition says so, with the config and the time.
+    assert accepted["message"] == f"AgentConfig {agent['status']['configHash'][:12]} is applied"
+    assert accepted["status"] == "True" and accepted["lastTransitionTime"]
     events = json.loads(kubectl("get", "events", "-o", "json"))["items"]
-    assert any(e["reason"] == "Reconciled" and e["involvedObject"]["name"] == "file-manager" for e in events)
+    assert [e for e in events if e["involvedObject"]["name"] == "file-manager"] == []
 
     # Ready follows the Deployment's status (the emulator has no deployment controller: play its part).
     cluster.apps.patch_namespaced_deployment_status("file-manager", NS, {"status": {"availableReplicas": 1, "replicas": 1}})
@@ -157,6 +160,8 @@ def test_a_new_agent_creates_its_children_without_reading_them_first(
     kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster
 ) -> None:
     """A never-applied Agent's children do not exist yet: the operator creates them straight away (no 404 reads).
+    Besides, it writes the Agent's status once, and nothing else: no finalizer, no Event (the status says it was
+    applied), no Secret check (it comes one interval after the reconcile that read them).
 
     It does read the admission policy (the AdmissionPolicy condition), which is not a child."""
     _apply_example(kubectl, "modelconfig", "mcp-server")
@@ -167,11 +172,18 @@ def test_a_new_agent_creates_its_children_without_reading_them_first(
     _settle(kube_api)
     operator_requests = [r for r in kube_api.emulator.requests_since(mark)
                          if r.params.get("watch") is None and r.headers.get("User-Agent", "").startswith("OpenAPI-Generator")]
+    # (a list of the TokenReview bindings may fall in: the start-up clean-up runs once the first Agent is seen)
     children = [(str(r.method.value), r.resource.plural) for r in operator_requests
-                if r.resource.plural not in ("agents", "validatingadmissionpolicies")]
+                if r.resource.plural not in ("agents", "validatingadmissionpolicies")
+                and not (r.method.value == "GET" and r.name is None)]
     assert sorted(children) == sorted(("POST", plural) for plural in (
         "secrets", "secrets", "serviceaccounts", "roles", "rolebindings", "persistentvolumeclaims", "deployments", "services",
         "clusterrolebindings"))
+    writes = [(str(r.method.value), r.resource.plural, r.subresource) for r in kube_api.emulator.writes(mark)
+              if not r.headers.get("User-Agent", "").startswith("kubectl")]  # the operator's, kopf's included
+    assert len(writes) == 10 and ("PATCH", "agents", "status") in writes, writes  # the 9 creates, one status write
+    secret_reads = [r for r in operator_requests if r.method.value == "GET" and r.resource.plural == "secrets"]
+    assert secret_reads == []
 
 
 def test_a_new_agent_is_handled_once_even_when_the_watch_runs_behind(
@@ -191,8 +203,8 @@ def test_a_new_agent_is_handled_once_even_when_the_watch_runs_behind(
     assert operator.outputs[-1].count("Handler 'agent_create' succeeded") == 1, operator.outputs[-1][-3000:]
     kopf_patches = [r for r in kube_api.emulator.writes(mark) if r.method.value == "PATCH" and r.resource.plural == "agents"
                     and r.subresource is None and r.headers.get("User-Agent", "").startswith("kopf/")]
-    # the finalizer only: kopf's handled-state is kept in memory (settings.MemoryDiffBase), not written to the Agent
-    assert len(kopf_patches) == 1, [r.text[:100] for r in kopf_patches]
+    # none: kopf's handled-state is kept in memory (settings.MemoryDiffBase), and no handler needs a finalizer
+    assert kopf_patches == [], [r.text[:100] for r in kopf_patches]
     assert "gatehouse.dev/last-handled-configuration" not in cluster.agent("file-manager")["metadata"].get(  # type: ignore[index]
         "annotations", {})
 
@@ -267,6 +279,10 @@ def test_drifted_children_are_repaired(
     cluster.wait_accepted("file-manager")
     kubectl("delete", "deployment", "file-manager")
     wait_for(lambda: cluster.deployment("file-manager") is not None, what="the Deployment to come back")
+    # A change to an Agent applied before is an Event (the status does not say what was repaired).
+    events = json.loads(kubectl("get", "events", "-o", "json"))["items"]
+    assert [(e["type"], e["reason"], e["message"]) for e in events if e["involvedObject"]["name"] == "file-manager"] == [
+        ("Normal", "Reconciled", "created Deployment/file-manager")]
     kubectl("patch", "secret", "file-manager-config", "--type=merge", "-p", json.dumps({"data": {"config.json": "e30K"}}))
     wait_for(lambda: cluster.core.read_namespaced_secret("file-manager-config", NS).data["config.json"] != "e30K",
              what="the config Secret to be restored")
@@ -356,16 +372,98 @@ def test_changing_a_model_config_reconciles_only_the_agents_using_it(
                    for r in kube_api.emulator.requests_since(mark)), "dependents are found in the index, not by listing Agents"
 
 
-def test_deleting_the_agent_releases_the_finalizer_and_collects_children(
+BINDING = "gatehouse-tokenreview-default-file-manager"  # the example Agent's TokenReview ClusterRoleBinding
+OLD_FINALIZER = "gatehouse.dev/finalizer"  # what releases before 2026-11-26 put on every Agent (for kopf daemons)
+
+
+def _has(kubectl: Kubectl, kind: str, name: str) -> bool:
+    return kubectl.run("get", kind, name, check=False).returncode == 0
+
+
+def test_deleting_the_agent_collects_children_and_its_binding(
     kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster
 ) -> None:
     _apply_example(kubectl)
     cluster.wait_accepted("file-manager")
-    assert "gatehouse.dev/finalizer" in cluster.agent("file-manager")["metadata"]["finalizers"]  # type: ignore[index]
+    assert "finalizers" not in cluster.agent("file-manager")["metadata"]  # type: ignore[index]
+    assert _has(kubectl, "clusterrolebinding", BINDING)
     kubectl("delete", "agent", "file-manager", "--wait=true", "--timeout=20s")
     assert cluster.agent("file-manager") is None
     for kind, name in CHILDREN:  # the emulator's garbage collector follows ownerReferences like the real one
-        assert kubectl.run("get", kind, name, check=False).returncode != 0, f"{kind}/{name} survived its owner"
+        assert not _has(kubectl, kind, name), f"{kind}/{name} survived its owner"
+    # cluster-scoped, so not owned: deleted by the operator on the Agent's DELETED event
+    wait_for(lambda: not _has(kubectl, "clusterrolebinding", BINDING), what="the TokenReview binding to go")
+
+
+@pytest.mark.parametrize("deleted_while_down", [False, True])
+def test_an_agent_left_with_the_old_finalizer_is_released_and_deletes_cleanly(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster, deleted_while_down: bool
+) -> None:
+    """An Agent as an earlier release left it (its children, its binding, kopf's finalizer): the operator removes the
+    finalizer it no longer needs, once, so the Agent is never stuck Terminating; its binding goes with it."""
+    _apply_example(kubectl)
+    cluster.wait_accepted("file-manager")
+    _settle(kube_api)
+    operator.stop()
+    kubectl("patch", "agent", "file-manager", "--type=merge", "-p", json.dumps({"metadata": {"finalizers": [OLD_FINALIZER]}}))
+    if deleted_while_down:  # held by the finalizer until an operator lets go
+        kubectl("delete", "agent", "file-manager", "--wait=false")
+        assert cluster.agent("file-manager")["metadata"]["deletionTimestamp"]  # type: ignore[index]
+    mark = kube_api.emulator.request_count
+    operator.start()
+    if not deleted_while_down:
+        wait_for(lambda: not (cluster.agent("file-manager") or {})["metadata"].get("finalizers"), what="the finalizer removed")
+        _settle(kube_api)
+        patches = [r for r in kube_api.emulator.writes(mark) if r.resource.plural == "agents" and r.subresource is None]
+        assert len(patches) == 1, [r.text for r in patches]  # once, and nothing else written to the Agent
+        kubectl("delete", "agent", "file-manager", "--wait=true", "--timeout=20s")
+    wait_for(lambda: cluster.agent("file-manager") is None, what="the Agent to go")
+    wait_for(lambda: not _has(kubectl, "clusterrolebinding", BINDING), what="the TokenReview binding to go")
+    assert not _has(kubectl, "deployment", "file-manager")
+
+
+def test_the_binding_of_an_agent_deleted_while_the_operator_was_down_is_removed_at_start_up(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster, tmp_path: Path
+) -> None:
+    _apply_example(kubectl)
+    agent = yaml.safe_load((EXAMPLE / "agent.yaml").read_text())
+    kept = {**agent, "metadata": {"name": "kept", "namespace": NS}}
+    kubectl("apply", "--validate=false", "-f", _write_manifest(tmp_path, kept))
+    cluster.wait_accepted("file-manager")
+    cluster.wait_accepted("kept")
+    operator.stop()
+    kubectl("delete", "agent", "file-manager", "--wait=true", "--timeout=20s")  # no finalizer: gone at once
+    assert _has(kubectl, "clusterrolebinding", BINDING)  # nobody saw the DELETED event
+    mark = kube_api.emulator.request_count
+    operator.start()
+    wait_for(lambda: not _has(kubectl, "clusterrolebinding", BINDING), what="the orphaned binding to be removed")
+    _settle(kube_api)
+    assert _has(kubectl, "clusterrolebinding", "gatehouse-tokenreview-default-kept")  # its Agent is there
+    deletes = [str(r.url.path) for r in kube_api.emulator.writes(mark) if r.method.value == "DELETE"]
+    assert deletes == [f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{BINDING}"]
+
+
+@pytest.mark.secret_check("3s")
+def test_a_new_agents_secret_check_waits_one_interval_after_its_reconcile(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster
+) -> None:
+    """Its first reconcile has just read (or written) its Secrets: the check comes one interval later, not at once."""
+    _apply_example(kubectl, "modelconfig", "mcp-server")
+    _settle(kube_api)
+    mark = kube_api.emulator.request_count
+    _apply_example(kubectl, "agent")
+    cluster.wait_accepted("file-manager")
+    accepted = time.monotonic()
+
+    def secret_reads() -> list[str]:
+        return [str(r.name) for r in kube_api.emulator.requests_since(mark)
+                if r.method.value == "GET" and r.resource is not None and r.resource.plural == "secrets"]
+
+    time.sleep(2.0)  # within the interval after the reconcile
+    assert secret_reads() == []
+    wait_for(lambda: sorted(secret_reads()) == ["file-manager-access", "file-manager-config"], timeout=10,
+             what="the first Secret check")
+    assert time.monotonic() - accepted >= 2.5
 
 
 def test_operator_restart_converges_and_a_noop_resync_writes_nothing(

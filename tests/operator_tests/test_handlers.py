@@ -1,5 +1,7 @@
 """The child-event handler: an event that only echoes the operator's own write does not start a reconcile; the
-periodic Secret check: a reconcile only when a Secret the Agent uses changed, no request for an Agent that uses none."""
+periodic loop: a Secret check reconciles only when a Secret the Agent uses changed, costs no request for an Agent
+that uses none, and comes one interval after the reconcile that read them; a resync one period after the last
+reconcile."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import time
 import kopf
 import pytest
 
-from gatehouse_operator import builders, handlers
+from gatehouse_operator import builders, handlers, periodic
 from gatehouse_operator.settings import OperatorConfig, OperatorState
 
 
@@ -82,53 +84,86 @@ class _Secrets:
         return {"metadata": {"name": name, "resourceVersion": version}, "data": {"k": "djE="}} if version else None
 
 
-class _Stopped:
-    """kopf.DaemonStopped for ``ticks`` rounds, without waiting."""
-
-    def __init__(self, ticks: int) -> None:
-        self.ticks = ticks
-
-    async def wait(self, timeout: float) -> bool:
-        self.ticks -= 1
-        return self.ticks < 0
-
-
 def _memo_with(kube: _Secrets) -> kopf.Memo:
     memo = kopf.Memo()
     memo.state = OperatorState(config=OperatorConfig(), kube=kube)  # type: ignore[arg-type]
     return memo
 
 
-def test_the_secret_check_reconciles_only_when_a_version_moved(reconciled: list[str]) -> None:
+@pytest.fixture
+def rechecked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    runs: list[str] = []
+    monkeypatch.setattr(periodic, "reconcile", lambda state, deps, namespace, name, logger: runs.append(f"{namespace}/{name}"))
+    return runs
+
+
+def test_the_secret_check_reconciles_only_when_a_version_moved(rechecked: list[str]) -> None:
     kube = _Secrets(tok="1", **{"a-config": "5"})
-    memo = _memo_with(kube)
-    state: OperatorState = memo.state
+    state: OperatorState = _memo_with(kube).state
     state.referenced_secrets("ns", "a").get("tok")  # what the last reconcile read ...
     state.referenced_secrets("ns", "a").get("jwks")  # ... replaced by the next one: jwks, absent
     state.saw("Secret", "ns", "a-config", "5")  # and its own config Secret, as it left it
     log = logging.getLogger("test")
     kube.gets.clear()
-    handlers._check_secrets(memo, "ns", "a", log, {})
-    assert (kube.gets, reconciled) == (["jwks", "a-config"], [])
+    periodic.check_secrets(state, None, "ns", "a", log)  # type: ignore[arg-type]
+    assert (kube.gets, rechecked) == (["jwks", "a-config"], [])
     kube.versions["jwks"] = "2"  # the missing Secret appears
-    handlers._check_secrets(memo, "ns", "a", log, {})
-    assert reconciled == ["ns/a"]
+    periodic.check_secrets(state, None, "ns", "a", log)  # type: ignore[arg-type]
+    assert rechecked == ["ns/a"]
     state.referenced_secrets("ns", "a").get("jwks")  # (the reconcile read it)
     kube.versions["a-config"] = "6"  # edited by hand
-    handlers._check_secrets(memo, "ns", "a", log, {})
-    assert reconciled == ["ns/a", "ns/a"]
+    periodic.check_secrets(state, None, "ns", "a", log)  # type: ignore[arg-type]
+    assert rechecked == ["ns/a", "ns/a"]
 
 
-def test_the_secret_check_of_an_agent_that_read_none_costs_no_request(reconciled: list[str]) -> None:
-    kube = _Secrets(tok="1")
-    memo = _memo_with(kube)
-    asyncio.run(handlers.agent_secret_check(_Stopped(3), memo, "ns", "a", logging.getLogger("test")))  # type: ignore[arg-type]
-    assert kube.gets == []
-    memo.state.referenced_secrets("ns", "a").get("tok")
-    kube.gets.clear()
-    kube.versions["tok"] = "2"
-    asyncio.run(handlers.agent_secret_check(_Stopped(2), memo, "ns", "a", logging.getLogger("test")))  # type: ignore[arg-type]
-    assert kube.gets == ["tok", "tok"] and reconciled == ["ns/a", "ns/a"]  # (the stand-in reconcile reads nothing)
+def _state(resync: float = 300, check: float = 60) -> OperatorState:
+    return OperatorState(config=OperatorConfig(resync_seconds=resync, secret_check_seconds=check), kube=_Secrets(tok="1"))  # type: ignore[arg-type]
+
+
+def test_a_secret_check_is_due_one_interval_after_the_reconcile_that_read_them() -> None:
+    state = _state()
+    state.agent_seen("ns", "a")
+    start = time.monotonic()
+    assert state.due(start + 3600, set())[1] == []  # not reconciled yet: nothing read, nothing to check
+    state.reconciling("ns", "a")
+    state.referenced_secrets("ns", "a").get("tok")  # a reconcile reads its Secret, late after the Agent appeared
+    read = time.monotonic()
+    assert state.due(read + 53, set()) == ([], [])  # within the interval (times the spread, at least 0.9)
+    assert state.due(read + 60, set()) == ([], [("ns", "a")])
+    assert state.due(read + 60, {("ns", "a")}) == ([], [])  # a job of the Agent is running
+    state.secrets_checked("ns", "a")
+    assert state.due(time.monotonic() + 53, set()) == ([], [])
+
+
+def test_the_secret_check_of_an_agent_that_read_none_costs_no_request() -> None:
+    state = _state()
+    state.agent_seen("ns", "a")
+    state.referenced_secrets("ns", "a")  # a reconcile that read nothing (its ModelConfig is missing)
+    later = time.monotonic() + 60
+    assert state.due(later, set()) == ([], [])
+    assert state.due(later + 53, set()) == ([], [])  # marked checked: the next one is an interval on
+    assert state.kube.gets == []  # type: ignore[attr-defined]
+
+
+def test_a_resync_is_due_one_period_after_the_last_reconcile_spread_per_agent() -> None:
+    state = _state(resync=100)
+    names = [f"agent-{i}" for i in range(20)]
+    for name in names:
+        state.agent_seen("ns", name)
+    start = time.monotonic()
+    assert state.due(start + 89, set()) == ([], [])
+    assert sorted(state.due(start + 101, set())[0]) == sorted(("ns", name) for name in names)
+    # each waits 90 to 100 s, fixed per Agent: Agents seen together do not all come due together
+    first_due = {name: next(t for t in range(89, 102) if ("ns", name) in state.due(start + t, set())[0]) for name in names}
+    assert len(set(first_due.values())) >= 5
+    state._agents["ns", "agent-0"].reconciled_at -= 200  # seen long ago: due now
+    assert ("ns", "agent-0") in state.due(time.monotonic(), set())[0]
+    state.reconciling("ns", "agent-0")  # reconciled by some trigger: its resync moves a period on
+    reconciled = time.monotonic()
+    assert ("ns", "agent-0") not in state.due(reconciled + 89, set())[0]
+    assert ("ns", "agent-0") in state.due(reconciled + 101, set())[0]
+    state.forget("ns", "agent-1")  # deleted: no longer resynced
+    assert ("ns", "agent-1") not in state.due(start + 101, set())[0]
 
 
 def test_kopf_state_of_an_agent_written_by_an_earlier_operator_is_ignored_and_kept_in_memory() -> None:
