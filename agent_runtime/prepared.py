@@ -8,6 +8,9 @@ and the order of its parameters are compiled once per dialect and set of keys, t
 inside the transaction :meth:`agent_runtime.database.Database.run` opened. A select's rows come back as plain
 mappings of column name to value, each converted by its type's ``result_processor``, as SQLAlchemy's would.
 
+A driver error is raised as SQLAlchemy's (``sqlalchemy.exc.IntegrityError`` for a duplicate key, …), as ``conn.execute``
+would, so callers catch the same exceptions whichever path ran.
+
 Anywhere else (Postgres, or a statement whose compiled parameters are not all named by the caller, such as a column
 default SQLAlchemy would fill in) it is an ordinary ``conn.execute``.
 """
@@ -20,6 +23,7 @@ from typing import Any, cast
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.compiler import SQLCompiler
 
@@ -61,9 +65,12 @@ class Prepared:
             return int(conn.execute(self.stmt, params).rowcount)  # type: ignore[arg-type]
         driver = conn.connection.driver_connection
         assert driver is not None
-        if len(rows) == 1:
-            return int(driver.execute(compiled.sql, compiled.values(rows[0])).rowcount)
-        return int(driver.executemany(compiled.sql, [compiled.values(row) for row in rows]).rowcount)
+        try:
+            if len(rows) == 1:
+                return int(driver.execute(compiled.sql, compiled.values(rows[0])).rowcount)
+            return int(driver.executemany(compiled.sql, [compiled.values(row) for row in rows]).rowcount)
+        except conn.dialect.loaded_dbapi.Error as exc:
+            raise _wrapped(conn, compiled.sql, rows, exc) from exc
 
     def mappings(self, conn: Connection, params: Params) -> list[Mapping[str, Any]]:
         compiled = self._compile(conn.dialect, params) if conn.dialect.name == "sqlite" else None
@@ -72,9 +79,13 @@ class Prepared:
         driver = conn.connection.driver_connection
         assert driver is not None
         columns = self._columns(conn.dialect)
+        try:
+            found = driver.execute(compiled.sql, compiled.values(params)).fetchall()
+        except conn.dialect.loaded_dbapi.Error as exc:
+            raise _wrapped(conn, compiled.sql, [params], exc) from exc
         return [
             {name: value if process is None else process(value) for (name, process), value in zip(columns, row, strict=True)}
-            for row in driver.execute(compiled.sql, compiled.values(params))
+            for row in found
         ]
 
     def first(self, conn: Connection, params: Params) -> Mapping[str, Any] | None:
@@ -99,6 +110,12 @@ class Prepared:
                 compiled.string, names, tuple(compiled.binds[n].type.bind_processor(dialect) for n in names), fixed or {},
             ) if usable else None
         return self._compiled[key]
+
+
+def _wrapped(conn: Connection, sql: str, rows: Sequence[Params], exc: Exception) -> BaseException:
+    """The SQLAlchemy exception ``conn.execute`` would have raised for the driver's ``exc``."""
+    return DBAPIError.instance(sql, list(rows) if len(rows) > 1 else rows[0], exc, conn.dialect.loaded_dbapi.Error,
+                               dialect=conn.dialect, ismulti=len(rows) > 1)
 
 
 def _literals(compiled: SQLCompiler, missing: list[str]) -> dict[str, Any] | None:

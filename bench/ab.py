@@ -5,6 +5,9 @@ state), each with its tree first on ``PYTHONPATH``, against one demo-tools serve
 
 - **latency**: a pause and its approval on A, then on B (the order flips every round): p50 of each, and each server's
   CPU per pause+resume (psutil, the server process only);
+- **decision paths** (``--paths N``): bar 4's REST/A2A ratio: N conversations per tree and channel, each paused over
+  A2A and approved over A2A or REST (``bench.scenarios.decision_step``: timed to the tool having run, from the
+  demo-tools journal), the trees and the channels alternating: p50 of each and REST over A2A;
 - **throughput**: rounds of ``--decisions`` held conversations decided at concurrency 20, on A then B (order
   flipping): decisions/s of each round, the median of the rounds.
 
@@ -33,7 +36,7 @@ import psutil
 
 from bench.gatehouse_adapter import GatehouseTarget
 from bench.protocols import approve, pause
-from bench.scenarios import _decide, _hold, client
+from bench.scenarios import JournalClock, _decide, _hold, client, decision_step
 from bench.targets import Server, running, tools_server
 
 CONCURRENCY = 20
@@ -48,6 +51,7 @@ class _Side:
     cpu: float = 0.0
     pairs: int = 0
     rates: list[float] = field(default_factory=list)
+    paths: dict[str, list[float]] = field(default_factory=lambda: {"a2a": [], "rest": []})
 
     @property
     def proc(self) -> psutil.Process:
@@ -91,6 +95,19 @@ async def _latency(sides: list[_Side], touch: Callable[[list[str]], None], pairs
             side.pairs = pairs
 
 
+async def _paths(sides: list[_Side], touch: Callable[[list[str]], None], journal: Path, n: int, warmup: int) -> None:
+    ran_at = JournalClock(journal, poll=0.002).ran_at
+    async with client() as http:
+        for i in range(warmup + n):
+            for side in sides if i % 2 == 0 else list(reversed(sides)):
+                for channel in ("a2a", "rest") if (i // 2) % 2 == 0 else ("rest", "a2a"):
+                    name = f"ab-{side.name}-path-{channel}-{i}.txt"
+                    touch([name])
+                    to_tool, _ = await decision_step(http, side.server, ran_at, name, channel)
+                    if i >= warmup:
+                        side.paths[channel].append(to_tool)
+
+
 async def _round(side: _Side, http: httpx.AsyncClient, names: list[str]) -> float:
     """Hold one conversation per name, then decide them all at concurrency 20: decisions per second."""
     held, errors = await _hold(http, side.server.endpoint, names, CONCURRENCY)
@@ -121,20 +138,27 @@ async def main_async(args: argparse.Namespace) -> int:
             _served(Path(args.b), "B", work, tools.url) as b:
         sides = [_Side("A", a), _Side("B", b)]
         await _latency(sides, tools.touch, args.pairs, args.warmup)
+        if args.paths:
+            await _paths(sides, tools.touch, tools.journal, args.paths, min(args.warmup, 10))
         if args.rounds:
             await _throughput(sides, tools.touch, args.rounds, args.decisions)
     print(f"load average at start {load:.2f}; A = {args.a}, B = {args.b}")
     for side in sides:
         rate = f", decisions/s {statistics.median(side.rates):.1f} ({', '.join(f'{r:.0f}' for r in side.rates)})" \
             if side.rates else ""
+        paths = (f", decision to tool ran p50 A2A {_ms(side.paths['a2a']):.2f} ms, REST {_ms(side.paths['rest']):.2f} ms "
+                 f"(REST/A2A {_ms(side.paths['rest']) / _ms(side.paths['a2a']):.3f})") if side.paths["a2a"] else ""
         print(f"{side.name}: pause p50 {_ms(side.pauses):.2f} ms, resume p50 {_ms(side.resumes):.2f} ms, "
-              f"server CPU {side.cpu / max(side.pairs, 1) * 1000:.2f} ms per pause+resume{rate}")
+              f"server CPU {side.cpu / max(side.pairs, 1) * 1000:.2f} ms per pause+resume{rate}{paths}")
     a_side, b_side = sides
     verdict = (f"interleaved A/B ({args.pairs} pairs, load {load:.2f}): pause {_ms(a_side.pauses):.2f} -> "
                f"{_ms(b_side.pauses):.2f} ms, resume {_ms(a_side.resumes):.2f} -> {_ms(b_side.resumes):.2f} ms, CPU/pair "
                f"{a_side.cpu / max(a_side.pairs, 1) * 1000:.2f} -> {b_side.cpu / max(b_side.pairs, 1) * 1000:.2f} ms")
     if a_side.rates and b_side.rates:
         verdict += f", decisions/s {statistics.median(a_side.rates):.1f} -> {statistics.median(b_side.rates):.1f}"
+    if args.paths:
+        verdict += (f", REST/A2A decision to tool ran {_ms(a_side.paths['rest']) / _ms(a_side.paths['a2a']):.3f} -> "
+                    f"{_ms(b_side.paths['rest']) / _ms(b_side.paths['a2a']):.3f}")
     print(verdict)
     return 0
 
@@ -145,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--b", default=".", help="the tree after (default: this one)")
     p.add_argument("--pairs", type=int, default=300, help="pause+resume pairs per tree (default 300)")
     p.add_argument("--warmup", type=int, default=30)
+    p.add_argument("--paths", type=int, default=0,
+                   help="decisions per tree and channel timed to the tool having run, A2A vs REST (bar 4; default 0: none)")
     p.add_argument("--rounds", type=int, default=4, help="throughput rounds per tree (0: none)")
     p.add_argument("--decisions", type=int, default=200, help="decisions per throughput round (default 200)")
     p.add_argument("--work", default=f"/tmp/gatehouse-ab-{os.getpid()}")

@@ -30,7 +30,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -621,13 +621,29 @@ async def _until_completed(http: httpx.AsyncClient, server: Server, task_id: str
         await asyncio.sleep(0.005)
 
 
+async def decision_step(http: httpx.AsyncClient, server: Server, ran_at: Callable[[str], Awaitable[float]], name: str,
+                        channel: str) -> tuple[float, float | None]:
+    """One conversation paused over A2A (``delete name``), then approved over ``channel`` (``a2a`` or ``rest``): the
+    seconds from the decision sent to the tool having run (``ran_at``: the demo-tools journal), and the A2A resume's
+    round trip (None over REST). Over REST it returns once the task completed. Raises :class:`StepError`."""
+    paused = await pause(http, server.endpoint, f"delete {name}")
+    sent = time.time()
+    if channel == "a2a":
+        resume = await approve(http, server.endpoint, paused)
+        return await ran_at(name) - sent, resume
+    await _rest_approve(http, server, paused.token)
+    ran = await ran_at(name)
+    await _until_completed(http, server, paused.task_id)
+    return ran - sent, None
+
+
 async def decision_paths(server: Server, tools: ToolsServer, iterations: int, warmup: int) -> dict[str, Any]:
     """Decision to the tool having run, over A2A and over REST, interleaved (the order alternating every iteration).
 
     Each conversation pauses over A2A; then either an A2A decision (the ``approve`` call, which returns once the task
     completed) or ``POST /approvals/{id}/decision`` (which returns once decided; the run resumes meanwhile, and the
     bench waits for the task to complete before the next conversation). The tool having run is the demo-tools
-    journal's timestamp of that call, so both channels are timed to the same event."""
+    journal's timestamp of that call, so both channels are timed to the same event (:func:`decision_step`)."""
     key = server.target.key
     names = _names(key, "paths", 2 * (warmup + iterations))
     tools.touch(names)
@@ -640,21 +656,13 @@ async def decision_paths(server: Server, tools: ToolsServer, iterations: int, wa
             for channel in (("a2a", "rest") if i % 2 == 0 else ("rest", "a2a")):
                 name = names[2 * i + (channel == "rest")]
                 try:
-                    paused = await pause(http, server.endpoint, f"delete {name}")
-                    sent = time.time()
-                    if channel == "a2a":
-                        resume = await approve(http, server.endpoint, paused)
-                        ran = await ran_at(name)
-                    else:
-                        await _rest_approve(http, server, paused.token)
-                        ran = await ran_at(name)
-                        await _until_completed(http, server, paused.task_id)
+                    to_tool, resume = await decision_step(http, server, ran_at, name, channel)
                 except StepError as exc:
                     errors[f"{channel}:{exc.kind}"] += 1
                     continue
                 if i >= warmup:
-                    times[channel].append(ran - sent)
-                    if channel == "a2a":
+                    times[channel].append(to_tool)
+                    if resume is not None:
                         times["a2a_resume"].append(resume)
     return {"iterations": iterations, "a2a_to_tool_ms": stats(times["a2a"]), "rest_to_tool_ms": stats(times["rest"]),
             "a2a_resume_ms": stats(times["a2a_resume"]), "errors": dict(errors)}

@@ -3,6 +3,7 @@ Prepared select reads the rows back exactly as SQLAlchemy would (same values, sa
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import JSON, Boolean, Column, Float, Integer, MetaData, String, Table, bindparam, event, select, update
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from agent_runtime.database import Database
 from agent_runtime.prepared import Prepared
@@ -127,4 +129,27 @@ async def test_a_failing_write_rolls_back_with_its_transaction(tmp_path: Path) -
     with pytest.raises(RuntimeError):
         await db.run(half)
     assert await _stored(db) == []
+    await db.dispose()
+
+
+async def test_a_driver_error_is_raised_as_sqlalchemy_raises_it(tmp_path: Path) -> None:
+    """A duplicate key on the driver path is SQLAlchemy's IntegrityError (callers such as the REST idempotency keys
+    catch that one), and the transaction it happened in is rolled back."""
+    db = await _db(tmp_path, "e.db")
+    insert = Prepared(INSERT)
+    bad = Prepared(select(things.c.name).where(things.c.name == bindparam("name")).limit(bindparam("n")))
+    await db.run(lambda conn: insert(conn, {"id": 1, "name": "a", "note": ""}))
+
+    def twice(conn: Any) -> None:
+        insert(conn, {"id": 2, "name": "b", "note": ""})
+        insert(conn, {"id": 1, "name": "c", "note": ""})
+
+    with pytest.raises(IntegrityError) as raised:
+        await db.run(twice)
+    assert isinstance(raised.value.orig, sqlite3.IntegrityError)
+    with pytest.raises(IntegrityError):
+        await db.run(lambda conn: insert(conn, [{"id": 3, "name": "d", "note": ""}, {"id": 1, "name": "e", "note": ""}]))
+    with pytest.raises(DBAPIError):  # a select the driver refuses (a text limit)
+        await db.run(lambda conn: bad.mappings(conn, {"name": "a", "n": "x"}), write=False)
+    assert [r[1] for r in await _stored(db)] == ["a"]
     await db.dispose()

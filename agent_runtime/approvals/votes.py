@@ -14,15 +14,16 @@ with why, while their rows stay as they were written (the table is append-only, 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Connection, bindparam, select
 
 from agent_runtime.approvals.tables import approvals, votes
 from agent_runtime.authority import Vote
 from agent_runtime.database import Database
-from agent_runtime.prepared import Prepared
+from agent_runtime.prepared import Prepared, mappings
 
 # Each vote with the request's current arguments' hash and who edited them: a vote cast on other arguments is stale.
 _WITH_REQUEST = select(
@@ -30,7 +31,7 @@ _WITH_REQUEST = select(
     approvals.c.edited_by.label("editor"),
 ).join(approvals, approvals.c.id == votes.c.request_id)
 _INSERT = Prepared(votes.insert())  # built once: a statement made per call with .values() is rebuilt and re-keyed each time
-_FOR_REQUEST = _WITH_REQUEST.where(votes.c.request_id == bindparam("request_id")).order_by(votes.c.id)
+_FOR_REQUEST = Prepared(_WITH_REQUEST.where(votes.c.request_id == bindparam("request_id")).order_by(votes.c.id))
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,7 @@ class CastVote:
     note: str = ""
 
 
-def _row(row: object) -> CastVote:
-    m = row._mapping  # type: ignore[attr-defined]
+def _row(m: Mapping[str, Any]) -> CastVote:
     vote = Vote(m["principal"], frozenset(json.loads(m["groups_json"])), m["ballot"], m["reason"], m["channel"], m["seen_as"])
     cast_on = m["args_hash"] or ""  # "" : cast before votes said on what (state version < 4): on the model's arguments
     edited = m["original_args"] is not None
@@ -55,7 +55,7 @@ def _row(row: object) -> CastVote:
 
 
 def for_request(conn: Connection, request_id: str) -> list[CastVote]:
-    return [_row(row) for row in conn.execute(_FOR_REQUEST, {"request_id": request_id})]
+    return [_row(row) for row in _FOR_REQUEST.mappings(conn, {"request_id": request_id})]
 
 
 def counted(cast: Sequence[CastVote]) -> list[Vote]:
@@ -81,8 +81,8 @@ async def lookup(db: Database, request_ids: Iterable[str]) -> dict[str, list[Cas
 
     def read(conn: Connection) -> dict[str, list[CastVote]]:
         found: dict[str, list[CastVote]] = {}
-        for row in conn.execute(stmt):
-            found.setdefault(row._mapping["request_id"], []).append(_row(row))
+        for row in mappings(conn, stmt):
+            found.setdefault(row["request_id"], []).append(_row(row))
         return found
 
     return await db.run(read, write=False)

@@ -207,7 +207,8 @@ class RestApi:
             self.keys.write(conn, principal.id, key, request_id, fingerprint, *answer[-1])
 
         try:
-            await self._decide_one(request_id, vote, also=remember, arguments=body.arguments, seen=body.args_hash)
+            await self._decide_one(request_id, vote, also=remember, arguments=body.arguments, seen=body.args_hash,
+                                   record=record)
         except EditRefused as exc:
             return _problem(422, f"{exc} Nothing was decided; the request is still pending.")
         except UnknownRequest:

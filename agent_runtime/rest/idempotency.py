@@ -29,6 +29,7 @@ from sqlalchemy.exc import IntegrityError
 
 from agent_runtime.database import Database
 from agent_runtime.periodic import PeriodicSweep
+from agent_runtime.prepared import Prepared
 
 metadata = MetaData()
 
@@ -47,10 +48,12 @@ keys = Table(
 MAX_KEY_LENGTH = 256
 DEFAULT_TTL_SECONDS = 24 * 3600.0
 
-_GET = select(keys.c.fingerprint, keys.c.status_code, keys.c.response_json).where(
+# Built once (agent_runtime/prepared.py): every REST decision reads its key, and writes it in the decision's transaction.
+_GET = Prepared(select(keys.c.fingerprint, keys.c.status_code, keys.c.response_json).where(
     keys.c.key == bindparam("scoped"), keys.c.principal == bindparam("principal"), keys.c.created_at > bindparam("since"),
-)
-_EXPIRED_ONE = delete(keys).where(keys.c.key == bindparam("scoped"), keys.c.created_at <= bindparam("since"))
+))
+_EXPIRED_ONE = Prepared(delete(keys).where(keys.c.key == bindparam("scoped"), keys.c.created_at <= bindparam("since")))
+_INSERT = Prepared(keys.insert())
 _EXPIRED = delete(keys).where(keys.c.created_at <= bindparam("since"))
 
 
@@ -81,8 +84,8 @@ class IdempotencyKeys:
     async def get(self, principal: str, key: str) -> StoredAnswer | None:
         """``principal``'s answer for ``key``, unless the key is unknown or expired."""
         params = {"scoped": scoped(principal, key), "principal": principal, "since": self._clock() - self.ttl}
-        row = await self._db.run(lambda conn: conn.execute(_GET, params).first(), write=False)
-        return StoredAnswer(row[0], row[1], row[2]) if row else None
+        row = await self._db.run(lambda conn: _GET.first(conn, params), write=False)
+        return StoredAnswer(row["fingerprint"], row["status_code"], row["response_json"]) if row else None
 
     def write(
         self, conn: Connection, principal: str, key: str, request_id: str, fingerprint: str, status_code: int,
@@ -90,12 +93,12 @@ class IdempotencyKeys:
     ) -> None:
         """Insert inside a caller's transaction (an expired row of the same key makes way); a live key raises
         IntegrityError (and rolls the transaction back)."""
-        now = self._clock()
-        conn.execute(_EXPIRED_ONE, {"scoped": scoped(principal, key), "since": now - self.ttl})
-        conn.execute(keys.insert().values(
-            key=scoped(principal, key), principal=principal, request_id=request_id, fingerprint=fingerprint,
-            status_code=status_code, response_json=response_json, created_at=now,
-        ))
+        now, stored = self._clock(), scoped(principal, key)
+        _EXPIRED_ONE(conn, {"scoped": stored, "since": now - self.ttl})
+        _INSERT(conn, {
+            "key": stored, "principal": principal, "request_id": request_id, "fingerprint": fingerprint,
+            "status_code": status_code, "response_json": response_json, "created_at": now,
+        })
 
     async def put(
         self, principal: str, key: str, request_id: str, fingerprint: str, status_code: int, response_json: str,

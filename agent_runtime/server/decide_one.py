@@ -96,6 +96,7 @@ class DecideOne:
         scope: str = "once",
         arguments: dict[str, Any] | None = None,
         seen: str | None = None,
+        record: ApprovalRecord | None = None,
     ) -> OneDecided:
         """Cast ``vote`` on ``request_id`` (:meth:`ApprovalService.vote`); raises :class:`UnknownRequest` or
         :class:`~agent_runtime.approvals.AlreadyDecided`. A vote that is refused or does not yet decide is recorded
@@ -103,8 +104,10 @@ class DecideOne:
         ``session`` makes an approval that decides the request a session grant (the inbox offers it where the Agent
         allows session grants). ``arguments``: approve the call with these arguments instead (edit and approve); raises
         :class:`~agent_runtime.edits.EditRefused` where the policy does not allow it. ``seen``: the arguments' hash the
-        voter saw; raises :class:`~agent_runtime.approvals.ArgumentsChanged` when an edit changed them since."""
-        record = await self.approvals.get(request_id)
+        voter saw; raises :class:`~agent_runtime.approvals.ArgumentsChanged` when an edit changed them since. ``record``:
+        the request as the caller has just read it (the vote re-reads it under its lock), to spare a read."""
+        if record is None or record.id != request_id:
+            record = await self.approvals.get(request_id)
         if record is None:
             raise UnknownRequest(request_id)
         plans = {}
