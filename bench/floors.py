@@ -13,7 +13,12 @@ them alone, with the same client, scripted model and demo-tools server as the ta
   client's CPU per call.
 
 ``pause_floor_ms`` = a2a pause + ADK pause turn; ``resume_floor_ms`` = a2a reply + ADK resume turn + MCP call.
-Everything above those is durability, the gate, and the glue between the libraries. ``decisions_per_second_ceiling``
+Everything above those is durability, the gate, and the glue between the libraries. Bar 1 compares Gatehouse's own
+pause and resume with them under the same conditions: given ``ours`` (the bench passes rounds of sequential
+pause+approve pairs on a Gatehouse server of its own, ``scenarios.PairRounds``), each round ends with that many
+Gatehouse pairs, so the floors and Gatehouse take turns through the section, each warm, none beside other servers
+at work (the latency section's interleaving with the ADK targets costs each of them CPU caches: a comparison table,
+not a floor's conditions). ``decisions_per_second_ceiling``
 is what one process (one core) could decide if a decision cost only the libraries' CPU: the a2a-sdk server's per
 request, the ADK resume turn (in memory it is all CPU) and the MCP client's per call. The iterations run in rounds
 (a2a-sdk, google-adk, MCP, then again), a ceiling per round; ``decisions_per_second_ceiling`` is their median (bar 2's
@@ -46,6 +51,8 @@ from bench.targets import ADK_CARD as AGENT_CARD
 from bench.targets import Target, ToolsServer, running
 
 __all__ = ["measure"]
+
+OURS_WARMUP = 20  # unrecorded pairs before ``ours``' first round: its server is fresh (lazy imports, first statements)
 
 
 def _build_a2a_app() -> Any:
@@ -262,12 +269,14 @@ def ceiling(a2a: _Samples, adk: _Samples, mcp: _Samples) -> float:
     return round(1000 / (a2a.cpu / a2a.count * 1000 + _ms(adk.second) + mcp.cpu / mcp.count * 1000), 1)
 
 
-async def measure(tools: ToolsServer, work: Path, iterations: int, warmup: int, rounds: int = 1) -> dict[str, Any]:
+async def measure(tools: ToolsServer, work: Path, iterations: int, warmup: int, rounds: int = 1,
+                  ours: Callable[[int, int], Awaitable[None]] | None = None) -> dict[str, Any]:
     """The three floors and the pause/resume floors they add up to (see the module docstring).
 
     ``iterations`` are split into ``rounds``; each round runs a2a-sdk, then google-adk, then the MCP client (the
-    warm-up before the first), so a slow stretch of the machine falls on one round of all three. The floors are the
-    p50s over every round; the ceiling is the median of the rounds' ceilings (bar 2 divides by it)."""
+    warm-up before the first), then ``ours(count, warmup)`` when given, so a slow stretch of the machine falls on one
+    round of all of them. The floors are the p50s over every round; the ceiling is the median of the rounds' ceilings
+    (bar 2 divides by it)."""
     from mcp import Client
 
     counts = split_rounds(iterations, rounds)
@@ -284,6 +293,8 @@ async def measure(tools: ToolsServer, work: Path, iterations: int, warmup: int, 
                 a2a = await _a2a_round(http, a2a_server.url + "/", cpu, start, count, warm)
                 adk = await _adk_round(turns, start, count, warm)
                 mcp = await _mcp_round(session, count, warm)
+                if ours is not None:
+                    await ours(count, max(warm, OURS_WARMUP) if r == 0 else 0)
                 start += warm + count
                 ceilings.append(ceiling(a2a, adk, mcp))
                 for key, part in (("a2a", a2a), ("adk", adk), ("mcp", mcp)):

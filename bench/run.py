@@ -8,7 +8,9 @@
 
 Order of a run (one demo-tools MCP server, with a journal, serves every target):
 
-0. the library floors: a2a-sdk, google-adk and the MCP client alone, on this machine (``bench/floors.py``);
+0. the library floors: a2a-sdk, google-adk and the MCP client alone, on this machine, in rounds, each round ending
+   with as many pause+approve pairs on a ``gatehouse`` server of its own (``bench/floors.py``; bar 1 compares the
+   two);
 1. start one long-lived server per target (each start is also a cold-start sample);
 2. pause/resume latency, targets interleaved; model calls and tool runs per approved call; then, ``gatehouse`` only,
    a decision to the tool having run over A2A and over REST, interleaved (bar 4's second half);
@@ -242,12 +244,25 @@ async def measure(targets: list[Target], reasons: dict[str, str], s: scenarios.S
         log(f"demo-tools at {tools.url}")
         if "floors" in sections:
             quiet.check("floors")
-            log(f"library floors: {s.iterations} iterations each (a2a-sdk, google-adk, MCP client alone)")
+            default = next((t for t in targets if t.key == "gatehouse"), None)
+            log(f"library floors: {s.iterations} iterations each (a2a-sdk, google-adk, MCP client alone)"
+                + (f", in {s.rounds} rounds, each followed by as many {default.label} pause+approve pairs (bar 1)"
+                   if default is not None else ""))
             try:
-                floor = await floors.measure(tools, work, s.iterations, s.warmup, s.rounds)
+                with ExitStack() as stack:
+                    ours = None
+                    if default is not None:
+                        ours = scenarios.PairRounds(stack.enter_context(running(default, work, tools.url,
+                                                                                f"{default.key}-share")), tools)
+                    floor = await floors.measure(tools, work, s.iterations, s.warmup, s.rounds, ours)
+                if ours is not None:
+                    floor["gatehouse"] = ours.results()
                 log(f"  pause floor {floor['pause_floor_ms']} ms, resume floor {floor['resume_floor_ms']} ms; ceiling "
                     f"{floor['decisions_per_second_ceiling']}/s (median of "
-                    f"{', '.join(str(x) for x in floor['decisions_per_second_ceiling_rounds'])})")
+                    f"{', '.join(str(x) for x in floor['decisions_per_second_ceiling_rounds'])})"
+                    + (f"; {default.label} in the same rounds: pause p50 {floor['gatehouse']['pause_ms']['p50']} ms, "
+                       f"resume p50 {floor['gatehouse']['resume_ms']['p50']} ms, errors {floor['gatehouse']['errors']}"
+                       if ours is not None else ""))
             except (RuntimeError, OSError, StepError) as exc:  # a reference point only: the targets still run
                 floor = {"error": f"{type(exc).__name__}: {exc}"}
                 log(f"  library floors not measured: {floor['error']}")

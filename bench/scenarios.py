@@ -31,7 +31,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -124,6 +124,39 @@ def split_rounds(total: int, rounds: int) -> list[int]:
 
 def _names(key: str, scenario: str, n: int) -> list[str]:
     return [f"{key}-{scenario}-{i}.txt" for i in range(n)]
+
+
+@dataclass
+class PairRounds:
+    """Rounds of sequential pause+approve pairs on one server (bar 1, measured in the floors' rounds: see
+    ``bench/floors.py``): ``await rounds(count, warmup)`` runs ``warmup`` unrecorded pairs then ``count`` recorded
+    ones, adding to ``pauses`` / ``resumes`` (seconds); a failed pair is counted in ``errors``, not timed."""
+
+    server: Server
+    tools: ToolsServer
+    pauses: list[float] = field(default_factory=list)
+    resumes: list[float] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+    done: int = 0
+
+    async def __call__(self, count: int, warmup: int) -> None:
+        names = [f"{self.server.target.key}-share-{self.done + i}.txt" for i in range(warmup + count)]
+        self.done += len(names)
+        self.tools.touch(names)
+        async with client() as http:
+            for i, name in enumerate(names):
+                try:
+                    paused = await pause(http, self.server.endpoint, f"delete {name}")
+                    resume = await approve(http, self.server.endpoint, paused)
+                except StepError as exc:
+                    self.errors[exc.kind] += 1
+                    continue
+                if i >= warmup:
+                    self.pauses.append(paused.seconds)
+                    self.resumes.append(resume)
+
+    def results(self) -> dict[str, Any]:
+        return {"pause_ms": stats(self.pauses), "resume_ms": stats(self.resumes), "errors": dict(self.errors)}
 
 
 async def latency(servers: Sequence[Server], tools: ToolsServer, settings: Settings) -> dict[str, dict[str, Any]]:

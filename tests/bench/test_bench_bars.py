@@ -34,6 +34,17 @@ def test_our_share_is_p50_minus_the_floor_of_the_same_run() -> None:
     assert missing[0]["verdict"] is None and missing[0]["reason"] == "not measured"
 
 
+def test_our_share_is_judged_on_the_pairs_measured_in_the_floors_rounds() -> None:
+    """Gatehouse's p50s measured in the floors' rounds (the two taking turns) are the ones judged, over the latency
+    section's (interleaved with the ADK targets); the latency section is then not among its sections."""
+    latency = {"pause_ms": {"p50": 9.5}, "resume_ms": {"p50": 14.8}}
+    floors = {**FLOORS, "gatehouse": {"pause_ms": {"p50": 7.0}, "resume_ms": {"p50": 11.0}}}
+    pause, resume = bars.share_bars(latency, floors, ["latency"])
+    assert (pause["value"], pause["verdict"], pause["measured"]) == (2.4, "pass", "7.00 - 4.60 ms (in the floors' rounds)")
+    assert (resume["value"], resume["verdict"], resume["sections"]) == (3.6, "pass", ["floors"])
+    assert [b["verdict"] for b in bars.share_bars(latency, floors, ["floors"])] == ["noisy", "noisy"]
+
+
 def test_throughput_is_a_share_of_the_library_ceiling() -> None:
     bar = bars.throughput_bar({"decisions_per_second": 58.5, "concurrency": 20}, FLOORS, [])
     assert (bar["value"], bar["verdict"]) == (0.34, "fail")  # the issue's 34%

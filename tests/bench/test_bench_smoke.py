@@ -134,3 +134,23 @@ def test_backlog_of_the_default_gatehouse(tmp_path: Path) -> None:
     assert bars["backlog_pause"]["verdict"] in ("pass", "fail", "noisy") and bars["backlog_pause"]["value"] > 0
     assert set(report["hygiene"]["sections"]) == {"backlog 3", "backlog 6", "backlog"}
     assert "Backlog: a Gatehouse (default) runtime per size" in proc.stdout
+
+
+def test_bar_one_is_measured_in_the_floors_rounds(tmp_path: Path) -> None:
+    """``--only held`` with the default target: the floors' rounds each end with Gatehouse pause+approve pairs on a
+    server of their own (``floors["gatehouse"]``), and bar 1 is judged on those."""
+    out = tmp_path / "results"
+    cmd = [sys.executable, "-m", "bench.run", "--only", "held", "--targets", "gatehouse", "--iterations", "4",
+           "--warmup", "0", "--rounds", "2", "--paused", "4", "--concurrency", "2", "--settle", "0.1",
+           "--hygiene-seconds", "0.1", "--out", str(out), "--work", str(tmp_path / "work"), "--no-plot"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((out / "latest.json").read_text())
+    ours = report["floors"]["gatehouse"]
+    assert ours["errors"] == {} and ours["pause_ms"]["n"] == ours["resume_ms"]["n"] == 4  # 2 rounds of 2
+    assert 0 < ours["pause_ms"]["p50"] and 0 < ours["resume_ms"]["p50"]
+    bars = {b["key"]: b for b in report["bars"]}
+    share = ours["pause_ms"]["p50"] - report["floors"]["pause_floor_ms"]
+    assert bars["share_pause"]["value"] == pytest.approx(share, abs=0.01)
+    assert bars["share_pause"]["sections"] == ["floors"] and "in the floors' rounds" in bars["share_pause"]["measured"]
+    assert "pause+approve pairs (bar 1)" in proc.stdout
