@@ -92,11 +92,11 @@ def _by_key(table: Table) -> Any:
 _UPDATE_SESSION = Prepared(update(sessions_table).where(*_by_key(sessions_table)))
 _INSERT_SESSION = Prepared(insert(sessions_table))
 _INSERT_EVENTS = Prepared(insert(events_table))
-_SESSION = select(sessions_table).where(*_by_key(sessions_table))
+_SESSION = Prepared(select(sessions_table).where(*_by_key(sessions_table)))
 _EVENT_COUNT = select(sessions_table.c.event_count).where(*_by_key(sessions_table))
 _DELETE_EVENTS = delete(events_table).where(*_by_key(events_table))
 _DELETE_SESSION = delete(sessions_table).where(*_by_key(sessions_table))
-_EVENTS = select(events_table.c.event_json).where(*_by_key(events_table)).order_by(events_table.c.seq)
+_EVENTS = Prepared(select(events_table.c.event_json).where(*_by_key(events_table)).order_by(events_table.c.seq))
 
 
 def _key_params(key: Key) -> dict[str, str]:
@@ -274,18 +274,18 @@ class DurableSessionService(BaseSessionService):
 
     async def _load(self, key: Key) -> _Entry | None:
         def read(conn: Connection) -> tuple[Any, list[str]] | None:
-            row = conn.execute(_SESSION, _key_params(key)).first()
+            row = _SESSION.first(conn, _key_params(key))
             if row is None:
                 return None
-            return row, [r.event_json for r in conn.execute(_EVENTS, _key_params(key))]
+            return row, [r["event_json"] for r in _EVENTS.mappings(conn, _key_params(key))]
 
         found = await self._db.run(read, write=False)
         if found is None:
             return None
         row, texts = found
         events = [Event.model_validate_json(text) for text in texts]
-        session = Session(id=key[2], app_name=key[0], user_id=key[1], state=json.loads(row.state_json), events=events,
-                          last_update_time=row.updated_at)
+        session = Session(id=key[2], app_name=key[0], user_id=key[1], state=json.loads(row["state_json"]), events=events,
+                          last_update_time=row["updated_at"])
         return _Entry(session, persisted_events=len(events), stored=True)
 
     def _remember(self, key: Key, entry: _Entry) -> None:

@@ -15,7 +15,8 @@ user: :mod:`agent_runtime.server.owners`); reads and listings are filtered by it
 "task not found". :meth:`CachedTaskStore.owner_of` tells the runtime's own resumers whom to act for, and
 :meth:`CachedTaskStore.adopt_unowned` gives tasks written before tasks had owners to a configured principal.
 
-Saves run one prepared upsert (built once, with bind parameters; :mod:`agent_runtime.prepared`) on
+Saves run one prepared upsert (built once, with bind parameters; :mod:`agent_runtime.prepared`; the row's values
+from :mod:`agent_runtime.server.task_rows`, without an ORM instance) on
 :class:`~agent_runtime.database.Database`, and cache misses one select. Listing, and everything on Postgres
 (where replicas may share the table and must see every step), use the parent class unchanged, without a
 cache.
@@ -37,6 +38,7 @@ from agent_runtime.database import Database
 from agent_runtime.fresh_ids import FreshIds
 from agent_runtime.prepared import Prepared
 from agent_runtime.server.owners import owner_name
+from agent_runtime.server.task_rows import ATTRIBUTES, Dicts, row_values
 
 # States a client may come back to: a pause or an end. Written at once; anything else is written with them.
 DURABLE_STATES = frozenset({
@@ -64,6 +66,9 @@ class CachedTaskStore(DatabaseTaskStore):
         self._packed_budget = packed_bytes
         self._table = cast(Table, self.task_model.__table__)  # type: ignore[attr-defined]
         self._columns = [(a.key, a.columns[0].name) for a in sa_inspect(self.task_model).column_attrs]
+        # a2a-sdk's own model and conversion: rows made without an ORM instance (task_rows); else through _to_orm.
+        self._rows = Dicts() if {k for k, _ in self._columns} == ATTRIBUTES and self.core_to_model_conversion is None \
+            else None
         table = self._table
         # Built once: constructing an upsert per save cost more than the transaction itself.
         upsert = sqlite_insert(table)  # its VALUES come from each save's parameters
@@ -130,8 +135,12 @@ class CachedTaskStore(DatabaseTaskStore):
         return before.state != task.status.state or (task.status.HasField("message") and written != status)
 
     async def _write(self, owner: str, task: Task) -> None:
-        model = self._to_orm(task, owner)
-        values: dict[str, Any] = {column: getattr(model, key) for key, column in self._columns}
+        if self._rows is not None:
+            attributes = row_values(task, owner, self._rows)
+            values: dict[str, Any] = {column: attributes[key] for key, column in self._columns}
+        else:
+            model = self._to_orm(task, owner)
+            values = {column: getattr(model, key) for key, column in self._columns}
         await self._db.run(lambda conn: self._upsert(conn, values))
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
