@@ -45,6 +45,7 @@ from typing import Any
 import httpx
 import psutil
 
+from agent_runtime.cli import GC_THRESHOLDS
 from bench.protocols import Protocol, send_message
 from bench.scenarios import client, percentile, split_rounds
 from bench.targets import ADK_CARD as AGENT_CARD
@@ -237,7 +238,7 @@ async def _adk_round(turns: Callable[[int], Awaitable[tuple[float, float]]], sta
     threshold = gc.get_threshold()
     gc.collect()
     gc.freeze()  # the runtime's garbage-collector settings (cli._settle_heap), for this part only
-    gc.set_threshold(10_000, 10, 10)
+    gc.set_threshold(*GC_THRESHOLDS)
     try:
         for i in range(start, start + warmup + count):
             pause_s, resume_s = await turns(i)
