@@ -46,8 +46,9 @@ from agent_runtime.prepared import Prepared, mappings
 # than running it on sqlite; the writes are Prepared (agent_runtime/prepared.py). (An UPDATE's parameters must not
 # be named like a column.)
 _ORDER = (approvals.c.created_at, approvals.c.position)
-_FOR_TASK = Prepared(select(approvals).where(approvals.c.task_id == bindparam("task_id")).order_by(*_ORDER))
-_PENDING_FOR_TASK = Prepared(_FOR_TASK.stmt.where(approvals.c.status == "pending"))  # type: ignore[attr-defined]
+_TASKS = select(approvals).where(approvals.c.task_id == bindparam("task_id")).order_by(*_ORDER)
+_FOR_TASK = Prepared(_TASKS)
+_PENDING_FOR_TASK = Prepared(_TASKS.where(approvals.c.status == "pending"))
 _BY_ID = Prepared(select(approvals).where(approvals.c.id == bindparam("request_id")))
 _PENDING_IN_CONTEXT = select(approvals).where(
     approvals.c.context_id == bindparam("context_id"), approvals.c.status == "pending",

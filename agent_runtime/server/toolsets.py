@@ -42,6 +42,7 @@ from google.adk.tools.mcp_tool.mcp_session_manager import SseConnectionParams, S
 from google.adk.tools.mcp_tool.mcp_tool import _dump_mcp_model
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
 from agent_runtime.agent_config import McpServerConfig
 from agent_runtime.elicitations import wire as eliciting
@@ -208,7 +209,8 @@ def sse_http_client(
 def _client_settings(headers: dict[str, str] | None, timeout: httpx2.Timeout | None, auth: httpx2.Auth | None
                      ) -> dict[str, Any]:
     limits = httpx2.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=KEEPALIVE_SECONDS)
-    return {"headers": headers, "timeout": timeout or httpx2.Timeout(30.0, read=300.0), "auth": auth, "limits": limits}
+    timeout = timeout or httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)  # the SDK's defaults
+    return {"headers": headers, "timeout": timeout, "auth": auth, "limits": limits}
 
 
 class MissingHeaderSecret(RuntimeError):
