@@ -3,10 +3,12 @@
 A noisy machine cannot pass or fail them by itself: every bar names the sections it is measured in, and when any
 of them was sampled noisy (``bench/hygiene.py``) its verdict is ``noisy`` instead of pass or fail.
 
-1. **our share of a pause / a resume**: Gatehouse p50 minus the library floor of the same run (``bench/floors.py``),
-   at most 3 ms / 4 ms; Gatehouse's p50s measured in the floors' rounds, the two taking turns;
+1. **our share of a pause / a resume**: Gatehouse p50 minus the library floor of the same run (``bench/floors.py``:
+   the libraries alone, composed into pauses and resumes), at most 3 ms / 4 ms; Gatehouse's p50s measured in the
+   floors' rounds, the two taking turns. The floor of each library alone in a tight loop is shown beside it;
 2. **throughput**: decisions/s at concurrency 20 (the held scenario) at least 50% of the one-process library
-   ceiling of the same run, each the median of its rounds (:func:`median_of_rounds`);
+   ceiling of the same run (from the composed pairs; the tight loops' shown beside it), each the median of its
+   rounds (:func:`median_of_rounds`);
 3. **backlog** (one runtime holding 100, 1,000 and 10,000 paused conversations; ``scenarios.backlog``): pause and
    resume p50 at the largest backlog within 1.2x of the smallest, decisions/s within 0.9x, RSS at the largest
    under 300 MB, the first page of ``GET /approvals`` under 20 ms p50;
@@ -90,11 +92,14 @@ def share_bars(latency: Mapping[str, Any] | None, floors: Mapping[str, Any] | No
     for phase, floor_key, limit in (("pause", "pause_floor_ms", SHARE_PAUSE_MS),
                                     ("resume", "resume_floor_ms", SHARE_RESUME_MS)):
         p50, floor = _get(source, f"{phase}_ms", "p50"), _get(floors, floor_key)
+        tight = _get(floors, "tight", floor_key)
         share = None if p50 is None or floor is None else p50 - floor
         out.append(_bar(f"share_{phase}", f"our share of a {phase}: p50 - library floor (ms)", share, f"<= {limit:g} ms",
                         None if share is None else share <= limit, sections, noisy,
                         measured="" if share is None else f"{p50:.2f} - {floor:.2f} ms"
-                        + (" (in the floors' rounds)" if source is ours else "")))
+                        + (" (in the floors' rounds)" if source is ours else "")
+                        + ("" if tight is None else f"; each library alone in a loop: floor {tight:.2f} ms, "
+                                                    f"share {p50 - tight:.2f} ms")))
     return out
 
 
@@ -115,12 +120,16 @@ def throughput_bar(held: Mapping[str, Any] | None, floors: Mapping[str, Any] | N
     rate, rate_rounds = median_of_rounds(held, "decisions_per_second_rounds", "decisions_per_second")
     ceiling, ceiling_rounds = median_of_rounds(floors, "decisions_per_second_ceiling_rounds",
                                                "decisions_per_second_ceiling")
+    tight, _ = median_of_rounds((floors or {}).get("tight"), "decisions_per_second_ceiling_rounds",
+                                "decisions_per_second_ceiling")
     ratio = None if rate is None or not ceiling else rate / ceiling
     concurrency = int(_get(held, "concurrency") or 20)
     return _bar("throughput", f"decisions/s at concurrency {concurrency} / library ceiling", ratio,
                 f">= {THROUGHPUT_SHARE:g}", None if ratio is None else ratio >= THROUGHPUT_SHARE, ("floors", "held"), noisy,
                 measured="" if ratio is None or ceiling is None else
-                f"{rate:.1f}/s of {ceiling:.1f}/s (medians of {rate_rounds} and {ceiling_rounds} rounds)")
+                f"{rate:.1f}/s of {ceiling:.1f}/s (medians of {rate_rounds} and {ceiling_rounds} rounds)"
+                + ("" if rate is None or not tight else f"; each library alone in a loop: {rate:.1f}/s of {tight:.1f}/s"
+                                                            f" = {rate / tight:.3f}"))
 
 
 def backlog_bars(backlog: Mapping[str, Any] | None, noisy: list[str]) -> list[dict[str, Any]]:

@@ -13,18 +13,29 @@ them alone, with the same client, scripted model and demo-tools server as the ta
   client's CPU per call.
 
 ``pause_floor_ms`` = a2a pause + ADK pause turn; ``resume_floor_ms`` = a2a reply + ADK resume turn + MCP call.
-Everything above those is durability, the gate, and the glue between the libraries. Bar 1 compares Gatehouse's own
-pause and resume with them under the same conditions: given ``ours`` (the bench passes rounds of sequential
-pause+approve pairs on a Gatehouse server of its own, ``scenarios.PairRounds``), each round ends with that many
-Gatehouse pairs, so the floors and Gatehouse take turns through the section, each warm, none beside other servers
-at work (the latency section's interleaving with the ADK targets costs each of them CPU caches: a comparison table,
-not a floor's conditions). ``decisions_per_second_ceiling``
-is what one process (one core) could decide if a decision cost only the libraries' CPU: the a2a-sdk server's per
-request, the ADK resume turn (in memory it is all CPU) and the MCP client's per call. The iterations run in rounds
-(a2a-sdk, google-adk, MCP, then again), a ceiling per round; ``decisions_per_second_ceiling`` is their median (bar 2's
+Everything above those is durability, the gate, and the glue between the libraries.
+
+**Composed, not each alone in a loop.** The floors are measured on pairs made of the libraries alone, in the order a
+pause and a resume use them (a2a-sdk request, ADK pause turn; a2a-sdk reply, ADK resume turn, MCP call), so each
+library's code runs once per pair between the others', as in Gatehouse or any server built on them. On this kind of
+machine a library called in a tight loop is far cheaper than the same library called once every few milliseconds:
+one MCP ``tools/call`` measured 1.8-2.0 ms back to back and 3.6-4.8 ms with 15 ms between calls, slept or spent on
+other work, its client's CPU per call doubling with it (1.1 -> 2.2 ms); the a2a-sdk round trips and ADK turns move
+the same way (2026-11-26: tight 3.8 / 6.0 ms, composed 5.3 / 8.6 ms). A floor only a tight loop reaches would count
+that machine effect as Gatehouse's. Each round also measures every library alone in a tight loop (``tight``: the
+same keys), printed beside the composed floors as the best case.
+
+Bar 1 compares Gatehouse's own pause and resume with the composed floors under the same conditions: given ``ours``
+(the bench passes rounds of sequential pause+approve pairs on a Gatehouse server of its own,
+``scenarios.PairRounds``), each round ends with that many Gatehouse pairs, so the floors and Gatehouse take turns
+through the section, each warm, none beside other servers at work (the latency section's interleaving with the ADK
+targets costs each of them CPU caches: a comparison table, not a floor's conditions).
+``decisions_per_second_ceiling`` is what one process (one core) could decide if a decision cost only the libraries'
+CPU: the a2a-sdk server's per request, the ADK resume turn (in memory it is all CPU) and the MCP client's per call,
+from the composed pairs. Each round gives a ceiling; ``decisions_per_second_ceiling`` is their median (bar 2's
 denominator, as its numerator is the median of the held section's rounds), ``decisions_per_second_ceiling_rounds``
-each round's, ``decisions_per_second_ceiling_pooled`` the same sum over every round at once. The floors are p50s over
-every round.
+each round's, ``decisions_per_second_ceiling_pooled`` the same sum over every round at once. The floors are p50s
+over every round.
 
     python -m bench.floors --serve-a2a --port 8000      # the do-nothing a2a-sdk server (the bench starts it)
 """
@@ -32,12 +43,13 @@ every round.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,22 +172,32 @@ class _Samples:
         self.count += other.count
 
 
+def _a2a_message(message_id: str, text: str, task: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]}
+    if task is not None:
+        message.update(taskId=task["id"], contextId=task["contextId"])
+    return message
+
+
+def _check_a2a(task: Mapping[str, Any], state: str) -> None:
+    if task["status"]["state"] != state:
+        raise RuntimeError(f"a2a-sdk floor server answered {task['status']}, not {state}")
+
+
 async def _a2a_round(http: httpx.AsyncClient, url: str, cpu: Callable[[], float], start: int, count: int,
                      warmup: int) -> _Samples:
     out = _Samples()
+    before = cpu()
     for i in range(start, start + warmup + count):
         if i == start + warmup:
             before = cpu()
-        msg = {"messageId": f"p{i}", "role": "ROLE_USER", "parts": [{"text": "hello"}]}
         begin = time.perf_counter()
-        task = await send_message(http, url, msg)
+        task = await send_message(http, url, _a2a_message(f"p{i}", "hello"))
         paused = time.perf_counter()
-        reply = {"messageId": f"r{i}", "role": "ROLE_USER", "parts": [{"text": "ok"}],
-                 "taskId": task["id"], "contextId": task["contextId"]}
-        done = await send_message(http, url, reply)
+        done = await send_message(http, url, _a2a_message(f"r{i}", "ok", task))
         end = time.perf_counter()
-        if task["status"]["state"] != "TASK_STATE_INPUT_REQUIRED" or done["status"]["state"] != "TASK_STATE_COMPLETED":
-            raise RuntimeError(f"a2a-sdk floor server answered {task['status']} then {done['status']}")
+        _check_a2a(task, "TASK_STATE_INPUT_REQUIRED")
+        _check_a2a(done, "TASK_STATE_COMPLETED")
         if i >= start + warmup:
             out.first.append(paused - begin)
             out.second.append(end - paused)
@@ -183,85 +205,137 @@ async def _a2a_round(http: httpx.AsyncClient, url: str, cpu: Callable[[], float]
     return out
 
 
-def _adk_turns() -> tuple[Callable[[int], Awaitable[tuple[float, float]]], list[str]]:
-    """google-adk's Runner, in-memory session, the Scripted model and ADK's own confirmation on a local function: a
-    coroutine function timing the turn that pauses and the turn that resumes of conversation ``i``; and the list of
-    the function's runs."""
-    from google.adk.agents import LlmAgent
-    from google.adk.runners import Runner
-    from google.adk.sessions import InMemorySessionService
-    from google.adk.tools import FunctionTool
-    from google.genai import types
+class _AdkTurns:
+    """google-adk's Runner, in-memory session, the Scripted model and ADK's own confirmation on a local function: the
+    turn that pauses conversation ``i`` (:meth:`pause`: its seconds, and what the resume needs) and the turn that
+    resumes it (:meth:`resume`: the confirmation answered, the function run, the model's answer); :attr:`ran` lists
+    the function's runs, :attr:`expected` what they should be."""
 
-    from agent_runtime.agent_config import ScriptedModel, ScriptedRule, ScriptedToolCall
-    from agent_runtime.models.scripted import ScriptedLlm
+    def __init__(self) -> None:
+        from google.adk.agents import LlmAgent
+        from google.adk.runners import Runner
+        from google.adk.sessions import InMemorySessionService
+        from google.adk.tools import FunctionTool
 
-    ran: list[str] = []
+        from agent_runtime.agent_config import ScriptedModel, ScriptedRule, ScriptedToolCall
+        from agent_runtime.models.scripted import ScriptedLlm
 
-    def touch(path: str) -> str:
-        """Pretend to touch a file."""
-        ran.append(path)
-        return f"touched {path}"
+        self.ran: list[str] = []
+        self.expected: list[str] = []
 
-    script = ScriptedModel(model="floor", rules=[
-        ScriptedRule(match=r"^touch (?P<path>\S+)", tool_calls=[ScriptedToolCall(name="touch", args={"path": "{path}"})],
-                     reply="{result}"),
-    ])
-    agent = LlmAgent(name="floor", model=ScriptedLlm.from_config(script), instruction="Answer.",
-                     tools=[FunctionTool(touch, require_confirmation=True)])
-    sessions = InMemorySessionService()
-    runner = Runner(app_name="floor", agent=agent, session_service=sessions)
+        def touch(path: str) -> str:
+            """Pretend to touch a file."""
+            self.ran.append(path)
+            return f"touched {path}"
 
-    async def run(session_id: str, parts: list[types.Part]) -> list[Any]:
+        script = ScriptedModel(model="floor", rules=[
+            ScriptedRule(match=r"^touch (?P<path>\S+)", tool_calls=[ScriptedToolCall(name="touch", args={"path": "{path}"})],
+                         reply="{result}"),
+        ])
+        agent = LlmAgent(name="floor", model=ScriptedLlm.from_config(script), instruction="Answer.",
+                         tools=[FunctionTool(touch, require_confirmation=True)])
+        self._sessions = InMemorySessionService()
+        self._runner = Runner(app_name="floor", agent=agent, session_service=self._sessions)
+
+    async def _run(self, session_id: str, parts: list[Any]) -> list[Any]:
+        from google.genai import types
+
         content = types.Content(role="user", parts=parts)
-        return [e async for e in runner.run_async(user_id="u", session_id=session_id, new_message=content)]
+        return [e async for e in self._runner.run_async(user_id="u", session_id=session_id, new_message=content)]
 
-    async def pause_and_resume(i: int) -> tuple[float, float]:
-        session = await sessions.create_session(app_name="floor", user_id="u")
+    async def pause(self, i: int) -> tuple[float, tuple[str, str]]:
+        from google.genai import types
+
+        session = await self._sessions.create_session(app_name="floor", user_id="u")
         start = time.perf_counter()
-        events = await run(session.id, [types.Part(text=f"touch f{i}")])
-        paused = time.perf_counter()
+        events = await self._run(session.id, [types.Part(text=f"touch f{i}")])
+        seconds = time.perf_counter() - start
         asks = [c for e in events for c in e.get_function_calls() if c.name == "adk_request_confirmation"]
         if len(asks) != 1:
             raise RuntimeError(f"ADK did not ask for one confirmation: {events}")
-        answer = types.FunctionResponse(name="adk_request_confirmation", id=asks[0].id, response={"confirmed": True})
-        start_resume = time.perf_counter()
-        await run(session.id, [types.Part(function_response=answer)])
-        return paused - start, time.perf_counter() - start_resume
+        self.expected.append(f"f{i}")
+        return seconds, (session.id, asks[0].id)
 
-    return pause_and_resume, ran
+    async def resume(self, paused: tuple[str, str]) -> float:
+        from google.genai import types
+
+        session_id, ask_id = paused
+        answer = types.FunctionResponse(name="adk_request_confirmation", id=ask_id, response={"confirmed": True})
+        start = time.perf_counter()
+        await self._run(session_id, [types.Part(function_response=answer)])
+        return time.perf_counter() - start
 
 
-async def _adk_round(turns: Callable[[int], Awaitable[tuple[float, float]]], start: int, count: int,
-                     warmup: int) -> _Samples:
-    out = _Samples()
+@contextlib.contextmanager
+def _runtime_gc() -> Iterator[None]:
+    """The runtime's garbage-collector settings (``cli._settle_heap``: start-up frozen, the young generation every
+    ``GC_THRESHOLDS[0]`` allocations), for the parts of a round that stand for the runtime's own process."""
     threshold = gc.get_threshold()
     gc.collect()
-    gc.freeze()  # the runtime's garbage-collector settings (cli._settle_heap), for this part only
+    gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
     try:
-        for i in range(start, start + warmup + count):
-            pause_s, resume_s = await turns(i)
-            if i >= start + warmup:
-                out.first.append(pause_s)
-                out.second.append(resume_s)
+        yield
     finally:
         gc.set_threshold(*threshold)
         gc.unfreeze()
+
+
+async def _adk_round(turns: _AdkTurns, start: int, count: int, warmup: int) -> _Samples:
+    out = _Samples()
+    with _runtime_gc():
+        for i in range(start, start + warmup + count):
+            pause_s, paused = await turns.pause(i)
+            resume_s = await turns.resume(paused)
+            if i >= start + warmup:
+                out.first.append(pause_s)
+                out.second.append(resume_s)
     return out
+
+
+async def _mcp_call(session: Any) -> tuple[float, float]:
+    """One ``tools/call``: its seconds, and the client's CPU seconds over it."""
+    cpu, begin = time.process_time(), time.perf_counter()
+    await session.call_tool("read_file", {"path": "floor.txt"})
+    return time.perf_counter() - begin, time.process_time() - cpu
 
 
 async def _mcp_round(session: Any, count: int, warmup: int) -> _Samples:
     out = _Samples()
     for i in range(warmup + count):
-        if i == warmup:
-            before = time.process_time()
-        begin = time.perf_counter()
-        await session.call_tool("read_file", {"path": "floor.txt"})
+        seconds, cpu = await _mcp_call(session)
         if i >= warmup:
-            out.first.append(time.perf_counter() - begin)
-    out.cpu, out.count = time.process_time() - before, count
+            out.first.append(seconds)
+            out.cpu += cpu
+    out.count = count
     return out
+
+
+async def _composed_round(http: httpx.AsyncClient, url: str, cpu: Callable[[], float], turns: _AdkTurns, session: Any,
+                          start: int, count: int) -> tuple[_Samples, _Samples, _Samples]:
+    """``count`` pause+resume pairs made of the libraries alone, in the order a pause and a resume use them: a2a-sdk
+    request, ADK pause turn; a2a-sdk reply, ADK resume turn, MCP call. Each library's code runs once per pair,
+    between the others', as in any server built on them (see the module docstring)."""
+    a2a, adk, mcp = _Samples(), _Samples(), _Samples()
+    before = cpu()
+    with _runtime_gc():
+        for i in range(start, start + count):
+            begin = time.perf_counter()
+            task = await send_message(http, url, _a2a_message(f"cp{i}", "hello"))
+            a2a.first.append(time.perf_counter() - begin)
+            _check_a2a(task, "TASK_STATE_INPUT_REQUIRED")
+            pause_s, paused = await turns.pause(i)
+            adk.first.append(pause_s)
+            begin = time.perf_counter()
+            done = await send_message(http, url, _a2a_message(f"cr{i}", "ok", task))
+            a2a.second.append(time.perf_counter() - begin)
+            _check_a2a(done, "TASK_STATE_COMPLETED")
+            adk.second.append(await turns.resume(paused))
+            seconds, call_cpu = await _mcp_call(session)
+            mcp.first.append(seconds)
+            mcp.cpu += call_cpu
+    a2a.cpu, a2a.count, mcp.count = cpu() - before, 2 * count, count
+    return a2a, adk, mcp
 
 
 def ceiling(a2a: _Samples, adk: _Samples, mcp: _Samples) -> float:
@@ -270,38 +344,8 @@ def ceiling(a2a: _Samples, adk: _Samples, mcp: _Samples) -> float:
     return round(1000 / (a2a.cpu / a2a.count * 1000 + _ms(adk.second) + mcp.cpu / mcp.count * 1000), 1)
 
 
-async def measure(tools: ToolsServer, work: Path, iterations: int, warmup: int, rounds: int = 1,
-                  ours: Callable[[int, int], Awaitable[None]] | None = None) -> dict[str, Any]:
-    """The three floors and the pause/resume floors they add up to (see the module docstring).
-
-    ``iterations`` are split into ``rounds``; each round runs a2a-sdk, then google-adk, then the MCP client (the
-    warm-up before the first), then ``ours(count, warmup)`` when given, so a slow stretch of the machine falls on one
-    round of all of them. The floors are the p50s over every round; the ceiling is the median of the rounds' ceilings
-    (bar 2 divides by it)."""
-    from mcp import Client
-
-    counts = split_rounds(iterations, rounds)
-    parts = {"a2a": _Samples(), "adk": _Samples(), "mcp": _Samples()}
-    ceilings: list[float] = []
-    tools.touch(["floor.txt"])
-    turns, ran = _adk_turns()
-    with running(_A2aFloorTarget(), work, tools.url, "a2a-floor") as a2a_server:
-        cpu = cpu_reader(a2a_server.pid)
-        async with client() as http, Client(tools.url) as session:
-            start = 0
-            for r, count in enumerate(counts):
-                warm = warmup if r == 0 else 0
-                a2a = await _a2a_round(http, a2a_server.url + "/", cpu, start, count, warm)
-                adk = await _adk_round(turns, start, count, warm)
-                mcp = await _mcp_round(session, count, warm)
-                if ours is not None:
-                    await ours(count, max(warm, OURS_WARMUP) if r == 0 else 0)
-                start += warm + count
-                ceilings.append(ceiling(a2a, adk, mcp))
-                for key, part in (("a2a", a2a), ("adk", adk), ("mcp", mcp)):
-                    parts[key].add(part)
-    if ran != [f"f{i}" for i in range(warmup + iterations)]:
-        raise RuntimeError(f"the confirmed tool did not run once per turn: {ran[:5]}...")
+def _summary(parts: Mapping[str, _Samples], ceilings: list[float]) -> dict[str, Any]:
+    """The floors of one way of measuring (composed or tight), pooled over its rounds."""
     a2a, adk, mcp = parts["a2a"], parts["adk"], parts["mcp"]
     out_a2a = {"pause_ms": _ms(a2a.first), "reply_ms": _ms(a2a.second),
                "server_cpu_ms_per_request": round(a2a.cpu / a2a.count * 1000, 2)}
@@ -311,12 +355,55 @@ async def measure(tools: ToolsServer, work: Path, iterations: int, warmup: int, 
         "a2a": out_a2a, "adk": out_adk, "mcp": out_mcp,
         "pause_floor_ms": round(out_a2a["pause_ms"] + out_adk["pause_turn_ms"], 2),
         "resume_floor_ms": round(out_a2a["reply_ms"] + out_adk["resume_turn_ms"] + out_mcp["call_ms"], 2),
-        "rounds": len(counts),
         "decisions_per_second_ceiling": round(statistics.median(ceilings), 1),
         "decisions_per_second_ceiling_rounds": ceilings,
         "decisions_per_second_ceiling_pooled": round(1000 / (out_a2a["server_cpu_ms_per_request"]
                                                              + out_adk["resume_turn_ms"] + out_mcp["client_cpu_ms_per_call"]), 1),
     }
+
+
+async def measure(tools: ToolsServer, work: Path, iterations: int, warmup: int, rounds: int = 1,
+                  ours: Callable[[int, int], Awaitable[None]] | None = None) -> dict[str, Any]:
+    """The composed floors (bar 1's floors and bar 2's ceiling) and, under ``tight``, the same from each library
+    alone in a loop (see the module docstring).
+
+    ``iterations`` are split into ``rounds``; each round runs a2a-sdk, google-adk and the MCP client each in a tight
+    loop (the warm-up before the first), then the composed pairs, then ``ours(count, warmup)`` when given, so a slow
+    stretch of the machine falls on one round of all of them. The floors are the p50s over every round; the ceilings
+    the median of the rounds' ceilings (bar 2 divides by the composed one)."""
+    from mcp import Client
+
+    counts = split_rounds(iterations, rounds)
+    kinds = ("a2a", "adk", "mcp")
+    tight: dict[str, _Samples] = {k: _Samples() for k in kinds}
+    composed: dict[str, _Samples] = {k: _Samples() for k in kinds}
+    tight_ceilings: list[float] = []
+    composed_ceilings: list[float] = []
+    tools.touch(["floor.txt"])
+    turns = _AdkTurns()
+    with running(_A2aFloorTarget(), work, tools.url, "a2a-floor") as a2a_server:
+        cpu = cpu_reader(a2a_server.pid)
+        url = a2a_server.url + "/"
+        async with client() as http, Client(tools.url) as session:
+            start = 0
+            for r, count in enumerate(counts):
+                warm = warmup if r == 0 else 0
+                loops = (await _a2a_round(http, url, cpu, start, count, warm),
+                         await _adk_round(turns, start, count, warm),
+                         await _mcp_round(session, count, warm))
+                start += warm + count
+                pairs = await _composed_round(http, url, cpu, turns, session, start, count)
+                start += count
+                if ours is not None:
+                    await ours(count, max(warm, OURS_WARMUP) if r == 0 else 0)
+                tight_ceilings.append(ceiling(*loops))
+                composed_ceilings.append(ceiling(*pairs))
+                for key, loop, pair in zip(kinds, loops, pairs, strict=True):
+                    tight[key].add(loop)
+                    composed[key].add(pair)
+    if turns.ran != turns.expected:
+        raise RuntimeError(f"the confirmed tool did not run once per turn: {turns.ran[:5]}...")
+    return {**_summary(composed, composed_ceilings), "rounds": len(counts), "tight": _summary(tight, tight_ceilings)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -221,32 +221,48 @@ def print_auth_overhead(overhead: dict[str, Any]) -> None:
 
 
 def print_floors(floors: dict[str, Any], gatehouse: dict[str, Any] | None) -> None:
-    """The libraries alone on this machine (``bench/floors.py``), and how far above them Gatehouse is."""
+    """The libraries alone on this machine (``bench/floors.py``): composed into pauses and resumes (the floors the
+    bars use) and each alone in a tight loop (the best case, when measured); and how far above them Gatehouse is."""
     from rich.console import Console
     from rich.table import Table
 
+    tight = floors.get("tight") or {}
+
+    def alone(part: str, key: str) -> str:
+        return _cell(_path(part, key)(tight))
+
     a2a, adk, mcp = floors["a2a"], floors["adk"], floors["mcp"]
-    table = Table(title="Library floors on this machine (nothing of Gatehouse: no durability, no gate)")
-    for header in ("part", "pause (ms p50)", "resume (ms p50)", "CPU per request (ms)"):
+    table = Table(title="Library floors on this machine (nothing of Gatehouse: no durability, no gate): composed into "
+                        "pauses and resumes, and each library alone in a tight loop")
+    for header in ("part", "pause (ms p50)", "resume (ms p50)", "CPU per request (ms)",
+                   "alone: pause", "alone: resume", "alone: CPU"):
         table.add_column(header)
     table.add_row("a2a-sdk JSON-RPC over HTTP, executor answers at once", _cell(a2a["pause_ms"]), _cell(a2a["reply_ms"]),
-                  f"{_cell(a2a['server_cpu_ms_per_request'])} (server)")
+                  f"{_cell(a2a['server_cpu_ms_per_request'])} (server)",
+                  alone("a2a", "pause_ms"), alone("a2a", "reply_ms"), alone("a2a", "server_cpu_ms_per_request"))
     table.add_row("google-adk turn with its own confirmation, in memory", _cell(adk["pause_turn_ms"]),
-                  _cell(adk["resume_turn_ms"]), "")
+                  _cell(adk["resume_turn_ms"]), "", alone("adk", "pause_turn_ms"), alone("adk", "resume_turn_ms"), "")
     table.add_row("MCP tools/call over streamable HTTP", "", _cell(mcp["call_ms"]),
-                  f"{_cell(mcp['client_cpu_ms_per_call'])} (client)")
-    table.add_row("floor (sum)", _cell(floors["pause_floor_ms"]), _cell(floors["resume_floor_ms"]), "", style="bold")
+                  f"{_cell(mcp['client_cpu_ms_per_call'])} (client)", "", alone("mcp", "call_ms"),
+                  alone("mcp", "client_cpu_ms_per_call"))
+    table.add_row("floor (sum)", _cell(floors["pause_floor_ms"]), _cell(floors["resume_floor_ms"]), "",
+                  _cell(tight.get("pause_floor_ms")), _cell(tight.get("resume_floor_ms")), "", style="bold")
     rounds = floors.get("decisions_per_second_ceiling_rounds") or []
     table.add_row("decisions/s one process could reach on the libraries' CPU alone"
                   + (f" (median of {len(rounds)} rounds)" if len(rounds) > 1 else ""),
-                  "", _cell(floors["decisions_per_second_ceiling"]), "", style="bold")
-    latency = (gatehouse or {}).get("latency")
+                  "", _cell(floors["decisions_per_second_ceiling"]), "", "",
+                  _cell(tight.get("decisions_per_second_ceiling")), "", style="bold")
+    in_rounds = floors.get("gatehouse")
+    latency = in_rounds or (gatehouse or {}).get("latency")
     if latency:
         pause, resume = _path("pause_ms", "p50")(latency), _path("resume_ms", "p50")(latency)
-        table.add_row("Gatehouse (default), for comparison", _cell(pause), _cell(resume), "")
+        table.add_row("Gatehouse (default)" + (", in the floors' rounds" if in_rounds else ", for comparison"),
+                      _cell(pause), _cell(resume), "")
         table.add_row("Gatehouse above the floor", _cell(_difference(pause, floors["pause_floor_ms"])),
-                      _cell(_difference(resume, floors["resume_floor_ms"])), "")
-    Console(width=170).print(table)
+                      _cell(_difference(resume, floors["resume_floor_ms"])), "",
+                      _cell(_difference(pause, tight.get("pause_floor_ms"))),
+                      _cell(_difference(resume, tight.get("resume_floor_ms"))), "")
+    Console(width=200).print(table)
 
 
 def print_bars(judged: list[dict[str, Any]], title: str) -> None:
@@ -342,8 +358,8 @@ def print_hygiene(hygiene: dict[str, Any]) -> None:
                       style="yellow")
 
 
-def _difference(value: float | None, floor: float) -> float | None:
-    return None if value is None else round(value - floor, 2)
+def _difference(value: float | None, floor: float | None) -> float | None:
+    return None if value is None or floor is None else round(value - floor, 2)
 
 
 def write_json(report: dict[str, Any], out_dir: Path, stamp: str) -> Path:

@@ -45,6 +45,24 @@ def test_our_share_is_judged_on_the_pairs_measured_in_the_floors_rounds() -> Non
     assert [b["verdict"] for b in bars.share_bars(latency, floors, ["floors"])] == ["noisy", "noisy"]
 
 
+def test_the_bars_judge_the_composed_floors_and_show_each_library_alone_beside_them() -> None:
+    """Bars 1 and 2 use the libraries composed into pauses and resumes (the top-level keys); the floors of each library
+    alone in a tight loop (``tight``) are printed beside them, never judged."""
+    floors = {"pause_floor_ms": 5.3, "resume_floor_ms": 8.6, "decisions_per_second_ceiling": 150.0,
+              "tight": {"pause_floor_ms": 3.8, "resume_floor_ms": 6.0, "decisions_per_second_ceiling": 200.0},
+              "gatehouse": {"pause_ms": {"p50": 7.0}, "resume_ms": {"p50": 11.8}}}
+    pause, resume = bars.share_bars(None, floors, [])
+    assert (pause["value"], pause["verdict"]) == (1.7, "pass")
+    assert (resume["value"], resume["verdict"]) == (3.2, "pass")
+    assert resume["measured"] == ("11.80 - 8.60 ms (in the floors' rounds); each library alone in a loop: floor 6.00 ms, "
+                                  "share 5.80 ms")
+    bar = bars.throughput_bar({"decisions_per_second": 80.0}, floors, [])
+    assert (bar["value"], bar["verdict"]) == (0.533, "pass")
+    assert bar["measured"].endswith("; each library alone in a loop: 80.0/s of 200.0/s = 0.400")
+    # a result written before the composed floors (no ``tight``): its one floor, nothing beside it
+    assert bars.share_bars(None, {**floors, "tight": None}, [])[1]["measured"] == "11.80 - 8.60 ms (in the floors' rounds)"
+
+
 def test_throughput_is_a_share_of_the_library_ceiling() -> None:
     bar = bars.throughput_bar({"decisions_per_second": 58.5, "concurrency": 20}, FLOORS, [])
     assert (bar["value"], bar["verdict"]) == (0.34, "fail")  # the issue's 34%
