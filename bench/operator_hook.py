@@ -1,8 +1,10 @@
 """The operator rows: N Agents to Accepted, API requests per reconcile, writes on a no-op resync.
 
 Against the emulated Kubernetes API of the operator's own tests (``tests/support/kube_server.serve``: kmock's
-emulator with the CRDs of ``crds/``, on 127.0.0.1 from a thread), with the real operator (``kopf run -m
-gatehouse_operator --all-namespaces --standalone`` through ``kopf.testing.KopfRunner``, in its own thread):
+emulator with the CRDs of ``crds/``, on 127.0.0.1 from a thread), with the real operator (``python -m
+gatehouse_operator --all-namespaces --standalone``, i.e. ``kopf run -m gatehouse_operator``, in a process of its own as
+in a cluster; until 2026-11-26 it ran in the bench's process through ``kopf.testing.KopfRunner``, sharing one
+interpreter and its GIL with the emulated API server, which a cluster never does):
 
 1. the bench creates one ModelConfig, one RemoteMCPServer (``examples/file-manager/``) and then ``agents`` Agents
    (copies of the example Agent, ``bench-agent-<i>``) over HTTP, ``CREATORS`` at a time, as fast as the API answers;
@@ -30,6 +32,7 @@ import contextlib
 import copy
 import importlib.util
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -54,7 +57,6 @@ CREATORS = 8  # the bench's Agent creates in flight at once (its own load, like 
 
 
 def _log(message: str) -> None:
-    # KopfRunner redirects sys.stdout while the operator runs: write to the real one.
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.__stdout__, flush=True)
 
 
@@ -105,22 +107,43 @@ def _environment(kubeconfig: Path, resync: str, secret_check: str | None = None)
 
 
 class _Operator:
-    """The real operator in a thread (``KopfRunner``); restartable."""
+    """The real operator in a process of its own (``python -m gatehouse_operator``, which is ``kopf run -m
+    gatehouse_operator``), as in a cluster: it shares no interpreter, and no GIL, with the API server. Restartable;
+    its log goes to ``log``."""
 
-    def __init__(self) -> None:
-        self._runner: Any = None
+    def __init__(self, log: Path) -> None:
+        self._log_path = log
+        self._proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
-        from kopf.testing import KopfRunner
+    def start(self, emulator: Any, settle: bool = True) -> None:
+        """Start it, and return once it watches Agents (and, with ``settle``, once the API has then been quiet for a
+        second: its start-up listing and watches done)."""
+        mark = emulator.request_count
+        with self._log_path.open("ab") as log:
+            self._proc = subprocess.Popen([sys.executable, "-m", "gatehouse_operator", "--all-namespaces", "--standalone"],
+                                          cwd=REPO, env=dict(os.environ), stdout=log, stderr=subprocess.STDOUT)
 
-        self._runner = KopfRunner(["run", "-m", "gatehouse_operator", "--all-namespaces", "--standalone"], timeout=120)
-        self._runner.__enter__()
+        def watching() -> bool:
+            if self._proc is not None and self._proc.poll() is not None:
+                raise RuntimeError(f"the operator exited with {self._proc.returncode}: {self._tail()}")
+            return any(_is_watch(r) and r.url.path.endswith("/agents") for r in emulator.requests_since(mark))
+
+        _wait(watching, 60, "the operator to watch Agents")
+        if settle:
+            _settle(lambda: emulator.request_count, quiet=1.0, timeout=60)
 
     def stop(self) -> None:
-        if self._runner is not None:
-            runner, self._runner = self._runner, None
-            with contextlib.suppress(Exception):
-                runner.__exit__(None, None, None)
+        if self._proc is not None:
+            proc, self._proc = self._proc, None
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def _tail(self) -> str:
+        return self._log_path.read_text(errors="replace")[-2000:]
 
 
 def _manifests(agents: int) -> list[tuple[str, dict[str, Any]]]:
@@ -190,10 +213,9 @@ def run_operator_bench(agents: int, timeout: float = 600.0) -> dict[str, Any]:
         names = [f"bench-agent-{i}" for i in range(agents)]
         # Periodic work (resyncs, Secret checks: 60 s after a reconcile by default) kept out of the reconcile count.
         with _environment(kubeconfig, "3600", secret_check="1h"):
-            operator = _Operator()
-            operator.start()
+            operator = _Operator(Path(tmp) / "operator.log")
+            operator.start(emulator)
             try:
-                _settle(lambda: emulator.request_count, quiet=1.0, timeout=60)  # kopf's start-up listing and watches
                 mark = emulator.request_count
                 headers = {"User-Agent": BENCH_AGENT, "Content-Type": "application/json"}
                 start = time.perf_counter()
@@ -236,8 +258,8 @@ def run_operator_bench(agents: int, timeout: float = 600.0) -> dict[str, Any]:
                 seen["count"] += sum(1 for r in new if r.method.value == "GET" and str(r.url.path) in agent_paths)
                 return seen["count"]
 
-            operator = _Operator()
-            operator.start()
+            operator = _Operator(Path(tmp) / "operator.log")
+            operator.start(emulator, settle=False)  # it reconciles every Agent from its start: counted from there
             try:
                 _wait(lambda: reconciles() >= 2 * agents, timeout, "a first reconcile and one resync of every Agent", poll=0.5)
             finally:
