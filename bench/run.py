@@ -250,19 +250,27 @@ async def measure(targets: list[Target], reasons: dict[str, str], s: scenarios.S
                    if default is not None else ""))
             try:
                 with ExitStack() as stack:
-                    ours = None
+                    ours, ours_error = None, ""
                     if default is not None:
-                        ours = scenarios.PairRounds(stack.enter_context(running(default, work, tools.url,
-                                                                                f"{default.key}-share")), tools)
+                        try:  # without it the floors still stand (and bar 1 falls back to the latency section)
+                            ours = scenarios.PairRounds(stack.enter_context(running(default, work, tools.url,
+                                                                                    f"{default.key}-share")), tools)
+                        except (RuntimeError, OSError, StepError) as exc:
+                            ours_error = f"{type(exc).__name__}: {exc}"
+                            log(f"  {default.label} for bar 1 did not start ({ours_error}); the floors alone")
                     floor = await floors.measure(tools, work, s.iterations, s.warmup, s.rounds, ours)
                 if ours is not None:
                     floor["gatehouse"] = ours.results()
+                elif ours_error:
+                    floor["gatehouse_error"] = ours_error
                 log(f"  pause floor {floor['pause_floor_ms']} ms, resume floor {floor['resume_floor_ms']} ms; ceiling "
                     f"{floor['decisions_per_second_ceiling']}/s (median of "
                     f"{', '.join(str(x) for x in floor['decisions_per_second_ceiling_rounds'])})"
                     + (f"; {default.label} in the same rounds: pause p50 {floor['gatehouse']['pause_ms']['p50']} ms, "
                        f"resume p50 {floor['gatehouse']['resume_ms']['p50']} ms, errors {floor['gatehouse']['errors']}"
-                       if ours is not None else ""))
+                       if ours is not None else "")
+                    + (f"; tight loops: pause floor {floor['tight']['pause_floor_ms']} ms, resume floor "
+                       f"{floor['tight']['resume_floor_ms']} ms, ceiling {floor['tight']['decisions_per_second_ceiling']}/s"))
             except (RuntimeError, OSError, StepError) as exc:  # a reference point only: the targets still run
                 floor = {"error": f"{type(exc).__name__}: {exc}"}
                 log(f"  library floors not measured: {floor['error']}")

@@ -3,15 +3,20 @@ driver, over HTTP on 127.0.0.1. Checks the shape and sanity of ``latest.json``; 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import statistics
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bench.protocols import Protocol
+from bench.scenarios import Settings
+from bench.targets import Target
 from tests.support.processes import free_port
 
 pytestmark = pytest.mark.e2e
@@ -162,3 +167,29 @@ def test_bar_one_is_measured_in_the_floors_rounds(tmp_path: Path) -> None:
     assert bars["share_pause"]["value"] == pytest.approx(share, abs=0.01)
     assert bars["share_pause"]["sections"] == ["floors"] and "in the floors' rounds" in bars["share_pause"]["measured"]
     assert "pause+approve pairs (bar 1)" in proc.stdout
+
+
+@dataclass
+class _NeverReady(Target):
+    """A ``gatehouse`` target whose server exits at once."""
+
+    key: str = "gatehouse"
+    label: str = "a runtime that exits"
+    protocol: Protocol = "gatehouse"
+    ready_path: str = "/readyz"
+
+    def command(self, port: int, state_dir: Path, tools_url: str, work: Path) -> list[str]:
+        return [sys.executable, "-c", "raise SystemExit(3)"]
+
+    async def model_calls(self, http: Any, url: str) -> float | None:
+        return None
+
+
+def test_the_floors_stand_when_the_bar_one_server_does_not_start(tmp_path: Path) -> None:
+    """The Gatehouse server of bar 1's pairs failing to start costs bar 1's pairs (why is kept), not the floors."""
+    from bench import run
+
+    settings = Settings(iterations=2, warmup=0, rounds=1)
+    _, floor = asyncio.run(run.measure([_NeverReady()], {"gatehouse": ""}, settings, tmp_path, {"floors"}, run.Quiet(0.1, 0.25)))
+    assert floor["pause_floor_ms"] > 0 and floor["tight"]["resume_floor_ms"] > 0
+    assert "gatehouse" not in floor and "exited with 3" in floor["gatehouse_error"]
