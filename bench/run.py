@@ -244,20 +244,21 @@ async def measure(targets: list[Target], reasons: dict[str, str], s: scenarios.S
         log(f"demo-tools at {tools.url}")
         if "floors" in sections:
             quiet.check("floors")
-            default = next((t for t in targets if t.key == "gatehouse"), None)
-            log(f"library floors: {s.iterations} iterations each (a2a-sdk, google-adk, MCP client alone)"
-                + (f", in {s.rounds} rounds, each followed by as many {default.label} pause+approve pairs (bar 1)"
-                   if default is not None else ""))
+            share_target = next((t for t in targets if t.key == "gatehouse"), None)
+            log(f"library floors: {s.iterations} iterations each of a2a-sdk, google-adk and the MCP client composed into "
+                f"pause+resume pairs, and of each alone in a tight loop"
+                + (f", in {s.rounds} rounds, each followed by as many {share_target.label} pause+approve pairs (bar 1)"
+                   if share_target is not None else ""))
             try:
                 with ExitStack() as stack:
                     ours, ours_error = None, ""
-                    if default is not None:
+                    if share_target is not None:
                         try:  # without it the floors still stand (and bar 1 falls back to the latency section)
-                            ours = scenarios.PairRounds(stack.enter_context(running(default, work, tools.url,
-                                                                                    f"{default.key}-share")), tools)
+                            ours = scenarios.PairRounds(stack.enter_context(running(share_target, work, tools.url,
+                                                                                    f"{share_target.key}-share")), tools)
                         except (RuntimeError, OSError, StepError) as exc:
                             ours_error = f"{type(exc).__name__}: {exc}"
-                            log(f"  {default.label} for bar 1 did not start ({ours_error}); the floors alone")
+                            log(f"  {share_target.label} for bar 1 did not start ({ours_error}); the floors alone")
                     floor = await floors.measure(tools, work, s.iterations, s.warmup, s.rounds, ours)
                 if ours is not None:
                     floor["gatehouse"] = ours.results()
@@ -266,7 +267,7 @@ async def measure(targets: list[Target], reasons: dict[str, str], s: scenarios.S
                 log(f"  pause floor {floor['pause_floor_ms']} ms, resume floor {floor['resume_floor_ms']} ms; ceiling "
                     f"{floor['decisions_per_second_ceiling']}/s (median of "
                     f"{', '.join(str(x) for x in floor['decisions_per_second_ceiling_rounds'])})"
-                    + (f"; {default.label} in the same rounds: pause p50 {floor['gatehouse']['pause_ms']['p50']} ms, "
+                    + (f"; {share_target.label} in the same rounds: pause p50 {floor['gatehouse']['pause_ms']['p50']} ms, "
                        f"resume p50 {floor['gatehouse']['resume_ms']['p50']} ms, errors {floor['gatehouse']['errors']}"
                        if ours is not None else "")
                     + (f"; tight loops: pause floor {floor['tight']['pause_floor_ms']} ms, resume floor "
