@@ -128,9 +128,13 @@ class _Operator:
                 raise RuntimeError(f"the operator exited with {self._proc.returncode}: {self._tail()}")
             return any(_is_watch(r) and r.url.path.endswith("/agents") for r in emulator.requests_since(mark))
 
-        _wait(watching, 60, "the operator to watch Agents")
-        if settle:
-            _settle(lambda: emulator.request_count, quiet=1.0, timeout=60)
+        try:
+            _wait(watching, 60, "the operator to watch Agents")
+            if settle:
+                _settle(lambda: emulator.request_count, quiet=1.0, timeout=60)
+        except BaseException:
+            self.stop()  # no operator left running behind a failed start
+            raise
 
     def stop(self) -> None:
         if self._proc is not None:
