@@ -8,15 +8,13 @@ import json
 import statistics
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench.protocols import Protocol
+from bench.gatehouse_adapter import GatehouseTarget
 from bench.scenarios import Settings
-from bench.targets import Target
 from tests.support.processes import free_port
 
 pytestmark = pytest.mark.e2e
@@ -169,20 +167,11 @@ def test_bar_one_is_measured_in_the_floors_rounds(tmp_path: Path) -> None:
     assert "pause+approve pairs (bar 1)" in proc.stdout
 
 
-@dataclass
-class _NeverReady(Target):
-    """A ``gatehouse`` target whose server exits at once."""
-
-    key: str = "gatehouse"
-    label: str = "a runtime that exits"
-    protocol: Protocol = "gatehouse"
-    ready_path: str = "/readyz"
+class _NeverReady(GatehouseTarget):
+    """The ``gatehouse`` target, its server exiting at once."""
 
     def command(self, port: int, state_dir: Path, tools_url: str, work: Path) -> list[str]:
         return [sys.executable, "-c", "raise SystemExit(3)"]
-
-    async def model_calls(self, http: Any, url: str) -> float | None:
-        return None
 
 
 def test_the_floors_stand_when_the_bar_one_server_does_not_start(tmp_path: Path) -> None:
@@ -190,6 +179,7 @@ def test_the_floors_stand_when_the_bar_one_server_does_not_start(tmp_path: Path)
     from bench import run
 
     settings = Settings(iterations=2, warmup=0, rounds=1)
-    _, floor = asyncio.run(run.measure([_NeverReady()], {"gatehouse": ""}, settings, tmp_path, {"floors"}, run.Quiet(0.1, 0.25)))
+    broken = _NeverReady(key="gatehouse")
+    _, floor = asyncio.run(run.measure([broken], {"gatehouse": ""}, settings, tmp_path, {"floors"}, run.Quiet(0.1, 0.25)))
     assert floor["pause_floor_ms"] > 0 and floor["tight"]["resume_floor_ms"] > 0
     assert "gatehouse" not in floor and "exited with 3" in floor["gatehouse_error"]
