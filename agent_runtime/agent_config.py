@@ -38,6 +38,7 @@ class ScriptedToolCall(ConfigModel):
 class ScriptedRule(ConfigModel):
     match: str
     tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
+    then: list[ScriptedToolCall] = Field(default_factory=list)  # a second round, once the first round's results are in
     reply: str = ""
 
 

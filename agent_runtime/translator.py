@@ -140,7 +140,8 @@ def _model(agent: Agent, model_configs: Mapping[str, ModelConfig], problems: lis
         for i, rule in enumerate(spec.scripted.rules if spec.scripted else []):
             _check_regex(rule.match, f"{where}.scripted.rules[{i}].match", problems)
             calls = [ac.ScriptedToolCall(name=c.name, args=c.args) for c in rule.tool_calls]
-            rules.append(ac.ScriptedRule(match=rule.match, tool_calls=calls, reply=rule.reply))
+            then = [ac.ScriptedToolCall(name=c.name, args=c.args) for c in rule.then]
+            rules.append(ac.ScriptedRule(match=rule.match, tool_calls=calls, then=then, reply=rule.reply))
         no_match = spec.scripted.no_match_reply if spec.scripted else None
         return ac.ScriptedModel(model=spec.model, rules=rules, no_match_reply=no_match)
     if spec.scripted is not None:

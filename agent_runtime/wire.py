@@ -23,6 +23,8 @@ HITL_TOOL_NAME: Final = "hitl_request"
 HITL_TOOL_ALIASES = (HITL_TOOL_NAME, "human_intervention_request")
 INTERRUPT_HITL: Final = HITL_TOOL_NAME
 INTERRUPT_ELICITATION: Final = "elicitation"  # an MCP tool asks the user (agent_runtime/elicitations/)
+RELAYED_PAUSE: Final = "delegation"
+"""The status message's metadata key of a sub-agent's pause relayed by its parent (whatever its ``interrupt_type``)."""
 
 APPROVE_WORDS = frozenset({"approve", "approved", "yes", "proceed"})
 DENY_WORDS = frozenset({"deny", "denied", "reject", "no", "cancel"})

@@ -204,3 +204,23 @@ def test_invalid_regex_is_reported_at_build() -> None:
 )
 def test_result_text(response: dict[str, Any], expected: str) -> None:
     assert result_text(response) == expected
+
+
+async def test_then_calls_follow_the_first_rounds_results_and_the_reply_follows_them() -> None:
+    """``then``: a second round once the first round's results are in (e.g. ask the user after an approved call)."""
+    model = ScriptedLlm.from_config(ScriptedModel(model="m", rules=[ScriptedRule(
+        match=r"^delete (?P<path>\S+) then ask",
+        tool_calls=[ScriptedToolCall(name="delete_file", args={"path": "{path}"})],
+        then=[ScriptedToolCall(name="hitl_request", args={"question": "{path}: {result}. Next?", "options": ["a", "b"]})],
+        reply="after: {result_2}",
+    )]))
+    first = await ask(model, user("delete x.txt then ask"))
+    assert function_calls(first) == [("delete_file", {"path": "x.txt"})]
+    history = [user("delete x.txt then ask"), calls(("c1", "delete_file", {"path": "x.txt"})),
+               responses(("c1", "delete_file", mcp("deleted x.txt")))]
+    second = await ask(model, *history)
+    assert function_calls(second) == [("hitl_request", {"question": "x.txt: deleted x.txt. Next?", "options": ["a", "b"]})]
+    assert text_of(second) == ""
+    history += [calls(("c2", "hitl_request", {"question": "x"})), responses(("c2", "hitl_request", {"selected_option": "b"}))]
+    done = await ask(model, *history)
+    assert function_calls(done) == [] and text_of(done).startswith("after: ") and "b" in text_of(done)

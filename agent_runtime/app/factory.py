@@ -8,7 +8,8 @@ parts they use from here.
 (creates every table once), lists the MCP tools once (readiness), and starts the timeout sweeper.
 
 Routes: A2A JSON-RPC at ``/``, the agent card at ``/.well-known/agent-card.json``, ``/healthz``,
-``/readyz`` (200 once the stores are open and the MCP tools listed, while the database stays usable; else 503
+``/readyz`` (200 once the stores are open, the MCP tools listed and the tasks a restart interrupted resumed,
+while the database stays usable; else 503
 with the reason: :mod:`agent_runtime.app.readiness`, which the Kubernetes side also reports on the Agent as
 ``RuntimeReady``), ``/metrics`` (Prometheus), the REST approvals API with its event stream
 (:mod:`agent_runtime.rest`), the audit log at ``/audit`` (:mod:`agent_runtime.rest.audit`) and the approvals
@@ -71,6 +72,7 @@ from agent_runtime.access.settings import is_loopback
 from agent_runtime.app.card import agent_card
 from agent_runtime.app.limits import BodyLimit
 from agent_runtime.app.readiness import (
+    RECOVERING,
     STARTING,
     STOPPING,
     DatabaseWatch,
@@ -111,6 +113,9 @@ from agent_runtime.ui.runtime_inbox import RuntimeInbox
 
 log = logging.getLogger(__name__)
 
+RECOVERY_READY_WAIT = 30.0
+"""Seconds /readyz waits for start-up recovery (resuming tasks decided before a restart) before reporting ready."""
+
 
 def _agent_name(name: str) -> str:
     cleaned = re.sub(r"\W", "_", name)
@@ -134,6 +139,7 @@ class Runtime:
     kube: KubeBridge | None = None
     _stage: Readiness = STARTING  # how far start-up got (or stopping); see ``readiness``
     _lister: asyncio.Task[None] | None = None
+    _recovery: asyncio.Task[None] | None = None
     hitl: HitlRuntime | None = None
     elicitations: ElicitationRuntime | None = None
     delegations: DelegationRuntime | None = None
@@ -182,6 +188,10 @@ class Runtime:
         self.sweeper.start()
         if self.kube is not None:
             self.kube.start(lambda: self.readiness)
+
+    def serve(self) -> None:
+        """Once every channel listens for approval events (webhooks, the event stream): list the MCP tools, resume
+        what a restart interrupted, then report ready."""
         self._lister = asyncio.create_task(self._list_tools(), name="gatehouse-list-tools")
 
     async def _adopt_unowned(self, version_found: int) -> None:
@@ -200,8 +210,7 @@ class Runtime:
         while True:
             try:
                 self.gate.register_tools(await list_tool_servers(self.toolsets))
-                self.readiness = ready(sorted(self.toolsets))
-                return
+                break
             except ToolServerUnreachable as exc:  # names the server; its URL says where it was looked for
                 urls = {server.name: server.url for server in self.settings.config.mcp_servers}
                 self.readiness = tools_unreachable(f"{exc} (at {urls.get(exc.server, '?')})")
@@ -211,6 +220,28 @@ class Runtime:
                 self.readiness = tools_unreachable(f"{type(exc).__name__}: {exc}")
                 log.warning("MCP tools not listed yet: %s", exc)
                 await asyncio.sleep(1.0)
+        self.readiness = RECOVERING
+        await self._recover()
+        self.readiness = ready(sorted(self.toolsets))
+
+    async def _recover(self) -> None:
+        """Resume the tasks a restart interrupted between their last decision and their resume, before reporting
+        ready, so a task does not change state after /readyz said 200. A recovery still running after
+        ``RECOVERY_READY_WAIT`` seconds (a slow tool) goes on in the background: readiness does not wait on a tool."""
+        recovery = asyncio.create_task(self._resume_recorded(), name="gatehouse-resume-recorded")
+        self._recovery = recovery
+        try:
+            await asyncio.wait_for(asyncio.shield(recovery), RECOVERY_READY_WAIT)
+        except TimeoutError:
+            log.warning("resuming tasks decided before a restart is still running after %.0f s; reporting ready "
+                        "meanwhile", RECOVERY_READY_WAIT)
+
+    async def _resume_recorded(self) -> None:
+        try:
+            if resumed := await self.decide_one.resume_recorded():
+                log.warning("resumed %d task(s) decided one request at a time before a restart", resumed)
+        except Exception:
+            log.exception("resuming tasks decided before a restart failed")
 
     async def failed(self, exc: BaseException) -> None:
         """Opening failed (the process exits next): say why on /readyz and, with a cluster, on the Agent."""
@@ -220,8 +251,9 @@ class Runtime:
 
     async def close(self) -> None:
         self.readiness = STOPPING
-        if self._lister is not None:
-            self._lister.cancel()
+        for task in (self._lister, self._recovery):
+            if task is not None:
+                task.cancel()
         if self.kube is not None:
             await self.kube.stop()
         await self.sweeper.stop()
@@ -347,7 +379,7 @@ def build_app(settings: RuntimeSettings) -> Starlette:
     insecure = not authenticator.required and not is_loopback(settings.host)
     rest = RestApi(
         settings.rest, agent=settings.config.name, db=runtime.db, approvals=runtime.approvals, metrics=runtime.metrics,
-        decide_one=runtime.decide_one, ready=lambda: runtime.ready,
+        decide_one=runtime.decide_one,
     )
     audit = AuditApi(settings.config.audit, db=runtime.db, agent=settings.config.name)  # GET /audit, retention
     sessions = Sessions.from_key_file(settings.access.session_key_file, settings.access.session_ttl)
@@ -386,6 +418,7 @@ def build_app(settings: RuntimeSettings) -> Starlette:
             sessions.use_key(await shared_key(runtime.db))
         await rest.start()
         await audit.start()
+        runtime.serve()
         try:
             yield
         finally:

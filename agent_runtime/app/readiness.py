@@ -6,6 +6,9 @@ The runtime is ready once its stores are open and the tools of every MCP server 
 (:meth:`agent_runtime.app.factory.Runtime.open`); until then it says why not, with one CamelCase reason:
 
 - ``Starting``: opening the stores, listing the tools (the first attempt has not failed yet);
+- ``Recovering``: the tools are listed; tasks whose last approval was decided just before a restart are being
+  resumed (at most :data:`agent_runtime.app.factory.RECOVERY_READY_WAIT` seconds; a longer recovery finishes in the
+  background after the runtime reports ready);
 - ``ToolsUnreachable``: listing the MCP tools failed (a server down, a wrong URL): retried every second;
 - ``DatabaseUnavailable``: opening the stores failed (the database unreachable, bad credentials): the process
   exits, and the pod restarts; or, once open, the database went bad (:class:`DatabaseWatch`): the sqlite file
@@ -36,6 +39,7 @@ class Readiness:
 
 STARTING = Readiness(False, "Starting", "starting: opening the stores and listing the MCP tools")
 STOPPING = Readiness(False, "Stopping", "shutting down")
+RECOVERING = Readiness(False, "Recovering", "resuming tasks whose approvals were decided before a restart")
 
 
 def ready(servers: Sequence[str]) -> Readiness:
@@ -88,6 +92,6 @@ class DatabaseWatch(PeriodicSweep):
 
 
 __all__ = [
-    "STARTING", "STOPPING", "DatabaseWatch", "Readiness", "database_fault", "database_unavailable", "ready",
+    "RECOVERING", "STARTING", "STOPPING", "DatabaseWatch", "Readiness", "database_fault", "database_unavailable", "ready",
     "tools_unreachable",
 ]

@@ -29,6 +29,7 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Role, SendMessageRequest, Task, TaskState
 from google.protobuf.json_format import MessageToDict
 
+from agent_runtime import wire
 from agent_runtime.approvals import ApprovalRecord
 from agent_runtime.approvals.audit import outcome_of
 from agent_runtime.database import Database
@@ -200,7 +201,7 @@ class DelegationFlow:
             (d.get("interrupt_type") for d in pause.data if d.get("interrupt_type")), "tool_approval")
         parts = [new_text_part(f"{record.tool} (sub-agent {record.agent}): {text}" if text else record.tool)]
         parts += [new_data_part(relay.nest(d, record.tool, record.child_task_id)) for d in pause.data]
-        metadata: dict[str, Any] = {"interrupt_type": kind, "delegation": {
+        metadata: dict[str, Any] = {"interrupt_type": kind, wire.RELAYED_PAUSE: {
             "id": record.id, "agent": record.agent, "tool": record.tool, "task_id": record.child_task_id}}
         kagent = pause.metadata.get(KAGENT_URI)
         if kagent is not None:

@@ -7,13 +7,13 @@ that into the Agent's status, through the ``agents/status`` subresource it alrea
 
     - type: RuntimeReady
       status: "True" | "False"
-      reason: Ready | Starting | ToolsUnreachable | DatabaseUnavailable
+      reason: Ready | Starting | Recovering | ToolsUnreachable | DatabaseUnavailable
       message: "pod <pod name>: <what /readyz says>"
       lastTransitionTime: <when status last flipped>
 
 Only on change (never per probe): the reporter looks at the runtime's readiness every second and writes when
-it differs from what it wrote last. ``Starting`` is written only when it lasts (``settle`` seconds: a
-quick start goes straight to ``Ready``), ``Stopping`` never (another pod may be taking over). Every
+it differs from what it wrote last. ``Starting`` and ``Recovering`` are written only when they last (``settle``
+seconds: a quick start goes straight to ``Ready``), ``Stopping`` never (another pod may be taking over). Every
 ``recheck`` seconds it reads the Agent and writes again when the condition is missing (the Agent was
 recreated, or someone wrote back an older status) or shows this pod with another state; a condition that
 names another pod is left alone: with several replicas the last writer wins.
@@ -36,6 +36,8 @@ from agent_runtime.kube.client import KubeClient, KubeError
 
 log = logging.getLogger(__name__)
 
+_TRANSIENT = frozenset({"Starting", "Recovering"})  # stages of a normal start: written only when they last
+
 CONDITION = "RuntimeReady"
 
 
@@ -45,7 +47,7 @@ class Readiness(Protocol):
     @property
     def ready(self) -> bool: ...
     @property
-    def reason(self) -> str: ...  # one CamelCase word; Starting and Stopping are transient (see the module docstring)
+    def reason(self) -> str: ...  # one CamelCase word; Starting, Recovering and Stopping are transient (see the module docstring)
     @property
     def message(self) -> str: ...
 
@@ -165,7 +167,7 @@ class RuntimeReadyReporter:
             current = readiness()
             if current != held:
                 held, held_since = current, now
-            settled = current.reason != "Starting" or now - held_since >= self._settle
+            settled = current.reason not in _TRANSIENT or now - held_since >= self._settle
             try:
                 if current != self.written and current.reason != "Stopping" and settled:
                     await self.report(current)

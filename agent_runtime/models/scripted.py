@@ -7,7 +7,10 @@ One model turn is decided from the request's history alone, so the same history 
    ``re.search``-es the text answers: with its ``tool_calls`` as parallel function calls in one response (string
    arguments templated with ``str.format_map`` over the regex's named groups), or, with no tool calls, with its
    templated ``reply``. No rule matches: ``no_match_reply`` or a default naming the patterns.
-3. If function responses follow it, the tools of this turn have run: answer with the rule's ``reply`` templated
+3. If function responses follow it and the rule has ``then`` calls not made yet (only the first round's calls were
+   made), make them, templated like the first round plus ``{result}`` (the first round's results): a second step
+   after the first, e.g. a question to the user once an approved call has run.
+4. Otherwise the tools of this turn have run: answer with the rule's ``reply`` templated
    from the groups plus ``{result}`` (every tool result text of the turn, in call order, joined by ``"; "``) and
    ``{result_1}``, ``{result_2}``, … per call.
 
@@ -28,7 +31,7 @@ from google.adk.models._capabilities import LlmCapabilities
 from google.genai import types
 from pydantic import PrivateAttr
 
-from agent_runtime.agent_config import ScriptedModel, ScriptedRule
+from agent_runtime.agent_config import ScriptedModel, ScriptedRule, ScriptedToolCall
 
 __all__ = ["ScriptedLlm", "TemplateError", "render", "result_text"]
 
@@ -99,12 +102,11 @@ class ScriptedLlm(BaseLlm):
                 texts = _ordered_results(turn)
                 values["result"] = "; ".join(texts)
                 values.update({f"result_{i}": t for i, t in enumerate(texts, start=1)})
+                if rule.then and len(turn.calls) <= len(rule.tool_calls):  # the second round is still to come
+                    return _calls(rule.then, values, rule)
                 return [_text(render(rule.reply or "{result}", values, rule))]
             if rule.tool_calls:
-                return [
-                    types.Part(function_call=types.FunctionCall(name=call.name, args=_render_args(call.args, groups, rule)))
-                    for call in rule.tool_calls
-                ]
+                return _calls(rule.tool_calls, groups, rule)
             return [_text(render(rule.reply, groups, rule) or f"(scripted rule {rule.match!r} has no reply)")]
         except TemplateError as exc:
             return [_text(str(exc))]
@@ -135,6 +137,11 @@ def render(template: str, values: dict[str, str], rule: ScriptedRule) -> str:
         ) from None
     except (ValueError, IndexError, AttributeError) as exc:
         raise TemplateError(f"Scripted rule {rule.match!r} has an invalid template {template!r}: {exc}.") from None
+
+
+def _calls(calls: list[ScriptedToolCall], values: dict[str, str], rule: ScriptedRule) -> list[types.Part]:
+    """One round of parallel function calls, their string arguments templated from ``values``."""
+    return [types.Part(function_call=types.FunctionCall(name=c.name, args=_render_args(c.args, values, rule))) for c in calls]
 
 
 def _render_args(args: dict[str, Any], groups: dict[str, str], rule: ScriptedRule) -> dict[str, Any]:

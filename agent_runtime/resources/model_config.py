@@ -25,6 +25,9 @@ class ScriptedToolCall(SpecModel):
 class ScriptedRule(SpecModel):
     match: str = Field(min_length=1, description="Regex searched in the latest user text; named groups feed templates.")
     tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
+    then: list[ScriptedToolCall] = Field(
+        default_factory=list, description="Calls made once the toolCalls' results are in (templates may use {result})."
+    )
     reply: str = Field(default="", description="Template for the final answer (groups and tool results).")
 
 

@@ -68,23 +68,21 @@ def _problem(
 
 
 class RestApi:
-    """Built by the app with the few parts of the runtime it uses; ``ready()`` says the MCP tools are listed."""
+    """Built by the app with the few parts of the runtime it uses."""
 
     def __init__(
         self, settings: RestSettings, *, agent: str, db: Database, approvals: ApprovalService, metrics: Metrics,
-        decide_one: DecideOne, ready: Callable[[], bool],
+        decide_one: DecideOne,
     ) -> None:
         self.settings = settings
         self._db = db
         self._approvals = approvals
         self._decide_one = decide_one
-        self._ready = ready
         self.keys = IdempotencyKeys(db, settings.idempotency_ttl)
         self._purge = KeyPurge(self.keys)
         self.stream = EventStream(db, agent)
         self.webhooks = Webhooks(db, agent, settings, metrics)
         self._unsubscribe: list[Callable[[], None]] = []
-        self._recovery: asyncio.Task[None] | None = None
 
     @property
     def routes(self) -> list[Route]:
@@ -102,23 +100,10 @@ class RestApi:
         events = self._approvals.events
         self._unsubscribe = [events.subscribe(self.stream.on_approval_event), events.subscribe(self.webhooks.on_approval_event)]
         self.webhooks.start()
-        self._recovery = asyncio.create_task(self._resume_recorded(), name="gatehouse-resume-recorded")
-
-    async def _resume_recorded(self) -> None:
-        while not self._ready():  # the MCP tools are listed
-            await asyncio.sleep(0.1)
-        try:
-            if resumed := await self._decide_one.resume_recorded():
-                log.warning("resumed %d task(s) decided one request at a time before a restart", resumed)
-        except Exception:
-            log.exception("resuming tasks decided before a restart failed")
 
     async def stop(self) -> None:
         for unsubscribe in self._unsubscribe:
             unsubscribe()
-        if self._recovery is not None:
-            self._recovery.cancel()
-            await asyncio.gather(self._recovery, return_exceptions=True)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wait_for_resumes(), 10.0)
         await self._purge.stop()

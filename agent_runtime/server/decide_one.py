@@ -38,8 +38,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2a.server.context import ServerCallContext
-from a2a.server.tasks import TaskStore
-from a2a.types import TaskState
 from sqlalchemy import Connection
 
 from agent_runtime.agent_config import AgentConfig
@@ -48,7 +46,10 @@ from agent_runtime.authority import Judgement, Vote
 from agent_runtime.edits import EditRefused
 from agent_runtime.metrics import Metrics
 from agent_runtime.server.batches import OUTCOME_LABEL, plan_edits
+from agent_runtime.server.owners import acting_for
 from agent_runtime.server.resume import Resumer
+from agent_runtime.server.task_store import CachedTaskStore
+from agent_runtime.server.waiting_on import Waiting, waiting_on
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class DecideOne:
     approvals: ApprovalService
     metrics: Metrics
     resumer: Resumer
-    tasks: TaskStore
+    tasks: CachedTaskStore  # read under each task's owner (start-up recovery acts for the owner, like every resume)
     config: AgentConfig | None = None  # the policy an edit is checked against (agent_runtime/edits.py); None: no edits
 
     async def __call__(
@@ -167,13 +168,28 @@ class DecideOne:
 
     async def resume_recorded(self, window: float = 24 * 3600) -> int:
         """At start-up: resume tasks whose last pause was completed one request at a time but which were never
-        run on (the runtime stopped between the decision and the resume). Returns how many were resumed."""
+        run on (the runtime stopped between the decision and the resume). Only a task whose current pause is its own
+        tool approval, every request of which is decided, is resumed (:mod:`agent_runtime.server.waiting_on`): an
+        approved call may since have paused again on its tool's question, a sub-agent or the model's question, and
+        that pause waits for its own answer. Returns how many were resumed."""
         resumed = 0
         for task_id, context_id in await self.approvals.tasks_decided_with_decider(time.time() - window):
-            if await self.approvals.for_task(task_id, pending_only=True):
+            records = await self.approvals.for_task(task_id)
+            if any(r.status == "pending" for r in records):
                 continue
-            task = await self.tasks.get(task_id, ServerCallContext())
-            if task is None or task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
+            owner = await self.tasks.owner_of(task_id)
+            task = await self.tasks.get(task_id, ServerCallContext(user=acting_for(owner or "")))
+            if task is None:
+                continue
+            pause = waiting_on(task)
+            if pause.waiting is not Waiting.APPROVAL:
+                if pause.waiting is not Waiting.NOTHING:
+                    log.info("not resuming task %s at start-up: it waits on %s, not on a decided approval",
+                             task_id, pause.waiting.value)
+                continue
+            if not pause.request_ids <= {r.id for r in records}:
+                log.warning("not resuming task %s at start-up: its pause lists requests %s it has no record of",
+                            task_id, sorted(pause.request_ids - {r.id for r in records}))
                 continue
             note = "Every request of this pause was decided before a restart: resuming."
             await self.resumer.resume(task_id, context_id, {}, "restart", note)
