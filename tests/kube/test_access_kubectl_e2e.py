@@ -376,13 +376,17 @@ def test_a_toolapproval_the_runtime_did_not_create_decides_nothing(stack: Stack)
     assert s.status(copy_name) == {} and s.status(name)["votes"] == []
     wait_for(lambda: "VotesIgnored" in s.events_about(copy_name), 30, f"the VotesIgnored Event on {copy_name}")
 
+    # With the policy, not even the admin deletes the runtime's Pending object (only its runtime does).
+    refused = s.admin.run("delete", "toolapproval", name, check=False)
+    assert refused.returncode != 0 and f"{DENIED}: a ToolApproval is deleted by its agent's runtime only (ServiceAccount " \
+        "default/file-manager), or with its Agent" in refused.stderr, refused.stderr
     # Without the policy (an admin removed its binding; the Agent's condition has not caught up yet), the admin
     # deletes the mirrored object and plants one of the same name with two forged sre votes and a forged decision.
-    s.admin("delete", "toolapproval", name)
-    wait_for(lambda: not s.approval(name), 10, f"{name} deleted")
     bindings = s.api.call(lambda: list(s.api.emulator.admission.bindings))
     s.api.call(s.api.emulator.admission.bindings.clear)
     try:
+        s.admin("delete", "toolapproval", name)
+        wait_for(lambda: not s.approval(name), 10, f"{name} deleted")
         made = create(s.admin, planted(name, forged=True))
         assert made.returncode == 0, made.stderr
     finally:
@@ -399,7 +403,7 @@ def test_a_toolapproval_the_runtime_did_not_create_decides_nothing(stack: Stack)
     assert warning["involvedObject"]["uid"] == s.approval(name)["metadata"]["uid"] and ignored(name) in warning["message"]
     s.cancel("carol", task)
     assert not s.tools.executions("delete_file", "planted.txt") and (s.tools.sandbox / "planted.txt").exists()
-    s.admin("delete", "toolapproval", copy_name)
+    s.runtime_sa("delete", "toolapproval", copy_name)  # it created that one: its runtime's to delete
 
 
 def test_the_policy_refuses_a_forged_vote_on_update(stack: Stack) -> None:

@@ -2,7 +2,8 @@
 
 One evaluator for the whole test suite: the chart tests (``tests/chart/test_admission_policy.py``) run the
 rendered policy's CEL through :class:`PolicyEvaluator`, and the emulated API server
-(:mod:`tests.support.kube_emulator`) runs every loaded policy through :class:`Admission` on CREATE and UPDATE.
+(:mod:`tests.support.kube_emulator`) runs every loaded policy through :class:`Admission` on CREATE, UPDATE (the
+``status`` subresource included) and DELETE (``object`` null, ``oldObject`` the stored object).
 
 What is covered: ``matchConstraints.resourceRules`` (and ``excludeResourceRules``; a binding's
 ``matchResources.resourceRules`` narrow further), ``matchConditions``, ``variables`` (evaluated in order;
@@ -98,7 +99,7 @@ class PolicyEvaluator:
             _rule_matches(r, *args) for r in self.match.get("excludeResourceRules") or [])
 
     def evaluate(self, *, obj: Any, old: Any, request: dict[str, Any]) -> list[Failure]:
-        """The validations that deny (empty: admitted). ``old`` is ``None`` on CREATE."""
+        """The validations that deny (empty: admitted). ``old`` is ``None`` on CREATE, ``obj`` on DELETE."""
         activation: dict[str, Any] = {
             "object": celpy.json_to_cel(obj), "oldObject": celpy.json_to_cel(old),
             "request": celpy.json_to_cel(request), "params": None, "namespaceObject": None,

@@ -28,7 +28,9 @@ Identity (:mod:`tests.support.kube_identity`): a request's bearer token picks it
 (``system:masters``) unless :attr:`KubeEmulator.require_auth` (401). ``SelfSubjectReview`` and ``TokenReview``
 are answered; :meth:`KubeEmulator.enforce_rbac` and :meth:`KubeEmulator.grant` give a minimal RBAC (403 worded
 like the API server's). ValidatingAdmissionPolicies (:meth:`KubeEmulator.add_admission_policy`,
-:mod:`tests.support.admission`) are evaluated on CREATE and UPDATE/PATCH, after the patch, before storing.
+:mod:`tests.support.admission`) are evaluated on CREATE, UPDATE/PATCH (after the patch and the status-subresource
+isolation, before storing; a ``/status`` write is matched as the ``status`` subresource) and DELETE (no new object,
+the stored one as ``oldObject``); the garbage collection a DELETE sets off is the server's own and not admitted.
 
 Denial and trouble, for tests of clients: :meth:`KubeEmulator.forbid` makes matching requests answer 403 like
 RBAC would (or another status); :meth:`KubeEmulator.compact`
@@ -177,7 +179,7 @@ class KubeEmulator(identity.IdentityMixin, kmock.KubernetesEmulator):
     # -- admission (identity and RBAC: identity.IdentityMixin) ------------------------------------------
 
     def add_admission_policy(self, policy: dict[str, Any], binding: dict[str, Any]) -> None:
-        """Evaluate a ValidatingAdmissionPolicy, as bound by ``binding``, on every matching CREATE and UPDATE."""
+        """Evaluate a ValidatingAdmissionPolicy, as bound by ``binding``, on every matching CREATE, UPDATE and DELETE."""
         self.admission.add(policy, binding)
 
     def add_admission_documents(self, docs: list[dict[str, Any]]) -> int:
@@ -446,6 +448,7 @@ class KubeEmulator(identity.IdentityMixin, kmock.KubernetesEmulator):
         current = self._live(key)
         if current is None:
             raise self._not_found(request)
+        self._admit(request, "DELETE", None, current)  # the garbage collection below is the server's own: not admitted
         return await self._delete_key(key, current)
 
     async def _delete_key(self, key: Key, current: dict[str, Any]) -> dict[str, Any]:
@@ -547,13 +550,16 @@ class KubeEmulator(identity.IdentityMixin, kmock.KubernetesEmulator):
             )
         return obj
 
-    def _admit(self, request: rendering.Request, operation: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        """Run the loaded ValidatingAdmissionPolicies; a Deny failure refuses the write (nothing is stored)."""
+    def _admit(
+        self, request: rendering.Request, operation: str, obj: dict[str, Any] | None, old: dict[str, Any] | None,
+    ) -> None:
+        """Run the loaded ValidatingAdmissionPolicies; a Deny failure refuses the write (nothing is stored). DELETE has
+        no ``obj`` (CEL's ``object`` is null) and the stored object as ``old``."""
         res = request.resource
         if not self.admission.bindings or res is None:
             return
         info = self._info(res)
-        meta = obj.get("metadata", {})
+        meta = (obj if obj is not None else old or {}).get("metadata", {})
         review = self.admission.review(
             operation=operation, group=res.group or "", version=res.version or "", resource=res.plural or "",
             subresource=request.subresource, kind=(info.kind if info else None) or "", obj=obj, old=old,
