@@ -18,12 +18,10 @@ manifests and golden files (``tests/testdata/operator/<case>/``) pin every chang
 
 :func:`desired_children` assembles them in that order (the order they are created in) and makes the
 Agent their owner with ``kopf.adopt`` (the claim only when the Agent asks). Secret values never appear here:
-environment variables that carry secrets are ``secretKeyRef`` references and files are Secret volume items. Two
-more objects are
-rendered here but applied apart, by :mod:`gatehouse_operator.access`: the generated token Secret
-``<agent>-access`` (:func:`build_access_secret`, created once and never overwritten; the token is an argument)
-and the cluster-scoped ClusterRoleBinding that lets the runtime create TokenReviews
-(:func:`build_tokenreview_binding`, which no namespaced owner can own).
+environment variables that carry secrets are ``secretKeyRef`` references and files are Secret volume items. One
+more object is rendered here but applied apart, by :mod:`gatehouse_operator.access`: the generated token Secret
+``<agent>-access`` (:func:`build_access_secret`, created once and never overwritten; the token is an argument).
+The runtime's TokenReview right is a subject of one shared ClusterRoleBinding (:mod:`gatehouse_operator.tokenreview`).
 """
 
 from __future__ import annotations
@@ -68,13 +66,11 @@ __all__ = [
     "build_role_binding",
     "build_service",
     "build_service_account",
-    "build_tokenreview_binding",
     "config_hash",
     "desired_children",
     "labels_for",
     "needs_service_account_token",
     "public_url",
-    "tokenreview_binding_name",
 ]
 
 CONTAINER_PORT = RUNTIME_PORT  # part of every Agent's in-cluster URL (translator.agent_url)
@@ -83,7 +79,6 @@ SECRETS_HASH_ANNOTATION = f"{GROUP}/secrets-hash"
 AGENT_LABEL = f"{GROUP}/agent"
 AGENT_NAMESPACE_LABEL = f"{GROUP}/agent-namespace"
 MANAGED_BY = "gatehouse-operator"
-MAX_NAME = 253
 
 
 @dataclass(frozen=True)
@@ -129,15 +124,6 @@ def role_name(agent_name: str) -> str:
 def service_account_name(agent: Agent) -> str:
     """The runtime's identity: always the ServiceAccount named like the Agent (the reconcile refuses another name)."""
     return agent.name
-
-
-def tokenreview_binding_name(namespace: str, agent_name: str) -> str:
-    """``gatehouse-tokenreview-<namespace>-<agent>``; a name too long for the API ends in a digest of the full one."""
-    name = f"gatehouse-tokenreview-{namespace}-{agent_name}"
-    if len(name) <= MAX_NAME:
-        return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
-    return f"{name[: MAX_NAME - 17].rstrip('-.')}-{digest}"
 
 
 def _meta(name: str, agent: Agent) -> dict[str, Any]:
@@ -208,19 +194,6 @@ def build_access_secret(agent: Agent, owner: Mapping[str, Any], token: str) -> d
     }
     kopf.adopt(secret, owner=owner)  # type: ignore[arg-type]  # as in desired_children
     return secret
-
-
-def build_tokenreview_binding(agent: Agent, cluster_role: str) -> dict[str, Any]:
-    """Lets the runtime's ServiceAccount create TokenReviews (cluster-scoped, so no ownerReference: the operator
-    deletes it with the Agent). Labelled with the Agent and its namespace."""
-    labels = {**labels_for(agent.name), AGENT_NAMESPACE_LABEL: agent.namespace}
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": tokenreview_binding_name(agent.namespace, agent.name), "labels": labels},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
-        "subjects": [{"kind": "ServiceAccount", "name": service_account_name(agent), "namespace": agent.namespace}],
-    }
 
 
 def _access_volume(files: Sequence[SecretFile]) -> dict[str, Any]:

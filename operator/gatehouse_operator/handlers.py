@@ -6,14 +6,14 @@ handler                trigger                                                  
 agent_create/update/   the Agent itself (kopf diffs spec, labels, annotations)     that Agent
 agent_resume           operator start-up, for every existing Agent
 agent_delete           deletion while something else holds the Agent (optional,    -
-                       best effort: Agents carry no finalizer): deletes its
-                       TokenReview ClusterRoleBinding (which cannot be owned)
+                       best effort: Agents carry no finalizer): revokes its
+                       TokenReview right (a subject of a cluster-scoped binding)
 modelconfig_event      a ModelConfig added/changed/deleted                         Agents using it
 mcpserver_event        a RemoteMCPServer added/changed/deleted                     Agents using it
 agent_event            an Agent added, deleted or its spec changed                 Agents using it as a
                        (every event records the Agent for the periodic loop;       tool (and, when its
-                       DELETED deletes its TokenReview ClusterRoleBinding at       runtime reported
-                       once, its other children go by their ownerReferences)       readiness, that Agent)
+                       DELETED revokes its TokenReview right at once, its other    runtime reported
+                       children go by their ownerReferences)                       readiness, that Agent)
 deployment_event       a Deployment we manage changed (e.g. availableReplicas,     its Agent
                        or edited/deleted by hand)
 admission_policy_/     the ToolApproval admission policy or any policy binding     every Agent, when the
@@ -24,7 +24,7 @@ No handler is a daemon and none requires a finalizer: :mod:`gatehouse_operator.p
 Agents -- each Agent's resync (``GATEHOUSE_RESYNC_SECONDS`` after its last reconcile), its Secret check
 (``GATEHOUSE_SECRET_CHECK_INTERVAL`` after its last reconcile or check: GETs the Secrets its last reconcile read and
 its ``<agent>-config``, compares their resourceVersions, reconciles it when one changed) and the clean-up of the
-TokenReview ClusterRoleBindings of Agents that are gone (at start-up and every resync period).
+TokenReview right of Agents that are gone (at start-up and every resync period).
 
 Secrets are never listed or watched (RBAC cannot narrow a watch by label, so a watch would need every Secret in
 the cluster): a reconcile reads the ones its Agent references by name (:mod:`gatehouse_operator.dependencies`),
@@ -54,7 +54,7 @@ from typing import Any
 import kopf
 
 from agent_runtime.resources import GROUP, VERSION
-from gatehouse_operator import builders, periodic, status
+from gatehouse_operator import builders, periodic, status, tokenreview
 from gatehouse_operator.dependencies import Dependencies
 from gatehouse_operator.kube import ApiException
 from gatehouse_operator.reconcile import reconcile
@@ -117,10 +117,8 @@ def agent_delete(memo: kopf.Memo, namespace: str | None, name: str, logger: kopf
 def _release(state: OperatorState, namespace: str, name: str, logger: kopf.Logger) -> None:
     try:
         periodic.release(state, namespace, name, logger)
-    except ApiException as exc:  # the periodic clean-up deletes it later
-        binding = builders.tokenreview_binding_name(namespace, name)
-        logger.warning("ClusterRoleBinding/%s of agent %s/%s not deleted yet: %s %s", binding, namespace, name, exc.status,
-                       exc.reason)
+    except (ApiException, tokenreview.BindingUnusable) as exc:  # the periodic clean-up revokes it later
+        logger.warning("the TokenReview right of agent %s/%s is not revoked yet: %s", namespace, name, exc)
     # The state claim has an ownerReference only with spec.state.sqlite.deleteClaimWithAgent: by default it stays.
     logger.info("agent %s/%s deleted; its children are garbage-collected through ownerReferences", namespace, name)
 

@@ -1,5 +1,5 @@
-"""One operator-wide background loop: every Agent's periodic resync and Secret check, and the clean-up of
-TokenReview ClusterRoleBindings whose Agent is gone.
+"""One operator-wide background loop: every Agent's periodic resync and Secret check, and the clean-up of the
+TokenReview right of Agents that are gone.
 
 It replaces two kopf daemons per Agent: a daemon makes kopf put a finalizer on the Agent (a PATCH of every new
 Agent, and an Agent stuck ``Terminating`` while the operator is down), and thousands of Agents cost thousands of
@@ -18,12 +18,14 @@ tasks, each waking on its own. Here one task wakes at most every second and look
   Agents created or resumed together drift apart rather than firing in lockstep;
 - **threads and locks**: each job runs in a worker thread (``asyncio.to_thread``), under the Agent's lock (the
   reconcile's own, and the check's), at most :data:`MAX_IN_FLIGHT` at once; an Agent has one job at a time;
-- **TokenReview bindings** (cluster-scoped, so not owned by the Agent and not garbage-collected with it): one LIST
-  of the operator's bindings (by label) at start-up -- once kopf has listed the Agents into its index (it runs no
-  Agent handler before that), or :data:`FIRST_COLLECTION_SECONDS` after start when no Agent shows up -- and then
-  every resync period. A binding labelled with an Agent not in the index is deleted once a GET confirms that Agent
-  is gone (or being deleted): the binding of an Agent deleted while the operator was down, or whose DELETED
-  event was missed. ``handlers.agent_event`` deletes it at once on the DELETED event (:func:`release`).
+- **TokenReview subjects** (of a cluster-scoped binding, so nothing is garbage-collected with the Agent): at
+  start-up -- once kopf has listed the Agents into its index (it runs no Agent handler before that), or
+  :data:`FIRST_COLLECTION_SECONDS` after start when no Agent shows up -- and then every resync period, one GET of the
+  shared binding (:mod:`gatehouse_operator.tokenreview`); a ServiceAccount subject whose Agent is not in the index is
+  revoked once a GET confirms that Agent is gone (or being deleted): the subject of an Agent deleted while the
+  operator was down, or whose DELETED event was missed. ``handlers.agent_event`` revokes it at once on the DELETED
+  event (:func:`release`). While ``GATEHOUSE_MIGRATE_TOKENREVIEW_BINDINGS`` is on, the same pass lists the per-Agent
+  bindings of earlier releases (by label) and migrates each (:meth:`~gatehouse_operator.tokenreview.TokenReviewBinding.migrate`).
 """
 
 from __future__ import annotations
@@ -35,14 +37,17 @@ from collections.abc import Callable
 from typing import Any
 
 import kopf
+from pydantic import ValidationError
 
-from gatehouse_operator import access, builders
+from agent_runtime.resources import Agent
+from gatehouse_operator import builders, tokenreview
 from gatehouse_operator.dependencies import Dependencies, changed_secrets
 from gatehouse_operator.kube import ApiException
 from gatehouse_operator.reconcile import reconcile
 from gatehouse_operator.settings import OperatorState
 
-__all__ = ["FIRST_COLLECTION_SECONDS", "MAX_IN_FLIGHT", "Periodic", "check_secrets", "collect_bindings", "release"]
+__all__ = ["FIRST_COLLECTION_SECONDS", "MAX_IN_FLIGHT", "Periodic", "check_secrets", "collect_bindings", "migrate",
+           "release"]
 
 MAX_IN_FLIGHT = 4  # periodic jobs in worker threads at once: the Agents' own handlers keep the rest of the pool
 MAX_TICK = 1.0
@@ -65,40 +70,74 @@ def check_secrets(state: OperatorState, deps: Dependencies, namespace: str, name
         reconcile(state, deps, namespace, name, logger)
 
 
-def release(state: OperatorState, namespace: str, name: str, logger: kopf.Logger, binding: str | None = None) -> bool:
-    """Delete the TokenReview binding (``binding``, else the one named for the Agent) of an Agent that is gone or
-    being deleted, and forget the Agent; whether a binding was deleted. An Agent of that name that exists (say,
-    created again since) keeps it."""
-    with state.lock_for(namespace, name):  # no reconcile of this Agent runs (and re-creates it) meanwhile
+def _gone(agent: dict[str, Any] | None) -> bool:
+    return agent is None or bool((agent.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def release(state: OperatorState, namespace: str, name: str, logger: kopf.Logger) -> bool:
+    """Revoke the TokenReview right of an Agent that is gone or being deleted, and forget the Agent; whether that took
+    a write. An Agent of that name that exists (say, created again since) keeps it."""
+    with state.lock_for(namespace, name):  # no reconcile of this Agent runs (and grants it again) meanwhile
         agent = state.kube.get_agent(namespace, name)
-        if agent is not None and not (agent.get("metadata") or {}).get("deletionTimestamp"):
+        if not _gone(agent):
             return False
-        deleted = access.delete_tokenreview_binding(state.kube, namespace, name, binding)
+        revoked = state.tokenreview.revoke(namespace, name)
     if agent is None:
         state.forget(namespace, name)
-    if deleted:
-        logger.info("deleted the TokenReview ClusterRoleBinding of agent %s/%s", namespace, name)
-    return deleted
+    if revoked:
+        logger.info("the runtime of agent %s/%s may no longer create TokenReviews", namespace, name)
+    return revoked
+
+
+def _wants_tokenreviews(agent: dict[str, Any] | None) -> bool:
+    """Whether an Agent (as read) still wants TokenReviews; an Agent that does not parse is left to its reconcile."""
+    if _gone(agent):
+        return False
+    try:
+        return Agent.model_validate(agent).spec.access.kubernetes_tokens
+    except ValidationError:
+        return False
+
+
+def migrate(state: OperatorState, logger: kopf.Logger) -> int:
+    """Replace the per-Agent TokenReview bindings of earlier releases by subjects of the shared one; how many went."""
+    try:
+        legacy = state.kube.list_cluster_role_bindings(tokenreview.LEGACY_SELECTOR)
+    except ApiException as exc:  # RBAC without list: the chart's rbac.migrateTokenReviewBindings is off
+        logger.warning("cannot list the TokenReview ClusterRoleBindings of earlier releases (%s %s): they stay; "
+                       "set GATEHOUSE_MIGRATE_TOKENREVIEW_BINDINGS=false once there are none", exc.status, exc.reason)
+        return 0
+    migrated = 0
+    for binding in legacy:
+        owner = tokenreview.legacy_owner(binding)
+        if owner is None:
+            continue
+        try:
+            with state.lock_for(*owner):  # no reconcile of this Agent decides meanwhile
+                migrated += state.tokenreview.migrate(binding, _wants_tokenreviews(state.kube.get_agent(*owner)))
+        except ApiException as exc:  # e.g. an Agent of a namespace this operator may not read: not ours to judge
+            logger.debug("ClusterRoleBinding %s left alone: %s %s", binding["metadata"]["name"], exc.status, exc.reason)
+            continue
+        logger.info("ClusterRoleBinding %s of an earlier release replaced by a subject of %s",
+                    binding["metadata"]["name"], state.tokenreview.name)
+    return migrated
 
 
 def collect_bindings(state: OperatorState, known: set[tuple[str, str]], logger: kopf.Logger) -> int:
-    """Delete the TokenReview bindings of Agents that are gone (not ``known``, and not found); how many were deleted."""
+    """Revoke the TokenReview right of Agents that are gone (not ``known``, and not found), and migrate the bindings of
+    earlier releases; how many subjects and bindings went."""
+    done = migrate(state, logger) if state.config.migrate_tokenreview_bindings else 0
     try:
-        bindings = state.kube.list_cluster_role_bindings(access.BINDING_SELECTOR)
-    except ApiException as exc:  # e.g. RBAC without list: bindings then go only with their Agent's DELETED event
-        logger.warning("cannot list the TokenReview ClusterRoleBindings (%s %s): those of Agents deleted while the "
-                       "operator was down stay", exc.status, exc.reason)
-        return 0
-    deleted = 0
-    for binding in bindings:
-        owner = access.owner_of(binding)
-        if owner is None or owner in known:
-            continue
+        subjects = state.tokenreview.refresh()
+    except (ApiException, tokenreview.BindingUnusable) as exc:
+        logger.warning("cannot read the TokenReview ClusterRoleBinding %s: %s", state.tokenreview.name, exc)
+        return done
+    for owner in sorted(subjects - known):
         try:
-            deleted += release(state, *owner, logger, binding=binding["metadata"]["name"])
+            done += release(state, *owner, logger)
         except ApiException as exc:  # e.g. an Agent of a namespace this operator may not read: not ours to judge
-            logger.debug("ClusterRoleBinding %s left alone: %s %s", binding["metadata"]["name"], exc.status, exc.reason)
-    return deleted
+            logger.debug("subject %s/%s of %s left alone: %s %s", *owner, state.tokenreview.name, exc.status, exc.reason)
+    return done
 
 
 class Periodic:

@@ -17,7 +17,9 @@ of its Deployment, and the periodic resync. Each run
 4. on success renders the children (:mod:`gatehouse_operator.builders`) and creates or patches each one
    (:mod:`gatehouse_operator.apply`; the state claim by :mod:`gatehouse_operator.claims`) -- for an Agent never
    applied before (no ``status.configHash``) it creates them straight away instead of reading 404s first -- then
-   the TokenReview ClusterRoleBinding; on failure leaves the last good children running;
+   the runtime's ServiceAccount among the subjects of the TokenReview ClusterRoleBinding (or not, as
+   ``spec.access.kubernetesTokens`` says; :mod:`gatehouse_operator.tokenreview`); on failure leaves the last good
+   children running;
 5. checks the ToolApproval admission policy (:mod:`gatehouse_operator.admission`), writes ``status`` only if it
    differs (:mod:`gatehouse_operator.status`; ``Durable`` and ``StateReady`` from :mod:`gatehouse_operator.storage`
    and the claim just read) and posts one Event where it tells something the status does not: a warning with the
@@ -26,8 +28,8 @@ of its Deployment, and the periodic resync. Each run
    ``Accepted`` condition (``Reconciled``, its ``lastTransitionTime``, the config applied) says so already.
 
 With unchanged inputs a run costs one GET of the Agent, one per child (the state claim included), one per
-referenced Secret (the access Secret at least), one of the ClusterRoleBinding and one or two of the admission
-policy and its binding, and writes nothing.
+referenced Secret (the access Secret at least) and one or two of the admission policy and its binding (the
+TokenReview binding is read once for all Agents and kept), and writes nothing.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from pydantic import ValidationError
 from agent_runtime.errors import Problem, TranslationError, problems_from_validation
 from agent_runtime.resources import Agent
 from agent_runtime.translator import access_files, database_env, translate
-from gatehouse_operator import access, apply, builders, claims, status, storage
+from gatehouse_operator import access, apply, builders, claims, status, storage, tokenreview
 from gatehouse_operator.admission import admission_condition
 from gatehouse_operator.dependencies import Dependencies, ReferencedSecrets, is_missing
 from gatehouse_operator.kube import ApiException
@@ -155,19 +157,17 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
                 _record(state, agent, apply.ensure(state.kube, child, create_first=create_first), applied)
         except ApiException as exc:
             raise _failed(state, body, child["kind"], child["metadata"]["name"], exc, logger, now, admission) from exc
-    binding = builders.tokenreview_binding_name(agent.namespace, agent.name)
+    binding = state.tokenreview
     try:
-        done = access.ensure_tokenreview_binding(
-            state.kube, agent, state.config.tokenreview_cluster_role,
-            wanted=config.access.kubernetes_tokens, create_first=create_first,
-        )
+        sa = builders.service_account_name(agent)
+        wanted = config.access.kubernetes_tokens
+        if binding.grant(agent.namespace, sa) if wanted else binding.revoke(agent.namespace, sa):
+            applied.append(apply.Applied(tokenreview.BINDING, binding.name, "patched", {}))  # a subject added or removed
     except ApiException as exc:
-        raise _failed(state, body, access.BINDING, binding, exc, logger, now, admission) from exc
-    except access.BindingConflict as exc:
+        raise _failed(state, body, tokenreview.BINDING, binding.name, exc, logger, now, admission) from exc
+    except tokenreview.BindingUnusable as exc:
         return _reject(state, body, "ReconcileFailed", [Problem("spec.access.kubernetesTokens", str(exc))], logger, now,
                        admission)
-    if done is not None:
-        applied.append(done)  # not watched: nothing to record
 
     digest = builders.config_hash(config)
     deployment = next(a.obj for a in applied if a.kind == "Deployment")

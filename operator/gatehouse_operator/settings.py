@@ -26,8 +26,13 @@ Environment variables (all optional):
                               runtime's REST bearer tokens, passed to agent pods as ``GATEHOUSE_API_TOKEN``;
 ``GATEHOUSE_ADMISSION_POLICY``  the ValidatingAdmissionPolicy that makes kubectl decisions trustworthy (default
                               ``gatehouse-toolapproval-decision``; the chart passes ``<release>-toolapproval-decision``);
-``GATEHOUSE_TOKENREVIEW_CLUSTER_ROLE``  the ClusterRole (create tokenreviews) bound to each runtime that checks
-                              Kubernetes tokens (default ``gatehouse-tokenreview``; the chart's ``<release>-tokenreview``);
+``GATEHOUSE_TOKENREVIEW_CLUSTER_ROLE``  the ClusterRole (create tokenreviews) and the ClusterRoleBinding of the same
+                              name whose subjects are the runtimes that check Kubernetes tokens (default
+                              ``gatehouse-tokenreview``; the chart's ``<release>-tokenreview``):
+                              :mod:`gatehouse_operator.tokenreview`;
+``GATEHOUSE_MIGRATE_TOKENREVIEW_BINDINGS``  ``false``: do not look for the per-Agent TokenReview ClusterRoleBindings of
+                              earlier releases (the chart's ``rbac.migrateTokenReviewBindings``, which grants the list
+                              and delete that takes); on by default;
 ``GATEHOUSE_TRUST_KUBECTL_WITHOUT_ADMISSION_POLICY``  ``true``: the ``AdmissionPolicy`` condition reads True
                               (reason ``TrustedByOperator``) even without the policy enforced; ``gatehouse-operator
                               --trust-kubectl-without-admission-policy`` sets it. Off by default.
@@ -51,6 +56,7 @@ from gatehouse_operator.admission import PolicyVerdict
 from gatehouse_operator.builders import config_secret_name
 from gatehouse_operator.dependencies import ReferencedSecrets
 from gatehouse_operator.kube import ChildrenApi, connect
+from gatehouse_operator.tokenreview import TokenReviewBinding
 
 __all__ = [
     "DEFAULT_IMAGE_REPOSITORY",
@@ -72,6 +78,7 @@ DEFAULT_ADMISSION_POLICY = "gatehouse-toolapproval-decision"
 DEFAULT_TOKENREVIEW_CLUSTER_ROLE = "gatehouse-tokenreview"
 TRUST_KUBECTL_ENV = "GATEHOUSE_TRUST_KUBECTL_WITHOUT_ADMISSION_POLICY"
 SECRET_CHECK_ENV = "GATEHOUSE_SECRET_CHECK_INTERVAL"
+MIGRATE_ENV = "GATEHOUSE_MIGRATE_TOKENREVIEW_BINDINGS"
 DEFAULT_SECRET_CHECK_SECONDS = 60.0
 
 
@@ -99,6 +106,7 @@ class OperatorConfig:
     admission_policy: str = DEFAULT_ADMISSION_POLICY
     tokenreview_cluster_role: str = DEFAULT_TOKENREVIEW_CLUSTER_ROLE
     trust_kubectl_without_admission_policy: bool = False
+    migrate_tokenreview_bindings: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> OperatorConfig:
@@ -111,6 +119,7 @@ class OperatorConfig:
             admission_policy=environ.get("GATEHOUSE_ADMISSION_POLICY") or DEFAULT_ADMISSION_POLICY,
             tokenreview_cluster_role=environ.get("GATEHOUSE_TOKENREVIEW_CLUSTER_ROLE") or DEFAULT_TOKENREVIEW_CLUSTER_ROLE,
             trust_kubectl_without_admission_policy=_flag(environ.get(TRUST_KUBECTL_ENV)),
+            migrate_tokenreview_bindings=_flag(environ.get(MIGRATE_ENV) or "true"),
         )
 
 
@@ -146,6 +155,10 @@ class OperatorState:
     agents_listed: bool = False  # an Agent handler ran: kopf had listed every Agent before (it waits for its indexes)
     essences: MemoryDiffBase | None = None  # kopf's diff base (see configure), emptied of deleted Agents
     admission: PolicyVerdict = field(default_factory=PolicyVerdict)  # the cluster's admission policy, shared
+    tokenreview: TokenReviewBinding = field(init=False)  # the runtimes' TokenReview right, shared
+
+    def __post_init__(self) -> None:
+        self.tokenreview = TokenReviewBinding(self.kube, self.config.tokenreview_cluster_role)
 
     def lock_for(self, namespace: str, name: str) -> threading.Lock:
         """One lock per Agent: its own handlers, dependency events and resyncs never interleave."""

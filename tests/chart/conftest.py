@@ -61,3 +61,14 @@ def rendered(request: pytest.FixtureRequest, render: Render) -> list[dict[str, A
 
 def of_kind(docs: list[dict[str, Any]], *kinds: str) -> list[dict[str, Any]]:
     return [d for d in docs if d["kind"] in kinds]
+
+
+TOOLAPPROVAL_POLICY = f"{RELEASE}-gatehouse-toolapproval-decision"
+
+
+def toolapproval_policy(docs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ToolApproval ValidatingAdmissionPolicy and its binding (the chart may render other policies too)."""
+    (policy,) = [d for d in of_kind(docs, "ValidatingAdmissionPolicy") if d["metadata"]["name"] == TOOLAPPROVAL_POLICY]
+    (binding,) = [d for d in of_kind(docs, "ValidatingAdmissionPolicyBinding")
+                  if d["spec"]["policyName"] == TOOLAPPROVAL_POLICY]
+    return policy, binding

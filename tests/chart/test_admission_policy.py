@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.chart.conftest import Render, of_kind
+from tests.chart.conftest import Render, toolapproval_policy
 from tests.support import crd_validation
 from tests.support import toolapproval_admission as table
 from tests.support.admission import Failure, PolicyEvaluator, admission_request
@@ -25,7 +25,7 @@ from tests.support.toolapproval_admission import Case
 
 @pytest.fixture(scope="module")
 def policy(render: Render) -> dict[str, Any]:
-    (vap,) = of_kind(render(), "ValidatingAdmissionPolicy")
+    vap, _ = toolapproval_policy(render())
     return vap
 
 
@@ -62,7 +62,7 @@ def test_policy_matches_toolapproval_writes_status_and_deletes_and_is_bound(rend
         {"apiGroups": ["gatehouse.dev"], "apiVersions": ["v1alpha1"], "operations": ["CREATE", "UPDATE", "DELETE"],
          "resources": ["toolapprovals", "toolapprovals/status"]},
     ]
-    (binding,) = of_kind(render(), "ValidatingAdmissionPolicyBinding")
+    _, binding = toolapproval_policy(render())
     assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
     evaluator = PolicyEvaluator(policy)
     where = {"group": "gatehouse.dev", "version": "v1alpha1", "resource": "toolapprovals"}
@@ -101,7 +101,7 @@ def test_refused(admit: Admit, case: Case) -> None:
 
 def test_runtime_users_act_as_every_agents_runtime(render: Render) -> None:
     """A runtime run outside the cluster: admissionPolicy.runtimeUsers names it; it creates, writes status, deletes."""
-    (vap,) = of_kind(render("--set", "admissionPolicy.runtimeUsers={gatehouse-runtime,ci}"), "ValidatingAdmissionPolicy")
+    vap, _ = toolapproval_policy(render("--set", "admissionPolicy.runtimeUsers={gatehouse-runtime,ci}"))
     admit = _admitter(vap)
     for user in ("gatehouse-runtime", "ci", table.RUNTIME):
         assert admit(Case("create", "CREATE", user, None, table.CREATED)) == []
@@ -113,7 +113,7 @@ def test_runtime_users_act_as_every_agents_runtime(render: Render) -> None:
 
 def test_deleters_are_a_setting(render: Render) -> None:
     """An administrator named in admissionPolicy.deleters may delete; the garbage collector then no longer may."""
-    (vap,) = of_kind(render("--set", "admissionPolicy.deleters={admin@example.com}"), "ValidatingAdmissionPolicy")
+    vap, _ = toolapproval_policy(render("--set", "admissionPolicy.deleters={admin@example.com}"))
     admit = _admitter(vap)
     assert admit(Case("admin", "DELETE", "admin@example.com", table.CREATED, None)) == []
     assert admit(Case("gc", "DELETE", table.GARBAGE_COLLECTOR, table.CREATED, None)) != []

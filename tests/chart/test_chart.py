@@ -13,7 +13,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.chart.conftest import CHART, RELEASE_NAMESPACE, VALUES_SETS, Render, of_kind, run_helm
+from tests.chart.conftest import CHART, RELEASE_NAMESPACE, VALUES_SETS, Render, of_kind, run_helm, toolapproval_policy
 from tests.support import crd_validation
 from tests.support.helm import REPO
 
@@ -150,7 +150,7 @@ def test_runtime_image_defaults_to_the_operator_image(render: Render) -> None:
 
 
 def test_optional_parts_can_be_switched_off(render: Render) -> None:
-    docs = render("--set", "admissionPolicy.enabled=false,rbac.userRoles=false")
+    docs = render("--set", "admissionPolicy.enabled=false,rbac.userRoles=false,rbac.migrateTokenReviewBindings=false")
     assert not of_kind(docs, "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
     names = {d["metadata"]["name"] for d in of_kind(docs, "ClusterRole")}
     assert not names & {"gatehouse-approver", "gatehouse-viewer"}
@@ -173,8 +173,7 @@ def test_the_operator_is_told_the_names_of_the_policy_and_the_tokenreview_role(r
     ClusterRole. Both names carry the release, so the chart passes them to the operator."""
     docs = render()
     env = {e["name"]: e.get("value") for e in _operator_container(docs)["env"]}
-    (policy,) = of_kind(docs, "ValidatingAdmissionPolicy")
-    (binding,) = of_kind(docs, "ValidatingAdmissionPolicyBinding")
+    policy, binding = toolapproval_policy(docs)
     assert env["GATEHOUSE_ADMISSION_POLICY"] == policy["metadata"]["name"] == binding["spec"]["policyName"]
     assert "Deny" in binding["spec"]["validationActions"]  # what the operator reports as Enforced
     roles = {r["metadata"]["name"]: r for r in of_kind(docs, "ClusterRole")}

@@ -1,6 +1,10 @@
 """The operator's RBAC is least privilege and complete: no wildcards anywhere, every permission it needs
 is granted (including what it must hold to grant it on to each agent's runtime), and with watched
-namespaces nothing namespaced is granted cluster-wide."""
+namespaces nothing namespaced is granted cluster-wide. Of ClusterRoleBindings it may write one, the TokenReview
+binding; while it migrates an earlier release's per-Agent bindings, an admission policy fences its DELETEs.
+
+A rule with ``resourceNames`` grants ``<resource>:<name>`` here, so a right on one named object never passes for a
+right on every object of its kind."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.chart.conftest import RELEASE_NAMESPACE, VALUES_SETS, Render, of_kind
+from tests.support.admission import Admission
 
 # (apiGroup, resource, verbs) the operator needs, by who needs it. Namespaced unless marked cluster.
 OPERATOR_NEEDS: list[tuple[str, str, tuple[str, ...]]] = [
@@ -43,16 +48,21 @@ KOPF_CLUSTER_NEEDS: list[tuple[str, str, tuple[str, ...]]] = [
     ("apiextensions.k8s.io", "customresourcedefinitions", ("get", "list", "watch")),
     ("", "namespaces", ("list", "watch")),
 ]
-# The operator itself, cluster-scoped: each runtime's TokenReview ClusterRoleBinding (bind: on one role only,
-# checked below) and the AdmissionPolicy condition (reading the ToolApproval policy and its bindings).
+TOKENREVIEW_ROLE = "gh-gatehouse-tokenreview"  # <release fullname>-tokenreview: the ClusterRole and its one binding
+# The operator itself, cluster-scoped: the subjects of the one TokenReview ClusterRoleBinding (and bind on its role,
+# so that it may grant that role), and the AdmissionPolicy condition (reading the ToolApproval policy and bindings).
 OPERATOR_CLUSTER_NEEDS: list[tuple[str, str, tuple[str, ...]]] = [
-    ("rbac.authorization.k8s.io", "clusterrolebindings", ("get", "list", "create", "patch", "delete")),
-    ("rbac.authorization.k8s.io", "clusterroles", ("bind",)),
+    ("rbac.authorization.k8s.io", f"clusterrolebindings:{TOKENREVIEW_ROLE}", ("get", "patch")),
+    ("rbac.authorization.k8s.io", f"clusterroles:{TOKENREVIEW_ROLE}", ("bind",)),
     ("admissionregistration.k8s.io", "validatingadmissionpolicies", ("get", "list", "watch")),
     ("admissionregistration.k8s.io", "validatingadmissionpolicybindings", ("get", "list", "watch")),
 ]
+# Only while rbac.migrateTokenReviewBindings is on (the default, for the upgrade): the per-Agent bindings of earlier
+# releases, found by label and deleted (fenced by the operator's ClusterRoleBinding admission policy).
+MIGRATION_NEEDS: list[tuple[str, str, tuple[str, ...]]] = [
+    ("rbac.authorization.k8s.io", "clusterrolebindings", ("list", "delete")),
+]
 CLUSTER_NEEDS = KOPF_CLUSTER_NEEDS + OPERATOR_CLUSTER_NEEDS
-TOKENREVIEW_ROLE = "gh-gatehouse-tokenreview"  # <release fullname>-tokenreview
 WATCHED = ["team-a", "team-b"]
 
 
@@ -76,15 +86,15 @@ def _grants(docs: list[dict[str, Any]], sa: str) -> dict[str | None, set[tuple[s
     roles = {(r["kind"], r["metadata"].get("namespace"), r["metadata"]["name"]): r for r in _roles(docs)}
     out: dict[str | None, set[tuple[str, str, str]]] = {}
     for binding in of_kind(docs, "RoleBinding", "ClusterRoleBinding"):
-        if {"kind": "ServiceAccount", "name": sa, "namespace": RELEASE_NAMESPACE} not in binding["subjects"]:
+        if {"kind": "ServiceAccount", "name": sa, "namespace": RELEASE_NAMESPACE} not in binding.get("subjects", []):
             continue
         ns = binding["metadata"].get("namespace") if binding["kind"] == "RoleBinding" else None
         ref = binding["roleRef"]
         role = roles[(ref["kind"], ns if ref["kind"] == "Role" else None, ref["name"])]
         for rule in role["rules"]:
-            out.setdefault(ns, set()).update(
-                (g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
-            )
+            resources = [f"{r}:{n}" for r in rule["resources"] for n in rule["resourceNames"]] \
+                if rule.get("resourceNames") else rule["resources"]
+            out.setdefault(ns, set()).update((g, r, v) for g in rule["apiGroups"] for r in resources for v in rule["verbs"])
     return out
 
 
@@ -104,7 +114,7 @@ def test_operator_has_everything_it_needs_cluster_wide_by_default(render: Render
     docs = render()
     grants = _grants(docs, _operator_sa(docs))
     assert list(grants) == [None]
-    assert _missing(grants[None], needs) == []
+    assert _missing(grants[None], needs + MIGRATION_NEEDS) == []
 
 
 def test_with_watched_namespaces_the_operator_gets_roles_there_only(render: Render) -> None:
@@ -119,7 +129,8 @@ def test_with_watched_namespaces_the_operator_gets_roles_there_only(render: Rend
 
 
 def test_operator_gets_nothing_beyond_its_table(rendered: list[dict[str, Any]]) -> None:
-    allowed = {(g, r, v) for g, r, verbs in OPERATOR_NEEDS + RUNTIME_ROLE_GRANTS + CLUSTER_NEEDS for v in verbs}
+    allowed = {(g, r, v) for g, r, verbs in OPERATOR_NEEDS + RUNTIME_ROLE_GRANTS + CLUSTER_NEEDS + MIGRATION_NEEDS
+               for v in verbs}
     for ns, granted in _grants(rendered, _operator_sa(rendered)).items():
         assert granted - allowed == set(), f"extra permissions in {ns or 'cluster'}"
 
@@ -141,7 +152,7 @@ def _cluster_rules(docs: list[dict[str, Any]], resource: str) -> list[dict[str, 
     roles = {r["metadata"]["name"]: r for r in of_kind(docs, "ClusterRole")}
     out = []
     for binding in of_kind(docs, "ClusterRoleBinding"):
-        if {"kind": "ServiceAccount", "name": sa, "namespace": RELEASE_NAMESPACE} in binding["subjects"]:
+        if {"kind": "ServiceAccount", "name": sa, "namespace": RELEASE_NAMESPACE} in binding.get("subjects", []):
             out += [rule for rule in roles[binding["roleRef"]["name"]]["rules"] if resource in rule["resources"]]
     return out
 
@@ -158,8 +169,79 @@ def test_the_tokenreview_role_allows_tokenreviews_and_nothing_else(rendered: lis
     assert roles[TOKENREVIEW_ROLE]["rules"] == [
         {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
     ]
-    bound = [b for b in of_kind(rendered, "ClusterRoleBinding", "RoleBinding") if b["roleRef"]["name"] == TOKENREVIEW_ROLE]
-    assert bound == [], "the chart binds it to nobody: the operator binds it to each runtime that needs it"
+    (bound,) = [b for b in of_kind(rendered, "ClusterRoleBinding", "RoleBinding") if b["roleRef"]["name"] == TOKENREVIEW_ROLE]
+    assert bound["kind"] == "ClusterRoleBinding" and bound["metadata"]["name"] == TOKENREVIEW_ROLE
+    assert "subjects" not in bound, "the operator writes the subjects; helm upgrade must leave them alone"
+
+
+@pytest.mark.parametrize("migrate", [True, False], ids=["migrating", "migrated"])
+def test_the_operator_may_write_no_clusterrolebinding_but_the_tokenreview_one(render: Render, migrate: bool) -> None:
+    """Issue 31, item 8: the operator may no longer create, patch or delete every ClusterRoleBinding in the cluster.
+    Of bindings it may get and patch the TokenReview one; while it migrates, list and delete any (fenced by admission,
+    test below); once migrated, nothing more."""
+    for args in VALUES_SETS.values():
+        docs = render(*args, "--set", f"rbac.migrateTokenReviewBindings={str(migrate).lower()}")
+        on_bindings = {(r, v) for ns, granted in _grants(docs, _operator_sa(docs)).items() for g, r, v in granted
+                       if r.split(":")[0] == "clusterrolebindings"}
+        expected = {(f"clusterrolebindings:{TOKENREVIEW_ROLE}", "get"), (f"clusterrolebindings:{TOKENREVIEW_ROLE}", "patch")}
+        if migrate:
+            expected |= {("clusterrolebindings", "list"), ("clusterrolebindings", "delete")}
+        assert on_bindings == expected, args
+        fence = [d for d in of_kind(docs, "ValidatingAdmissionPolicy") if d["metadata"]["name"] == FENCE]
+        assert len(fence) == int(migrate), "the operator's deletes are fenced exactly while it may delete"
+        env = {e["name"]: e.get("value") for e in of_kind(docs, "Deployment")[0]["spec"]["template"]["spec"][
+            "containers"][0]["env"]}
+        assert env["GATEHOUSE_MIGRATE_TOKENREVIEW_BINDINGS"] == str(migrate).lower()
+
+
+FENCE = "gh-gatehouse-operator-clusterrolebindings"
+OPERATOR_USER = f"system:serviceaccount:{RELEASE_NAMESPACE}:gh-gatehouse-operator"
+
+
+def _crb(name: str, role: str = TOKENREVIEW_ROLE, **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": "a", "namespace": "team"}]}
+
+
+LEGACY = _crb("gatehouse-tokenreview-team-a", **{"app.kubernetes.io/managed-by": "gatehouse-operator",
+                                                  "gatehouse.dev/agent": "a", "gatehouse.dev/agent-namespace": "team"})
+FENCE_CASES = {
+    # (operation, user, old, new) -> admitted
+    "the operator deletes an earlier release's per-Agent binding": ("DELETE", OPERATOR_USER, LEGACY, None, True),
+    "the operator deletes cluster-admin's binding": ("DELETE", OPERATOR_USER, _crb("cluster-admin", "cluster-admin"), None,
+                                                     False),
+    "the operator deletes a labelled binding of another role": (
+        "DELETE", OPERATOR_USER, {**LEGACY, "roleRef": {**LEGACY["roleRef"], "name": "cluster-admin"}}, None, False),
+    "the operator deletes an unlabelled binding of the TokenReview role": (
+        "DELETE", OPERATOR_USER, _crb("someone-elses", TOKENREVIEW_ROLE), None, False),
+    "the operator deletes the shared TokenReview binding": ("DELETE", OPERATOR_USER, _crb(TOKENREVIEW_ROLE), None, False),
+    "the operator patches the TokenReview binding's subjects": (
+        "UPDATE", OPERATOR_USER, _crb(TOKENREVIEW_ROLE), _crb(TOKENREVIEW_ROLE), True),
+    "the operator patches another binding": ("UPDATE", OPERATOR_USER, _crb("x", "edit"), _crb("x", "edit"), False),
+    "the operator creates a binding": ("CREATE", OPERATOR_USER, None, _crb("mine", "cluster-admin"), False),
+    "an administrator deletes any binding (not matched)": (
+        "DELETE", "admin@example.com", _crb("cluster-admin", "cluster-admin"), None, True),
+}
+
+
+@pytest.mark.parametrize(("operation", "user", "old", "new", "admitted"), FENCE_CASES.values(), ids=FENCE_CASES.keys())
+def test_the_fence_lets_the_operator_delete_only_earlier_per_agent_bindings(
+    render: Render, operation: str, user: str, old: dict[str, Any] | None, new: dict[str, Any] | None, admitted: bool,
+) -> None:
+    docs = render()
+    admission = Admission()
+    assert admission.add_documents(d for d in docs if d["metadata"]["name"] == FENCE) == 1
+    obj = new if new is not None else old
+    assert obj is not None
+    review = admission.review(
+        operation=operation, group="rbac.authorization.k8s.io", version="v1", resource="clusterrolebindings",
+        subresource=None, kind="ClusterRoleBinding", obj=new, old=old,
+        user={"username": user, "groups": ["system:authenticated"]}, namespace=None, name=obj["metadata"]["name"])
+    assert (review.denial is None) == admitted, review.denial
+    if not admitted:
+        assert review.denial is not None and "deletes only the per-Agent TokenReview bindings" in review.denial.message
 
 
 def test_the_runtime_grants_of_the_operator_builders_are_covered(render: Render) -> None:
@@ -185,8 +267,8 @@ def test_the_operator_may_not_list_or_watch_secrets(render: Render) -> None:
 
 
 def test_the_operator_itself_may_not_create_tokenreviews(render: Render) -> None:
-    """It binds `<release>-tokenreview` to the runtimes that check Kubernetes tokens through `bind` on that one role;
-    RBAC then does not ask it to hold the role's rights, and it does not."""
+    """It names the runtimes that check Kubernetes tokens in the binding of `<release>-tokenreview` through `bind` on
+    that one role; RBAC then does not ask it to hold the role's rights, and it does not."""
     for args in VALUES_SETS.values():
         docs = render(*args)
         for ns, granted in _grants(docs, _operator_sa(docs)).items():

@@ -23,10 +23,28 @@ from kopf.testing import KopfRunner
 from tests.support.kube_fixtures import Kubectl, kube, kube_api, kubectl, wait_for
 from tests.support.kube_server import RunningEmulator
 
-__all__ = ["EXAMPLE", "Kubectl", "OperatorProcess", "kube", "kube_api", "kubectl", "operator", "wait_for"]
+__all__ = [
+    "EXAMPLE", "TOKENREVIEW", "Kubectl", "OperatorProcess", "kube", "kube_api", "kubectl", "operator", "tokenreview_subjects",
+    "wait_for",
+]
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "file-manager"
+TOKENREVIEW = "gatehouse-tokenreview"  # the operator's default name of the TokenReview ClusterRole and its binding
+_BINDINGS = "rbac.authorization.k8s.io/v1/clusterrolebindings"
+
+
+def seed_tokenreview_binding(api: RunningEmulator) -> None:
+    """The TokenReview ClusterRoleBinding as the chart installs it: bound to the role, no subjects."""
+    api.call(lambda: api.emulator.seed(_BINDINGS, {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": TOKENREVIEW},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": TOKENREVIEW}}))
+
+
+def tokenreview_subjects(api: RunningEmulator) -> set[tuple[str, str]]:
+    """The (namespace, name) of each ServiceAccount the TokenReview binding names: who may create TokenReviews."""
+    binding = api.call(lambda: api.emulator.get_object(_BINDINGS, None, TOKENREVIEW)) or {}
+    return {(s["namespace"], s["name"]) for s in binding.get("subjects") or [] if s["kind"] == "ServiceAccount"}
 
 
 class _LogLines(logging.Handler):
@@ -82,6 +100,7 @@ def operator(
     monkeypatch.setenv("GATEHOUSE_RUNTIME_IMAGE", "ghcr.io/gatehouse-dev/gatehouse:test")
     marker = request.node.get_closest_marker("secret_check")
     monkeypatch.setenv("GATEHOUSE_SECRET_CHECK_INTERVAL", marker.args[0] if marker else "1h")
+    seed_tokenreview_binding(kube_api)
     process = OperatorProcess()
     process.start()
     try:

@@ -1,10 +1,11 @@
 """Unit tests of the runtime's identity and access in the operator: the generated token Secret, the TokenReview
-binding, the AdmissionPolicy condition, the ServiceAccount rule, and the settings. (The Secrets an Agent names:
-tests/operator_tests/test_dependencies.py.)"""
+binding's subjects (and the migration from per-Agent bindings), the AdmissionPolicy condition, the ServiceAccount
+rule, and the settings. (The Secrets an Agent names: tests/operator_tests/test_dependencies.py.)"""
 
 from __future__ import annotations
 
 import base64
+import copy
 import os
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from agent_runtime.resources import Agent
 from agent_runtime.translator import access_files
 from gatehouse_operator import __main__ as main_module
-from gatehouse_operator import access, builders
+from gatehouse_operator import access, builders, tokenreview
 from gatehouse_operator.admission import admission_condition
 from gatehouse_operator.dependencies import ReferencedSecrets, SeenSecret
 from gatehouse_operator.kube import ApiException
@@ -152,42 +153,106 @@ def test_the_token_secret_is_created_only_when_missing_and_never_overwritten() -
     assert not any(c.startswith("patch") for c in kube.calls)
 
 
-def test_the_tokenreview_binding_is_created_replaced_deleted_and_never_taken_over() -> None:
-    agent, kube = _agent(), FakeKube()
-    name = "gatehouse-tokenreview-team-a"
-    created = access.ensure_tokenreview_binding(kube, agent, "gh-tokenreview", wanted=True)  # type: ignore[arg-type]
-    assert created is not None and created.action == "created"
-    binding = kube.objects["ClusterRoleBinding", name]
-    assert binding["roleRef"]["name"] == "gh-tokenreview"
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "a", "namespace": "team"}]
-    assert "ownerReferences" not in binding["metadata"]
-    again = access.ensure_tokenreview_binding(kube, agent, "gh-tokenreview", wanted=True)  # type: ignore[arg-type]
-    assert again is not None and again.action == "unchanged"
-    moved = access.ensure_tokenreview_binding(kube, agent, "other-role", wanted=True)  # type: ignore[arg-type]
-    assert moved is not None and moved.action == "replaced"  # roleRef is immutable
-    gone = access.ensure_tokenreview_binding(kube, agent, "other-role", wanted=False)  # type: ignore[arg-type]
-    assert gone is not None and gone.action == "deleted" and ("ClusterRoleBinding", name) not in kube.objects
+class FakeBindings:
+    """ClusterRoleBindings by name, with resourceVersions: a merge patch carrying a stale one answers 409."""
 
-    # "team-a"/"b" and "team"/"a-b" share a name: neither takes the other's binding over or deletes it.
-    theirs = access.ensure_tokenreview_binding(kube, _agent("b", "team-a"), "r", wanted=True)  # type: ignore[arg-type]
-    assert theirs is not None
-    with pytest.raises(access.BindingConflict, match="belongs to Agent team-a/b"):
-        access.ensure_tokenreview_binding(kube, _agent("a-b", "team"), "r", wanted=True)  # type: ignore[arg-type]
-    assert not access.delete_tokenreview_binding(kube, "team", "a-b")  # type: ignore[arg-type]
-    assert access.delete_tokenreview_binding(kube, "team-a", "b")  # type: ignore[arg-type]
+    def __init__(self, *objects: dict[str, Any]) -> None:
+        self.objects = {o["metadata"]["name"]: {**o, "metadata": {**o["metadata"], "resourceVersion": "1"}} for o in objects}
+        self.calls: list[str] = []
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        self.calls.append(f"get {name}")
+        return copy.deepcopy(self.objects.get(name))
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(f"create {obj['metadata']['name']}")
+        self.objects[obj["metadata"]["name"]] = {**obj, "metadata": {**obj["metadata"], "resourceVersion": "1"}}
+        return copy.deepcopy(self.objects[obj["metadata"]["name"]])
+
+    def patch(self, obj: dict[str, Any]) -> dict[str, Any]:
+        name = obj["metadata"]["name"]
+        self.calls.append(f"patch {name}")
+        current = self.objects[name]
+        if obj["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"]:
+            raise ApiException(status=409, reason="Conflict")
+        rv = str(int(current["metadata"]["resourceVersion"]) + 1)
+        self.objects[name] = {**current, "subjects": obj["subjects"], "metadata": {**current["metadata"], "resourceVersion": rv}}
+        return copy.deepcopy(self.objects[name])
+
+    def delete(self, kind: str, namespace: str | None, name: str) -> bool:
+        self.calls.append(f"delete {name}")
+        return self.objects.pop(name, None) is not None
+
+    def someone_else_writes(self, name: str, subjects: list[dict[str, str]]) -> None:
+        current = self.objects[name]
+        rv = str(int(current["metadata"]["resourceVersion"]) + 1)
+        self.objects[name] = {**current, "subjects": subjects, "metadata": {**current["metadata"], "resourceVersion": rv}}
 
 
-def test_a_long_binding_name_is_shortened_with_a_digest() -> None:
-    short = builders.tokenreview_binding_name("ns", "agent")
-    assert short == "gatehouse-tokenreview-ns-agent"
-    long_a, long_b = (builders.tokenreview_binding_name("ns", "x" * 250 + tail) for tail in ("a", "b"))
-    assert len(long_a) <= 253 and len(long_b) <= 253 and long_a != long_b
+def _role_binding(name: str = "gh-tokenreview", role: str = "gh-tokenreview") -> dict[str, Any]:
+    return {"kind": "ClusterRoleBinding", "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}}
+
+
+def _sa(namespace: str, name: str) -> dict[str, str]:
+    return {"kind": "ServiceAccount", "name": name, "namespace": namespace}
+
+
+def test_a_runtime_is_granted_and_revoked_tokenreviews_as_a_subject_of_the_one_binding() -> None:
+    kube = FakeBindings(_role_binding())
+    binding = tokenreview.TokenReviewBinding(kube, "gh-tokenreview")  # type: ignore[arg-type]
+    assert binding.grant("team", "a") and binding.grant("team-b", "a")
+    assert kube.objects["gh-tokenreview"]["subjects"] == [_sa("team", "a"), _sa("team-b", "a")]
+    assert kube.calls == ["get gh-tokenreview", "patch gh-tokenreview", "patch gh-tokenreview"]  # read once, then kept
+    assert not binding.grant("team", "a") and len(kube.calls) == 3  # there already: no request
+    assert binding.revoke("team", "a") and not binding.revoke("team", "a")
+    assert kube.objects["gh-tokenreview"]["subjects"] == [_sa("team-b", "a")]
+    assert binding.refresh() == {("team-b", "a")}
+
+
+def test_a_write_in_between_is_read_again_and_kept() -> None:
+    kube = FakeBindings(_role_binding())
+    binding = tokenreview.TokenReviewBinding(kube, "gh-tokenreview")  # type: ignore[arg-type]
+    binding.grant("team", "a")
+    kube.someone_else_writes("gh-tokenreview", [_sa("team", "a"), {"kind": "User", "name": "admin"}])
+    assert binding.grant("team", "b")  # 409, read again, patched
+    assert kube.objects["gh-tokenreview"]["subjects"] == [_sa("team", "a"), {"kind": "User", "name": "admin"}, _sa("team", "b")]
+
+
+def test_a_binding_of_another_role_is_never_written() -> None:
+    kube = FakeBindings(_role_binding(role="cluster-admin"))
+    binding = tokenreview.TokenReviewBinding(kube, "gh-tokenreview")  # type: ignore[arg-type]
+    with pytest.raises(tokenreview.BindingUnusable, match="binds ClusterRole 'cluster-admin'"):
+        binding.grant("team", "a")
+    assert not any(c.startswith("patch") for c in kube.calls)
+
+
+def test_a_missing_binding_is_created_where_the_operator_may() -> None:
+    kube = FakeBindings()
+    assert tokenreview.TokenReviewBinding(kube, "gatehouse-tokenreview").grant("team", "a")  # type: ignore[arg-type]
+    made = kube.objects["gatehouse-tokenreview"]
+    assert made["roleRef"]["name"] == "gatehouse-tokenreview" and made["subjects"] == [_sa("team", "a")]
+
+
+def test_an_earlier_releases_binding_is_migrated_subject_first() -> None:
+    legacy = {"kind": "ClusterRoleBinding", "metadata": {"name": "gatehouse-tokenreview-team-a", "labels": {
+        "app.kubernetes.io/managed-by": "gatehouse-operator", "gatehouse.dev/agent": "a",
+        "gatehouse.dev/agent-namespace": "team"}}, "roleRef": _role_binding()["roleRef"], "subjects": [_sa("team", "a")]}
+    kube = FakeBindings(_role_binding(), legacy)
+    binding = tokenreview.TokenReviewBinding(kube, "gh-tokenreview")  # type: ignore[arg-type]
+    assert binding.migrate(kube.objects["gatehouse-tokenreview-team-a"], wanted=True)
+    assert kube.calls[-2:] == ["patch gh-tokenreview", "delete gatehouse-tokenreview-team-a"]  # never a moment without
+    assert kube.objects["gh-tokenreview"]["subjects"] == [_sa("team", "a")]
+    assert tokenreview.legacy_owner(legacy) == ("team", "a")
+    assert tokenreview.legacy_owner(_role_binding()) is None
 
 
 def test_settings_and_the_trust_flag(monkeypatch: pytest.MonkeyPatch) -> None:
     assert OperatorConfig.from_env({}) == OperatorConfig()
     assert OperatorConfig().admission_policy == "gatehouse-toolapproval-decision"
     assert OperatorConfig().tokenreview_cluster_role == "gatehouse-tokenreview"
+    assert OperatorConfig().migrate_tokenreview_bindings is True
+    assert OperatorConfig.from_env({"GATEHOUSE_MIGRATE_TOKENREVIEW_BINDINGS": "false"}).migrate_tokenreview_bindings is False
     assert OperatorConfig().trust_kubectl_without_admission_policy is False
     assert OperatorConfig().secret_check_seconds == 60
     assert OperatorConfig.from_env({SECRET_CHECK_ENV: "1m30s"}).secret_check_seconds == 90

@@ -18,7 +18,15 @@ import pytest
 import yaml
 
 from gatehouse_operator.builders import CONFIG_HASH_ANNOTATION, SECRETS_HASH_ANNOTATION
-from tests.operator_tests.conftest import EXAMPLE, Kubectl, OperatorProcess, wait_for
+from tests.operator_tests.conftest import (
+    EXAMPLE,
+    TOKENREVIEW,
+    Kubectl,
+    OperatorProcess,
+    seed_tokenreview_binding,
+    tokenreview_subjects,
+    wait_for,
+)
 from tests.support.kube_server import RunningEmulator
 
 pytestmark = pytest.mark.e2e
@@ -172,16 +180,17 @@ def test_a_new_agent_creates_its_children_without_reading_them_first(
     _settle(kube_api)
     operator_requests = [r for r in kube_api.emulator.requests_since(mark)
                          if r.params.get("watch") is None and r.headers.get("User-Agent", "").startswith("OpenAPI-Generator")]
-    # (a list of the TokenReview bindings may fall in: the start-up clean-up runs once the first Agent is seen)
+    # (the start-up clean-up, once the first Agent is seen, may list earlier releases' bindings and read the shared one)
     children = [(str(r.method.value), r.resource.plural) for r in operator_requests
-                if r.resource.plural not in ("agents", "validatingadmissionpolicies")
+                if r.resource.plural not in ("agents", "validatingadmissionpolicies", "clusterrolebindings")
                 and not (r.method.value == "GET" and r.name is None)]
     assert sorted(children) == sorted(("POST", plural) for plural in (
-        "secrets", "secrets", "serviceaccounts", "roles", "rolebindings", "persistentvolumeclaims", "deployments", "services",
-        "clusterrolebindings"))
+        "secrets", "secrets", "serviceaccounts", "roles", "rolebindings", "persistentvolumeclaims", "deployments", "services"))
     writes = [(str(r.method.value), r.resource.plural, r.subresource) for r in kube_api.emulator.writes(mark)
               if not r.headers.get("User-Agent", "").startswith("kubectl")]  # the operator's, kopf's included
-    assert len(writes) == 10 and ("PATCH", "agents", "status") in writes, writes  # the 9 creates, one status write
+    # the 8 creates, the runtime's ServiceAccount added to the TokenReview binding, one status write
+    assert len(writes) == 10 and ("PATCH", "agents", "status") in writes, writes
+    assert ("PATCH", "clusterrolebindings", None) in writes, writes
     secret_reads = [r for r in operator_requests if r.method.value == "GET" and r.resource.plural == "secrets"]
     assert secret_reads == []
 
@@ -372,7 +381,7 @@ def test_changing_a_model_config_reconciles_only_the_agents_using_it(
                    for r in kube_api.emulator.requests_since(mark)), "dependents are found in the index, not by listing Agents"
 
 
-BINDING = "gatehouse-tokenreview-default-file-manager"  # the example Agent's TokenReview ClusterRoleBinding
+LEGACY_BINDING = "gatehouse-tokenreview-default-file-manager"  # the example Agent's binding under earlier releases
 OLD_FINALIZER = "gatehouse.dev/finalizer"  # what releases before 2026-11-26 put on every Agent (for kopf daemons)
 
 
@@ -380,19 +389,24 @@ def _has(kubectl: Kubectl, kind: str, name: str) -> bool:
     return kubectl.run("get", kind, name, check=False).returncode == 0
 
 
-def test_deleting_the_agent_collects_children_and_its_binding(
+def _granted(api: RunningEmulator, name: str = "file-manager") -> bool:
+    """Whether the Agent's runtime may create TokenReviews (its ServiceAccount is a subject of the shared binding)."""
+    return (NS, name) in tokenreview_subjects(api)
+
+
+def test_deleting_the_agent_collects_children_and_its_tokenreview_right(
     kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster
 ) -> None:
     _apply_example(kubectl)
     cluster.wait_accepted("file-manager")
     assert "finalizers" not in cluster.agent("file-manager")["metadata"]  # type: ignore[index]
-    assert _has(kubectl, "clusterrolebinding", BINDING)
+    assert _granted(kube_api)
     kubectl("delete", "agent", "file-manager", "--wait=true", "--timeout=20s")
     assert cluster.agent("file-manager") is None
     for kind, name in CHILDREN:  # the emulator's garbage collector follows ownerReferences like the real one
         assert not _has(kubectl, kind, name), f"{kind}/{name} survived its owner"
-    # cluster-scoped, so not owned: deleted by the operator on the Agent's DELETED event
-    wait_for(lambda: not _has(kubectl, "clusterrolebinding", BINDING), what="the TokenReview binding to go")
+    # a subject of a cluster-scoped binding, so not owned: revoked by the operator on the Agent's DELETED event
+    wait_for(lambda: not _granted(kube_api), what="the TokenReview right to go")
 
 
 @pytest.mark.parametrize("deleted_while_down", [False, True])
@@ -418,11 +432,11 @@ def test_an_agent_left_with_the_old_finalizer_is_released_and_deletes_cleanly(
         assert len(patches) == 1, [r.text for r in patches]  # once, and nothing else written to the Agent
         kubectl("delete", "agent", "file-manager", "--wait=true", "--timeout=20s")
     wait_for(lambda: cluster.agent("file-manager") is None, what="the Agent to go")
-    wait_for(lambda: not _has(kubectl, "clusterrolebinding", BINDING), what="the TokenReview binding to go")
+    wait_for(lambda: not _granted(kube_api), what="the TokenReview right to go")
     assert not _has(kubectl, "deployment", "file-manager")
 
 
-def test_the_binding_of_an_agent_deleted_while_the_operator_was_down_is_removed_at_start_up(
+def test_the_tokenreview_right_of_an_agent_deleted_while_the_operator_was_down_is_revoked_at_start_up(
     kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster, tmp_path: Path
 ) -> None:
     _apply_example(kubectl)
@@ -433,14 +447,56 @@ def test_the_binding_of_an_agent_deleted_while_the_operator_was_down_is_removed_
     cluster.wait_accepted("kept")
     operator.stop()
     kubectl("delete", "agent", "file-manager", "--wait=true", "--timeout=20s")  # no finalizer: gone at once
-    assert _has(kubectl, "clusterrolebinding", BINDING)  # nobody saw the DELETED event
+    assert _granted(kube_api)  # nobody saw the DELETED event
     mark = kube_api.emulator.request_count
     operator.start()
-    wait_for(lambda: not _has(kubectl, "clusterrolebinding", BINDING), what="the orphaned binding to be removed")
+    wait_for(lambda: not _granted(kube_api), what="the orphaned subject to be revoked")
     _settle(kube_api)
-    assert _has(kubectl, "clusterrolebinding", "gatehouse-tokenreview-default-kept")  # its Agent is there
-    deletes = [str(r.url.path) for r in kube_api.emulator.writes(mark) if r.method.value == "DELETE"]
-    assert deletes == [f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{BINDING}"]
+    assert _granted(kube_api, "kept")  # its Agent is there
+    writes = [(str(r.method.value), str(r.url.path)) for r in kube_api.emulator.writes(mark)
+              if r.resource is not None and r.resource.plural == "clusterrolebindings"]
+    assert writes == [("PATCH", f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{TOKENREVIEW}")]
+
+
+def _legacy_binding(namespace: str, agent: str, role: str = TOKENREVIEW) -> dict[str, Any]:
+    """A per-Agent TokenReview binding as releases before the shared one made it."""
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"gatehouse-tokenreview-{namespace}-{agent}", "labels": {
+                "app.kubernetes.io/name": "gatehouse-agent", "app.kubernetes.io/instance": agent,
+                "app.kubernetes.io/managed-by": "gatehouse-operator", "gatehouse.dev/agent": agent,
+                "gatehouse.dev/agent-namespace": namespace}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": agent, "namespace": namespace}]}
+
+
+def test_the_per_agent_bindings_of_an_earlier_release_are_migrated_and_no_other_binding_is_touched(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster
+) -> None:
+    """Upgrade (issue 31, item 8): an earlier release left one ClusterRoleBinding per Agent. The new operator names each
+    Agent that still wants TokenReviews in the shared binding, then deletes its old binding; the binding of an Agent
+    deleted meanwhile goes too. Bindings that are not the operator's stay untouched."""
+    _apply_example(kubectl)
+    cluster.wait_accepted("file-manager")
+    operator.stop()
+    bindings = "rbac.authorization.k8s.io/v1/clusterrolebindings"
+    foreign = {**_legacy_binding(NS, "x", "cluster-admin"), "metadata": {"name": "cluster-admins"}}
+    for obj in (_legacy_binding(NS, "file-manager"), _legacy_binding(NS, "long-gone"), foreign):
+        kube_api.call(lambda obj=obj: kube_api.emulator.seed(bindings, obj))  # type: ignore[misc]
+    seed_tokenreview_binding(kube_api)  # as a fresh chart install left it: no subjects yet
+    assert not _granted(kube_api)
+    mark = kube_api.emulator.request_count
+    operator.start()
+    wait_for(lambda: not _has(kubectl, "clusterrolebinding", LEGACY_BINDING), what="the old binding to be migrated")
+    wait_for(lambda: not _has(kubectl, "clusterrolebinding", "gatehouse-tokenreview-default-long-gone"),
+             what="the old binding of a deleted Agent to go")
+    _settle(kube_api)
+    assert tokenreview_subjects(kube_api) == {(NS, "file-manager")}
+    assert _has(kubectl, "clusterrolebinding", "cluster-admins")
+    order = [(str(r.method.value), str(r.url.path).rsplit("/", 1)[-1]) for r in kube_api.emulator.writes(mark)
+             if r.resource is not None and r.resource.plural == "clusterrolebindings"]
+    assert sorted(order) == sorted([("PATCH", TOKENREVIEW), ("DELETE", LEGACY_BINDING),
+                                    ("DELETE", "gatehouse-tokenreview-default-long-gone")]), order
+    assert order.index(("PATCH", TOKENREVIEW)) < order.index(("DELETE", LEGACY_BINDING))  # never without the right
 
 
 @pytest.mark.secret_check("3s")
@@ -496,14 +552,18 @@ def test_operator_restart_converges_and_a_noop_resync_writes_nothing(
     operator.stop()
     writes = kube_api.emulator.writes(mark)
     assert writes == [], [f"{r.method.value} {r.url.path} {r.text[:200]}" for r in writes]
-    # What one no-op resync costs: a GET of the Agent, one per child (7, the state claim included), one of the
-    # generated token Secret (read by name, as every Secret the Agent references) and one of the TokenReview
-    # ClusterRoleBinding, nothing else. The first reconcile after the start takes the Agent from kopf's event (no
-    # GET of it), and the admission policy is read once for all of them (absent here, so no binding is read).
-    per_run, first = 10, 9 + 1
+    # What one no-op resync costs: a GET of the Agent, one per child (7, the state claim included) and one of the
+    # generated token Secret (read by name, as every Secret the Agent references), nothing else. The first reconcile
+    # after the start takes the Agent from kopf's event (no GET of it), and the admission policy is read once for all
+    # of them (absent here, so no binding is read). The TokenReview binding is read by the clean-up, once a resync
+    # period for all Agents (and by the first reconcile, if it comes first), never by a reconcile after that.
+    per_run, first = 9, 8 + 1
     gets = [r for r in kube_api.emulator.requests_since(mark) if r.method.value == "GET" and r.name is not None
             and r.params.get("watch") is None]
+    binding_reads = [r for r in gets if r.resource is not None and r.resource.plural == "clusterrolebindings"]
+    gets = [r for r in gets if r not in binding_reads]
     assert first + per_run * (reconciles() - 1) < len(gets) <= first + per_run * reconciles(), (len(gets), reconciles())
+    assert 1 <= len(binding_reads) <= 2 * reconciles(), (len(binding_reads), reconciles())  # one a period, not a reconcile
 
 
 def test_invalid_agent_is_refused_by_the_api_like_a_real_cluster(

@@ -18,14 +18,13 @@ import yaml
 
 from agent_runtime.translator import ACCESS_DIR, TOKEN_FILE
 from gatehouse_operator.builders import SECRETS_HASH_ANNOTATION
-from tests.operator_tests.conftest import EXAMPLE, Kubectl, OperatorProcess, wait_for
+from tests.operator_tests.conftest import EXAMPLE, TOKENREVIEW, Kubectl, OperatorProcess, tokenreview_subjects, wait_for
 from tests.operator_tests.test_e2e import NS, Cluster, _apply_example, _settle, _write_manifest
 from tests.support.kube_server import RunningEmulator
 
 pytestmark = pytest.mark.e2e
 
 GENERATED = "file-manager-access"
-BINDING = "gatehouse-tokenreview-default-file-manager"
 POLICY = "gatehouse-toolapproval-decision"  # the operator's default (the chart passes <release>-toolapproval-decision)
 
 
@@ -156,30 +155,30 @@ def test_the_tokenreview_binding_follows_kubernetes_tokens_and_the_agent(
 ) -> None:
     rbac = kubernetes.client.RbacAuthorizationV1Api(cluster.core.api_client)
 
-    def binding() -> dict[str, Any] | None:
-        found = kube_api.emulator.get_object("rbac.authorization.k8s.io/v1/clusterrolebindings", None, BINDING)
-        return found
+    def granted() -> bool:
+        return (NS, "file-manager") in tokenreview_subjects(kube_api)
 
+    mark = kube_api.emulator.request_count
     _apply_example(kubectl)
     cluster.wait_accepted("file-manager")
-    created = rbac.read_cluster_role_binding(BINDING).to_dict()
-    assert created["role_ref"] == {"api_group": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                   "name": "gatehouse-tokenreview"}
-    assert [(s["kind"], s["name"], s["namespace"]) for s in created["subjects"]] == [
-        ("ServiceAccount", "file-manager", NS)]
-    labels = created["metadata"]["labels"]
-    assert (labels["gatehouse.dev/agent"], labels["gatehouse.dev/agent-namespace"]) == ("file-manager", NS)
-    assert not created["metadata"].get("owner_references")
+    shared = rbac.read_cluster_role_binding(TOKENREVIEW).to_dict()
+    assert shared["role_ref"] == {"api_group": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": TOKENREVIEW}
+    assert [(s["kind"], s["name"], s["namespace"]) for s in shared["subjects"]] == [("ServiceAccount", "file-manager", NS)]
 
     kubectl("patch", "agent", "file-manager", "--type=merge", "-p", json.dumps({"spec": {"access": {"kubernetesTokens": False}}}))
-    wait_for(lambda: binding() is None, what="the binding to go when kubernetesTokens is false")
+    wait_for(lambda: not granted(), what="the subject to go when kubernetesTokens is false")
     assert _config(cluster)["access"]["kubernetes_tokens"] is False
     kubectl("patch", "agent", "file-manager", "--type=merge", "-p", json.dumps({"spec": {"access": {"kubernetesTokens": True}}}))
-    wait_for(lambda: binding() is not None, what="the binding back")
+    wait_for(granted, what="the subject back")
 
     kubectl("delete", "agent", "file-manager", "--wait=true", "--timeout=20s")
-    # No finalizer holds the Agent: the binding goes on its DELETED event, just after
-    wait_for(lambda: binding() is None, what="the operator to remove the cluster-scoped binding of the deleted Agent")
+    # No finalizer holds the Agent: the subject goes on its DELETED event, just after
+    wait_for(lambda: not granted(), what="the operator to revoke the TokenReview right of the deleted Agent")
+    assert rbac.read_cluster_role_binding(TOKENREVIEW).to_dict()["metadata"]["name"] == TOKENREVIEW  # the binding stays
+    # All along, the operator wrote no ClusterRoleBinding but that one: it created and deleted none.
+    touched = {(str(r.method.value), str(r.url.path)) for r in kube_api.emulator.writes(mark)
+               if r.resource is not None and r.resource.plural == "clusterrolebindings"}
+    assert touched == {("PATCH", f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{TOKENREVIEW}")}
 
 
 def _condition(cluster: Cluster) -> dict[str, Any]:
