@@ -80,6 +80,11 @@ def serve(
         "60s", "--kube-check-interval",
         help="How often to look for orphaned ToolApprovals and recheck the Agent's status (0: at start-up only).",
     ),
+    tools_check_interval: str = typer.Option(
+        "10s", "--tools-check-interval",
+        help="How often, once ready, to check that each MCP server still answers (its loss shows on the Agent's "
+             "RuntimeReady condition and under /readyz's warnings).",
+    ),
     trust_kubectl: bool = typer.Option(
         False, "--trust-kubectl-without-admission-policy",
         help="Count kubectl votes even when the Agent does not report the admission policy as enforcing.",
@@ -150,6 +155,7 @@ def serve(
     try:
         retention = parse_duration(approval_retention)
         check = 0.0 if kube_check_interval.strip() in ("0", "0s") else parse_duration(kube_check_interval)
+        tools_check = parse_duration(tools_check_interval)
     except ValueError as exc:
         _fail(exc)
     kube = detect(kubeconfig, kube_namespace, retention, default_namespace=agent_config.namespace, trust_kubectl=trust_kubectl,
@@ -157,7 +163,7 @@ def serve(
     settings = RuntimeSettings(
         config=agent_config, host=host, port=port, state_dir=state_dir, database_url=database_url, public_url=public_url,
         rest=rest, access=access, kube=kube, tls=tls is not None,
-        otel=_otel(otel), max_body_bytes=max_body_bytes,
+        otel=_otel(otel), max_body_bytes=max_body_bytes, tools_check_interval=tools_check,
     )
     from agent_runtime.kube.client import KubeConfigError
 

@@ -26,6 +26,18 @@ class TranslationError(ValueError):
         super().__init__("; ".join(str(p) for p in problems))
 
 
+def without_repeats(text: str) -> str:
+    """An error message with a prefix repeated by nested wrappers said once: ``"Failed to create MCP session: Failed to
+    create MCP session: All connection attempts failed"`` → ``"Failed to create MCP session: All connection attempts
+    failed"`` (libraries that wrap an exception often put the wrapped one's message after their own, which is the same)."""
+    parts = text.split(": ")
+    kept: list[str] = []
+    for part in parts:
+        if not kept or part != kept[-1]:
+            kept.append(part)
+    return ": ".join(kept)
+
+
 def format_loc(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:

@@ -87,6 +87,23 @@ def evaluate(config: AgentConfig, server: str | None, tool: str, args: dict[str,
     return Decision("allow", "not gated")
 
 
+def gated_mcp_tools(config: AgentConfig) -> dict[str, tuple[str, str]]:
+    """Each MCP tool the Agent offers (``toolNames``) that may need an approval: tool → (its server, the field that
+    gates it). Used at start-up: a gated tool the server does not offer is a misconfiguration to report, never a gate
+    that silently never fires."""
+    gated: dict[str, tuple[str, str]] = {}
+    for mcp in config.mcp_servers:
+        for tool in mcp.tool_names:
+            if tool in mcp.require_approval:
+                gated[tool] = (mcp.name, f"spec.tools[{mcp.name}].mcpServer.requireApproval")
+            elif where := next((f"spec.approval.rules[{i}]" for i, r in enumerate(config.approval.rules)
+                                if r.tool == tool and r.action == "require"), None):
+                gated[tool] = (mcp.name, where)
+            elif config.approval.require_for_all_tools and tool not in config.approval.exempt:
+                gated[tool] = (mcp.name, "spec.approval.requireForAllTools")
+    return gated
+
+
 def server_of(config: AgentConfig, tool: str) -> str | None:
     """The MCP server that offers ``tool`` (tool names are unique per agent; the translator checks it)."""
     for mcp in config.mcp_servers:
@@ -95,4 +112,4 @@ def server_of(config: AgentConfig, tool: str) -> str | None:
     return None
 
 
-__all__ = ["Decision", "PolicyAction", "evaluate", "server_of"]
+__all__ = ["Decision", "PolicyAction", "evaluate", "gated_mcp_tools", "server_of"]

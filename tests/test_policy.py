@@ -4,7 +4,7 @@ import pytest
 
 from agent_runtime.agent_config import RuleConfig
 from agent_runtime.globs import glob_match, normalise_path
-from agent_runtime.policy import evaluate, server_of
+from agent_runtime.policy import evaluate, gated_mcp_tools, server_of
 from tests.support.configs import files_config
 
 _config = files_config
@@ -78,3 +78,16 @@ def test_each_decision_names_the_rule_that_made_it() -> None:
     assert evaluate(config, "files", "delete_file", {}).rule == "spec.tools[files].mcpServer.requireApproval"
     assert evaluate(config, "files", "read_file", {"path": "a"}).rule == "spec.approval.requireForAllTools"
     assert evaluate(config, "other", "search", {}).rule == ""
+
+
+def test_gated_mcp_tools_names_each_gated_tool_with_its_server_and_the_field_that_gates_it() -> None:
+    assert gated_mcp_tools(_config()) == {"delete_file": ("files", "spec.tools[files].mcpServer.requireApproval")}
+    rules = [RuleConfig(tool="write_file", action="allow"),
+             RuleConfig(tool="write_file", action="require", arg="path", glob="/x/**"),
+             RuleConfig(tool="nowhere", action="require")]  # a rule on a tool no server offers: not an MCP tool's gate
+    assert gated_mcp_tools(_config(rules=rules)) == {"delete_file": ("files", "spec.tools[files].mcpServer.requireApproval"),
+                                                     "write_file": ("files", "spec.approval.rules[1]")}
+    everything = gated_mcp_tools(_config(require_for_all_tools=True, exempt=["search"]))
+    assert everything == {"delete_file": ("files", "spec.tools[files].mcpServer.requireApproval"),
+                          "read_file": ("files", "spec.approval.requireForAllTools"),
+                          "write_file": ("files", "spec.approval.requireForAllTools")}

@@ -53,14 +53,13 @@ from a2a.server.agent_execution import SimpleRequestContextBuilder
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
-from google.adk.tools.mcp_tool import McpToolset
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from agent_runtime import tracing
+from agent_runtime import policy, tracing
 from agent_runtime.access.authenticator import Authenticator
 from agent_runtime.access.jwt_tokens import JwtMethod
 from agent_runtime.access.methods import BearerMethod, TokenFileMethod
@@ -78,10 +77,12 @@ from agent_runtime.app.readiness import (
     DatabaseWatch,
     Readiness,
     database_unavailable,
+    gated_tools_missing,
     ready,
     tools_unreachable,
 )
 from agent_runtime.app.settings import RuntimeSettings
+from agent_runtime.app.tool_watch import ToolServersWatch
 from agent_runtime.approvals import ApprovalService
 from agent_runtime.database import Database
 from agent_runtime.delegation.client import SubAgentClient
@@ -113,6 +114,7 @@ from agent_runtime.ui.runtime_inbox import RuntimeInbox
 
 log = logging.getLogger(__name__)
 
+MISSING_TOOL_RETRY = 5.0  # seconds between listings while a gated tool is missing
 RECOVERY_READY_WAIT = 30.0
 """Seconds /readyz waits for start-up recovery (resuming tasks decided before a restart) before reporting ready."""
 
@@ -130,7 +132,7 @@ class Runtime:
     approvals: ApprovalService
     sessions: DurableSessionService
     task_store: CachedTaskStore
-    toolsets: Mapping[str, McpToolset]
+    toolsets: Mapping[str, CachingMcpToolset]
     gate: Gate
     handler: GatehouseRequestHandler
     resumer: Resumer
@@ -140,6 +142,7 @@ class Runtime:
     _stage: Readiness = STARTING  # how far start-up got (or stopping); see ``readiness``
     _lister: asyncio.Task[None] | None = None
     _recovery: asyncio.Task[None] | None = None
+    _tool_watch: ToolServersWatch | None = None
     hitl: HitlRuntime | None = None
     elicitations: ElicitationRuntime | None = None
     delegations: DelegationRuntime | None = None
@@ -187,7 +190,7 @@ class Runtime:
         self._database.start()
         self.sweeper.start()
         if self.kube is not None:
-            self.kube.start(lambda: self.readiness)
+            self.kube.start(lambda: self.condition)
 
     def serve(self) -> None:
         """Once every channel listens for approval events (webhooks, the event stream): list the MCP tools, resume
@@ -206,10 +209,26 @@ class Runtime:
                         "now belong to %r", version_found, tasks, sessions, requests, owner)
 
     async def _list_tools(self) -> None:
-        """List the MCP tools once (retrying until the servers answer); then the runtime is ready."""
+        """List the MCP tools once (retrying until the servers answer and offer every gated tool); then the runtime is
+        ready, and the servers are watched from then on (:mod:`agent_runtime.app.tool_watch`)."""
+        config = self.settings.config
         while True:
             try:
-                self.gate.register_tools(await list_tool_servers(self.toolsets))
+                listed = await list_tool_servers(self.toolsets)
+                offered = {(server, tool) for tool, server in listed.items()}
+                missing = {tool: gate for tool, gate in policy.gated_mcp_tools(config).items() if (gate[0], tool) not in offered}
+                if missing:
+                    self.readiness = gated_tools_missing(missing)
+                    log.error("%s", self.readiness.message)
+                    for toolset in self.toolsets.values():
+                        toolset.forget_listing()  # list again: the server may be fixed meanwhile
+                    await asyncio.sleep(MISSING_TOOL_RETRY)
+                    continue
+                for server in config.mcp_servers:  # not gated: the model just never gets it, but say so
+                    if absent := [t for t in server.tool_names if (server.name, t) not in offered]:
+                        log.warning("MCP server %s does not offer %s (named in its toolNames): the model will not get "
+                                    "them", server.name, ", ".join(absent))
+                self.gate.register_tools(listed)
                 break
             except ToolServerUnreachable as exc:  # names the server; its URL says where it was looked for
                 urls = {server.name: server.url for server in self.settings.config.mcp_servers}
@@ -223,6 +242,22 @@ class Runtime:
         self.readiness = RECOVERING
         await self._recover()
         self.readiness = ready(sorted(self.toolsets))
+        if self.toolsets:
+            self._tool_watch = ToolServersWatch(config.mcp_servers, interval=self.settings.tools_check_interval)
+            self._tool_watch.start()
+
+    @property
+    def tool_fault(self) -> Readiness | None:
+        """A server that stopped answering after start-up (None: all answer, or not watched yet)."""
+        return self._tool_watch.fault if self._tool_watch is not None else None
+
+    @property
+    def condition(self) -> Readiness:
+        """What the Agent's ``RuntimeReady`` says: the readiness, or, while ready, a server lost since start-up.
+        (``/readyz`` keeps 200 then: approvers must still reach the pod to decide what is pending.)"""
+        readiness = self.readiness
+        fault = self.tool_fault
+        return fault if readiness.ready and fault is not None else readiness
 
     async def _recover(self) -> None:
         """Resume the tasks a restart interrupted between their last decision and their resume, before reporting
@@ -254,6 +289,8 @@ class Runtime:
         for task in (self._lister, self._recovery):
             if task is not None:
                 task.cancel()
+        if self._tool_watch is not None:
+            await self._tool_watch.stop()
         if self.kube is not None:
             await self.kube.stop()
         await self.sweeper.stop()
@@ -397,7 +434,9 @@ def build_app(settings: RuntimeSettings) -> Starlette:
         await runtime.check_database()
         readiness = runtime.readiness
         if readiness.ready:
-            return JSONResponse({"status": "ready", **warning})
+            lost = runtime.tool_fault  # on the Agent's condition; the pod stays in its Service for the approvers
+            warnings = {"warnings": [lost.message]} if lost is not None else {}
+            return JSONResponse({"status": "ready", **warning, **warnings})
         status = "unavailable" if readiness.reason == "DatabaseUnavailable" else "starting"
         body = {"status": status, "reason": readiness.reason, "problems": [readiness.message], **warning}
         return JSONResponse(body, status_code=503)

@@ -10,21 +10,28 @@ The runtime is ready once its stores are open and the tools of every MCP server 
   resumed (at most :data:`agent_runtime.app.factory.RECOVERY_READY_WAIT` seconds; a longer recovery finishes in the
   background after the runtime reports ready);
 - ``ToolsUnreachable``: listing the MCP tools failed (a server down, a wrong URL): retried every second;
+- ``GatedToolMissing``: the tools are listed, but a tool the Agent gates (``requireApproval``, a ``require`` rule,
+  ``requireForAllTools``) is not among what its server offers: a misspelt or removed tool; listed again every
+  few seconds until it appears;
 - ``DatabaseUnavailable``: opening the stores failed (the database unreachable, bad credentials): the process
   exits, and the pod restarts; or, once open, the database went bad (:class:`DatabaseWatch`): the sqlite file
   was removed or replaced, or cannot be written, or Postgres stopped answering. Checked every two seconds and on
   ``/readyz``; it takes precedence over the other reasons but ``Stopping``, and clears when the check passes again
   (a removed file never comes back: the runtime must restart);
 - ``Stopping``: shutting down (never reported on the Agent: another pod may be taking over).
+
+Once ready, a server lost later is the Agent's condition only (:mod:`agent_runtime.app.tool_watch`): ``/readyz``
+keeps 200 so the pod stays in its Service for the approvers.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from agent_runtime.errors import without_repeats
 from agent_runtime.periodic import PeriodicSweep
 
 log = logging.getLogger(__name__)
@@ -48,7 +55,20 @@ def ready(servers: Sequence[str]) -> Readiness:
 
 
 def tools_unreachable(problem: str) -> Readiness:
-    return Readiness(False, "ToolsUnreachable", f"listing MCP tools: {problem}")
+    return Readiness(False, "ToolsUnreachable", f"listing MCP tools: {without_repeats(problem)}")
+
+
+def tools_lost(problem: str) -> Readiness:
+    """A server that answered at start-up no longer does (:mod:`agent_runtime.app.tool_watch`)."""
+    return Readiness(False, "ToolsUnreachable", without_repeats(problem))
+
+
+def gated_tools_missing(missing: Mapping[str, tuple[str, str]]) -> Readiness:
+    """``missing``: tool → (server, the field that gates it), for gated tools the server does not offer."""
+    listed = "; ".join(f"MCP server {server} does not offer {tool}, which {where} gates"
+                       for tool, (server, where) in sorted(missing.items()))
+    return Readiness(False, "GatedToolMissing", f"{listed} (a gate on a tool that is not there never asks: correct the "
+                                                "name in toolNames and the gate, or the server)")
 
 
 def database_unavailable(problem: str) -> Readiness:
@@ -92,6 +112,6 @@ class DatabaseWatch(PeriodicSweep):
 
 
 __all__ = [
-    "RECOVERING", "STARTING", "STOPPING", "DatabaseWatch", "Readiness", "database_fault", "database_unavailable", "ready",
-    "tools_unreachable",
+    "RECOVERING", "STARTING", "STOPPING", "DatabaseWatch", "Readiness", "database_fault", "database_unavailable",
+    "gated_tools_missing", "ready", "tools_lost", "tools_unreachable",
 ]

@@ -23,6 +23,7 @@ class RuntimeSettings:
     database_url: str | None = None
     public_url: str | None = None
     sweep_interval: float = 0.25
+    tools_check_interval: float = 10.0  # seconds between checks that each MCP server still answers (app/tool_watch.py)
     rest: RestSettings = field(default_factory=RestSettings)  # webhooks
     access: AccessSettings = field(default_factory=AccessSettings)  # who may call (every channel), who is who
     kube: KubeSettings | None = None  # Kubernetes-visible approvals (agent_runtime.kube), off when None

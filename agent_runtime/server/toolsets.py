@@ -361,6 +361,11 @@ class CachingMcpToolset(McpToolset):
         self._handed: tuple[object, list[BaseTool]] | None = None  # (the cached listing, the tools handed out for it)
         self.server_name = server_name
 
+    def forget_listing(self) -> None:
+        """Drop the cached ``tools/list``: the next :meth:`get_tools` lists the server again."""
+        self._tool_list_cache.clear()
+        self._handed = None
+
     async def continue_call(
         self, tool: str, args: dict[str, Any], responses: dict[str, Any], state: str | None
     ) -> eliciting.ToolRound:

@@ -8,12 +8,13 @@ watch whose history is compacted (410 Gone: list again), the retention, and an a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from agent_runtime import wire
 from agent_runtime.app.factory import Runtime, build_app
@@ -59,12 +60,18 @@ def phase(obj: dict[str, Any] | None) -> str | None:
 
 async def _app(
     tmp_path: Path, api: RunningEmulator, kubectl: Kubectl, with_agent: bool = True, *, state: str = "state",
-    mcp_url: str | None = None, wait_ready: bool = True, database_url: str | None = None, **kube: Any,
+    mcp_url: str | None = None, wait_ready: bool = True, database_url: str | None = None,
+    edit_agent: Callable[[dict[str, Any]], None] | None = None, tools_check_interval: float = 10.0, **kube: Any,
 ) -> AsyncIterator[App]:
     """The runtime in-process with its state in ``tmp_path/state`` (another ``state``: a pod that lost its volume),
     the demo tools (or ``mcp_url`` instead: e.g. one nothing listens on), and the kube settings ``kube``."""
     with demo_tools(tmp_path / "tools") as tools:
         files = write_manifests(tmp_path / "m", mcp_url or tools.url)
+        if edit_agent is not None:  # e.g. another toolNames
+            (agent_file,) = [f for f in files if f.name == "agent.yaml"]
+            doc = yaml.safe_load(agent_file.read_text())
+            edit_agent(doc)
+            agent_file.write_text(yaml.safe_dump(doc))
         if with_agent:
             for f in files:
                 kubectl("apply", "--validate=false", "-f", str(f))
@@ -72,7 +79,7 @@ async def _app(
         options = {"retention_seconds": 3600.0, "trust_kubectl": True, **kube}
         settings = KubeSettings("default", tmp_path / "kubeconfig", **options)
         starlette = build_app(RuntimeSettings(config=config, state_dir=tmp_path / state, kube=settings,
-                                              database_url=database_url))
+                                              database_url=database_url, tools_check_interval=tools_check_interval))
         runtime: Runtime = starlette.state.runtime
         async with starlette.router.lifespan_context(starlette):
             while wait_ready and not runtime.ready:

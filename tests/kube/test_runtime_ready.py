@@ -8,6 +8,7 @@ the reporter on its own: written on change only, the other conditions kept (a 40
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 from typing import Any
@@ -20,6 +21,7 @@ from agent_runtime.kube.runtime_ready import CONDITION, RuntimeReadyReporter, sh
 from tests.kube.test_runtime import App, _app, app, until  # noqa: F401  (the fixture)
 from tests.support.kube_fixtures import Kubectl
 from tests.support.kube_server import RunningEmulator
+from tests.support.processes import GATEHOUSE_CMD, running
 from tests.support.runtime import free_port
 
 pytestmark = pytest.mark.e2e
@@ -79,6 +81,61 @@ async def test_an_unreachable_mcp_server_is_the_reason(
         probe = await a.client.get("/readyz")
         assert probe.status_code == 503 and probe.json()["reason"] == "ToolsUnreachable"
         assert condition["message"] == f"pod {POD}: {probe.json()['problems'][0]}"
+
+
+async def test_a_gated_tool_the_server_does_not_offer_fails_readyz_and_says_which(
+    tmp_path: Any, kube_api: RunningEmulator, kubectl: Kubectl, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``remove_file`` gated in both lists, misspelt the same way: the demo server has only delete_file."""
+    monkeypatch.setenv("GOOGLE_API_USE_CLIENT_CERTIFICATE", "false")
+
+    def misspelt(doc: dict[str, Any]) -> None:
+        server = doc["spec"]["tools"][0]["mcpServer"]
+        server["toolNames"] = ["list_dir", "read_file", "remove_file"]
+        server["requireApproval"] = ["remove_file"]
+
+    async for a in _app(tmp_path, kube_api, kubectl, wait_ready=False, edit_agent=misspelt):
+        condition = await until(lambda: (c := runtime_ready(kube_api)) and c["reason"] == "GatedToolMissing" and c,
+                                what="RuntimeReady GatedToolMissing")
+        assert condition["status"] == "False"
+        probe = await a.client.get("/readyz")
+        assert probe.status_code == 503 and probe.json()["reason"] == "GatedToolMissing"
+        (problem,) = probe.json()["problems"]
+        assert problem.startswith("MCP server file-tools does not offer remove_file, which "
+                                  "spec.tools[file-tools].mcpServer.requireApproval gates")
+        assert condition["message"] == f"pod {POD}: {problem}"
+        assert not a.runtime.ready
+
+
+async def test_a_server_lost_after_start_shows_on_the_agent_and_readyz_keeps_the_pod_in_service(
+    tmp_path: Any, kube_api: RunningEmulator, kubectl: Kubectl, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tools server stops after the runtime is ready: the Agent's RuntimeReady turns False (ToolsUnreachable,
+    said once, not "Failed to create MCP session: Failed to create MCP session"), /readyz stays 200 with a warning,
+    so approvers still reach the pod; the server back on its port, the condition is True again."""
+    monkeypatch.setenv("GOOGLE_API_USE_CLIENT_CERTIFICATE", "false")
+    port, sandbox = free_port(), tmp_path / "sandbox"
+    sandbox.mkdir()
+    args = [*GATEHOUSE_CMD, "demo-tools", "--sandbox", str(sandbox), "--port", str(port), "--journal", str(tmp_path / "j")]
+    url = f"http://127.0.0.1:{port}/mcp"
+    with contextlib.ExitStack() as tools:
+        tools.enter_context(running(args, ready="demo-tools ready"))
+        async for a in _app(tmp_path, kube_api, kubectl, mcp_url=url, tools_check_interval=0.3):
+            up = await until(lambda: (c := runtime_ready(kube_api)) and c["status"] == "True" and c, what="Ready")
+            assert up["reason"] == "Ready"
+            tools.close()  # scaled to 0
+            down = await until(lambda: (c := runtime_ready(kube_api)) and c["status"] == "False" and c,
+                               what="RuntimeReady False", timeout=15)
+            assert down["reason"] == "ToolsUnreachable"
+            assert down["message"].startswith(f"pod {POD}: MCP server file-tools stopped answering at {url}: ")
+            probe = await a.client.get("/readyz")
+            assert probe.status_code == 200, probe.text
+            assert probe.json()["warnings"] == [down["message"].removeprefix(f"pod {POD}: ")]
+            with running(args, ready="demo-tools ready"):
+                back = await until(lambda: (c := runtime_ready(kube_api)) and c["status"] == "True" and c,
+                                   what="RuntimeReady True again", timeout=15)
+                assert back["reason"] == "Ready"
+                assert "warnings" not in (await a.client.get("/readyz")).json()
 
 
 async def test_an_unreachable_database_is_the_reason(
