@@ -49,7 +49,7 @@ from sqlalchemy import Connection
 from agent_runtime import redaction
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import ApprovalRecord, ApprovalService, Voted
-from agent_runtime.authority import Judgement, Vote
+from agent_runtime.authority import Judgement, Vote, refusal
 from agent_runtime.edits import EditPlan, EditRefused
 from agent_runtime.metrics import Metrics
 from agent_runtime.server.batches import OUTCOME_LABEL, plan_edits
@@ -152,6 +152,13 @@ class DecideOne:
         if wait:
             await asyncio.shield(resume)
         return OneDecided(voted, resume, edited)
+
+    async def refuse_unseen(self, record: ApprovalRecord, vote: Vote) -> None:
+        """A vote on a request its voter may not see (REST, the inbox answer "no such request", never that it exists):
+        recorded all the same, as not counted and why, so the attempt is in the record the approvers read."""
+        if record.status == "pending":
+            why = refusal(record.approvers, record.requested_by, vote.principal, vote.groups)
+            await self.approvals.refuse_vote(record.id, vote, why or f"{vote.principal} may not see this request")
 
     def _planner(
         self, request_id: str, shown: dict[str, Any], planned: dict[str, EditPlan],

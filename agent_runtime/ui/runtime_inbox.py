@@ -181,6 +181,8 @@ class RuntimeInbox:
     async def decide(self, viewer: Principal, key: str, ballot: Ballot, reason: str, session: bool) -> Outcome:
         record = await self._approvals.get(key)
         if record is None or not self._visible(record, viewer):
+            if record is not None:
+                await self._decide.refuse_unseen(record, Vote(viewer.id, viewer.groups, ballot, reason, CHANNEL, viewer.seen_as))
             return Outcome(key, False, "unknown", f"no approval request {key!r} that you may see")
         if session and not self._allow_session:
             return Outcome(key, False, "invalid", f"agent {self._agent} does not allow approvals for the session")
@@ -191,6 +193,8 @@ class RuntimeInbox:
     async def approve_edited(self, viewer: Principal, key: str, changes: Mapping[str, Any], seen: str) -> Outcome:
         record = await self._approvals.get(key)
         if record is None or not self._visible(record, viewer):
+            if record is not None:
+                await self._decide.refuse_unseen(record, Vote(viewer.id, viewer.groups, "approve", "", CHANNEL, viewer.seen_as))
             return Outcome(key, False, "unknown", f"no approval request {key!r} that you may see")
         if record.status != "pending":
             return Outcome(key, False, "already", await self._already(record))
