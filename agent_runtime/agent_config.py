@@ -102,13 +102,15 @@ class SubAgentConfig(ConfigModel):
 
 class ApproversConfig(ConfigModel):
     """Who may decide a gated call (:mod:`agent_runtime.authority`): ``required`` distinct approvals from the
-    listed users or members of the listed groups; one allowed deny denies. ``allow_requester`` False: the
-    principal who started the task may not decide its calls (separation of duties)."""
+    listed users or members of the listed groups, or any authenticated person with ``any_authenticated`` (the explicit
+    opt-in to "anyone may decide"); one allowed deny denies. ``allow_requester`` False: the principal who started the
+    task may not decide its calls (separation of duties)."""
 
     users: list[str] = Field(default_factory=list)
     groups: list[str] = Field(default_factory=list)
     required: int = Field(default=1, ge=1)
     allow_requester: bool = True
+    any_authenticated: bool = False
 
 
 class RuleConfig(ConfigModel):
@@ -144,7 +146,7 @@ class ApprovalPolicy(ConfigModel):
     timeout_seconds: float = 900.0
     on_timeout: Literal["deny", "approve"] = "deny"
     allow_session_grants: bool = False
-    approvers: ApproversConfig | None = None  # the default for every gated call; None: whoever reaches the task decides alone
+    approvers: ApproversConfig | None = None  # the default for every gated call; None: the requester decides alone
     tool_approvers: dict[str, ApproversConfig] = Field(default_factory=dict)  # per tool name
     grant_ttl_seconds: float = 3600.0  # a session grant lasts at most this long (and never beyond its context)
     redact: RedactConfig = Field(default_factory=RedactConfig)  # what approvers and viewers do not see of the arguments

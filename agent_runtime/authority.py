@@ -8,10 +8,13 @@ recorded. Pure: no I/O, no clock; the runtime records every vote it judged, coun
 
 The rules:
 
-- No approvers block (``None``): whoever reached the request decides alone (one vote, anyone; the channel
-  has already checked who may reach it: the task's owner on A2A, any allowed user on REST and kubectl).
-- Otherwise a vote counts only from a principal named in ``users`` or belonging to one of ``groups``, and
-  never from the requester when ``allow_requester`` is false (separation of duties).
+- No approvers block (``None``): the requester decides alone, on every channel (one vote; anyone else's vote is
+  refused and recorded). Requests paused before this rule (stored with no approvers) follow it too.
+- Otherwise a vote counts only from a principal named in ``users``, belonging to one of ``groups``, or, with
+  ``any_authenticated``, any authenticated person; and never from the requester when ``allow_requester`` is false
+  (separation of duties).
+- A ServiceAccount (``system:serviceaccount:…``) never decides unless named: in ``users``, or through a listed
+  ``system:serviceaccounts…`` group. Not as the requester, not through ``any_authenticated`` or another group.
 - A principal counts once, whatever channel and alias it used (principals are canonical, see
   :mod:`agent_runtime.principals`); a second vote by the same principal is refused.
 - ``required`` distinct counted approvals approve; one counted deny denies at once, with its reason.
@@ -24,6 +27,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agent_runtime.agent_config import ApproversConfig
+from agent_runtime.principals import ANONYMOUS, INTERNAL, UNOWNED
+
+SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
+SERVICE_ACCOUNT_GROUP_PREFIX = "system:serviceaccounts"
+# Names no person authenticates as: never "any authenticated" approver.
+_NOBODY = frozenset({"", ANONYMOUS, INTERNAL, UNOWNED})
 
 Ballot = Literal["approve", "deny"]
 Outcome = Literal["pending", "approved", "denied"]
@@ -69,32 +78,54 @@ class Judgement:
 def who_may_decide(approvers: ApproversConfig | None, requester: str = "") -> str:
     """Who may decide, in words: ``alice or bob, or a member of sre (not the requester carol); 2 approvals``."""
     if approvers is None:
-        return "whoever may reach the request"
+        return f"only the requester {requester}" if requester else "only the requester"
     names = [*approvers.users, *(f"a member of {g}" for g in approvers.groups)]
+    if approvers.any_authenticated:
+        names.append("any authenticated person")
     who = " or ".join(names) if names else "nobody (the approvers list is empty)"
     if not approvers.allow_requester and requester:
         who += f", not the requester {requester}"
     return f"{who}; {approvers.required} approval{'s' if approvers.required != 1 else ''} needed"
 
 
+def is_service_account(principal: str) -> bool:
+    return principal.startswith(SERVICE_ACCOUNT_PREFIX)
+
+
+def _named(approvers: ApproversConfig, principal: str, groups: Iterable[str]) -> bool:
+    """Whether the approvers let ``principal`` decide (the requester clause aside). A ServiceAccount only by name."""
+    if principal in approvers.users:
+        return True
+    listed = set(approvers.groups) & set(groups)
+    if is_service_account(principal):
+        return any(g.startswith(SERVICE_ACCOUNT_GROUP_PREFIX) for g in listed)
+    return bool(listed) or (approvers.any_authenticated and principal not in _NOBODY)
+
+
 def refusal(approvers: ApproversConfig | None, requester: str, principal: str, groups: Iterable[str]) -> str:
     """Why ``principal`` may not vote on a request (empty when it may)."""
     if approvers is None:
-        return ""
+        if principal == requester and requester and not is_service_account(principal):
+            return ""
+        if principal == requester and requester:
+            return (f"{principal} is a ServiceAccount: a ServiceAccount decides only where approvers name it, and this "
+                    "request has no approvers")
+        return (f"{principal} may not decide this request: it has no approvers, so only its requester "
+                f"{requester or '(unknown)'} decides it")
     if not approvers.allow_requester and principal == requester:
         return f"{principal} started this task and may not decide its calls (separation of duties); " \
                f"who may decide: {who_may_decide(approvers, requester)}"
-    if principal in approvers.users or set(approvers.groups) & set(groups):
+    if _named(approvers, principal, groups):
         return ""
     return f"{principal} may not decide this request; who may decide: {who_may_decide(approvers, requester)}"
 
 
 def may_see(approvers: ApproversConfig | None, requester: str, principal: str, groups: Iterable[str]) -> bool:
     """Whether ``principal`` may see a request on a channel that lists requests across tasks (REST, the inbox):
-    the requester, and whoever may decide it."""
-    if principal == requester or approvers is None:
+    the requester, and whoever the approvers let decide it (no approvers: the requester alone)."""
+    if principal == requester and requester:
         return True
-    return principal in approvers.users or bool(set(approvers.groups) & set(groups))
+    return approvers is not None and _named(approvers, principal, groups)
 
 
 def tally(approvers: ApproversConfig | None, requester: str, votes: Sequence[Vote]) -> Tally:
@@ -128,4 +159,7 @@ def judge(approvers: ApproversConfig | None, requester: str, earlier: Sequence[V
     return Judgement(vote, True, "", tally(approvers, requester, [*earlier, vote]))
 
 
-__all__ = ["Ballot", "Judgement", "Outcome", "Tally", "Vote", "judge", "may_see", "refusal", "tally", "who_may_decide"]
+__all__ = [
+    "Ballot", "Judgement", "Outcome", "Tally", "Vote", "is_service_account", "judge", "may_see", "refusal", "tally",
+    "who_may_decide",
+]

@@ -9,8 +9,8 @@ Pure: a function of the AgentConfig and the call. Order of evaluation (first tha
 4. Otherwise the call runs.
 
 A gated call also gets its approvers (:mod:`agent_runtime.authority`): the matching rule's own, else the
-tool's (``approval.tool_approvers``), else the default (``approval.approvers``), else None (whoever reaches
-the request decides alone).
+tool's (``approval.tool_approvers``), else the default (``approval.approvers``), else None (the requester
+decides alone). :func:`requester_only` names the places of an Agent that gate calls with no approvers.
 
 Anything unexpected in the arguments (a rule's argument that is not a string, say) makes a ``require``
 or ``deny`` rule apply rather than silently not match: doubt gates, it never allows.
@@ -104,6 +104,21 @@ def gated_mcp_tools(config: AgentConfig) -> dict[str, tuple[str, str]]:
     return gated
 
 
+def requester_only(config: AgentConfig) -> tuple[str, ...]:
+    """Where ``config`` gates calls that get no approvers, so that only their requester may decide them (``rules[0]
+    (read_file)``, ``requireApproval (delete_file)``, ``requireForAllTools``); empty when every gated call has some."""
+    if config.approval.approvers is not None:
+        return ()
+    named = config.approval.tool_approvers
+    found = [f"spec.approval.rules[{i}] ({rule.tool})" for i, rule in enumerate(config.approval.rules)
+             if rule.action == "require" and rule.approvers is None and rule.tool not in named]
+    found += [f"spec.tools[{mcp.name}].mcpServer.requireApproval ({tool})" for mcp in config.mcp_servers
+              for tool in mcp.require_approval if tool not in named]
+    if config.approval.require_for_all_tools:
+        found.append("spec.approval.requireForAllTools")
+    return tuple(found)
+
+
 def server_of(config: AgentConfig, tool: str) -> str | None:
     """The MCP server that offers ``tool`` (tool names are unique per agent; the translator checks it)."""
     for mcp in config.mcp_servers:
@@ -112,4 +127,4 @@ def server_of(config: AgentConfig, tool: str) -> str | None:
     return None
 
 
-__all__ = ["Decision", "PolicyAction", "evaluate", "gated_mcp_tools", "server_of"]
+__all__ = ["Decision", "PolicyAction", "evaluate", "gated_mcp_tools", "requester_only", "server_of"]

@@ -494,11 +494,12 @@ def _approvers(spec: ApproversSpec | None, path: str, problems: list[Problem]) -
     if spec is None:
         return None
     users, groups = list(dict.fromkeys(spec.users)), list(dict.fromkeys(spec.groups))
-    if not users and not groups:
+    if not users and not groups and not spec.any_authenticated:
         problems.append(
-            Problem(path, "lists neither users nor groups: nobody could approve; name at least one user or group")
+            Problem(path, "lists neither users nor groups: nobody could approve; name at least one user or group, "
+                          "or set anyAuthenticated: true")
         )
-    elif not groups and spec.required > len(users):
+    elif not groups and not spec.any_authenticated and spec.required > len(users):
         problems.append(
             Problem(
                 f"{path}.required",
@@ -506,7 +507,8 @@ def _approvers(spec: ApproversSpec | None, path: str, problems: list[Problem]) -
                 "no call could ever be approved; lower required, or add users or groups",
             )
         )
-    return ac.ApproversConfig(users=users, groups=groups, required=spec.required, allow_requester=spec.allow_requester)
+    return ac.ApproversConfig(users=users, groups=groups, required=spec.required, allow_requester=spec.allow_requester,
+                              any_authenticated=spec.any_authenticated)
 
 
 def _access(agent: Agent, in_cluster: bool, problems: list[Problem]) -> ac.AccessConfig:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -144,16 +145,16 @@ async def test_a_session_grant_covers_calls_after_a_restart_until_it_ends(tmp_pa
         return db, svc
 
     db, svc = await started()
-    assert await svc.grant_for("c1", "", "files", "delete_file", args, None) is None
-    await svc.add_pending([record("apr-1")])
+    assert await svc.grant_for("c1", "bob", "files", "delete_file", args, None) is None
+    await svc.add_pending([replace(record("apr-1"), requested_by="bob")])  # bob's own task: he decides it
     await svc.vote("t1", {"apr-1": Vote("bob", frozenset(), "approve", "", "a2a")}, scope="session", grant_ttl=60)
-    assert (await svc.grant_for("c1", "", "files", "delete_file", args, None)) is not None
+    assert (await svc.grant_for("c1", "bob", "files", "delete_file", args, None)) is not None
     await db.dispose()
 
     db, svc = await started()  # a restart
-    grant = await svc.grant_for("c1", "", "files", "delete_file", args, None)
+    grant = await svc.grant_for("c1", "bob", "files", "delete_file", args, None)
     assert grant is not None and grant.request_id == "apr-1"
-    assert await svc.grant_for("c1", "", "files", "delete_file", {"path": "b.txt"}, None) is None
+    assert await svc.grant_for("c1", "bob", "files", "delete_file", {"path": "b.txt"}, None) is None
     now[0] = 130.0 + 60
-    assert await svc.grant_for("c1", "", "files", "delete_file", args, None) is None  # ended
+    assert await svc.grant_for("c1", "bob", "files", "delete_file", args, None) is None  # ended
     await db.dispose()

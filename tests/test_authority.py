@@ -37,8 +37,12 @@ def run(approvers: ApproversConfig | None, requester: str, votes: Sequence[Vote]
 
 
 def test_who_may_decide_in_words() -> None:
-    assert who_may_decide(None) == "whoever may reach the request"
-    assert who_may_decide(None, "carol") == "whoever may reach the request"
+    assert who_may_decide(None) == "only the requester"
+    assert who_may_decide(None, "carol") == "only the requester carol"
+    anyone = ApproversConfig(any_authenticated=True, allow_requester=False)
+    assert who_may_decide(anyone, "carol") == "any authenticated person, not the requester carol; 1 approval needed"
+    assert who_may_decide(ApproversConfig(groups=["sre"], any_authenticated=True)) == \
+        "a member of sre or any authenticated person; 1 approval needed"
     both = ApproversConfig(users=["alice", "bob"], groups=["sre"], required=2, allow_requester=False)
     assert who_may_decide(both, "carol") == "alice or bob or a member of sre, not the requester carol; 2 approvals needed"
     # No requester known (or the requester may decide): no separation-of-duties clause; one approval, singular.
@@ -50,9 +54,36 @@ def test_who_may_decide_in_words() -> None:
 # --- refusal ----------------------------------------------------------------------------------------------------
 
 
-def test_no_approvers_block_refuses_nobody() -> None:
+def test_no_approvers_block_lets_the_requester_alone_decide() -> None:
     assert refusal(None, "carol", "carol", ()) == ""
-    assert refusal(None, "carol", "mallory", ()) == ""
+    why = refusal(None, "carol", "mallory", {"sre", "system:authenticated"})
+    assert why == "mallory may not decide this request: it has no approvers, so only its requester carol decides it"
+    # A request with no known requester (none recorded) is decided by nobody but its timeout.
+    assert refusal(None, "", "", ()) and refusal(None, "", "mallory", ())
+
+
+SA = "system:serviceaccount:other:builder"
+SA_GROUPS = {"system:serviceaccounts", "system:serviceaccounts:other", "system:authenticated"}
+
+
+def test_a_service_account_decides_only_where_named() -> None:
+    # Not as the requester of a request with no approvers (a parent agent's account: the human it names decides) …
+    assert "is a ServiceAccount" in refusal(None, SA, SA, SA_GROUPS)
+    # … not through anyAuthenticated, nor through a group that is not a ServiceAccount group …
+    assert refusal(ApproversConfig(any_authenticated=True), "carol", SA, SA_GROUPS)
+    assert refusal(ApproversConfig(groups=["system:authenticated"]), "carol", SA, SA_GROUPS)
+    # … but by name, or through a ServiceAccount group the approvers list.
+    assert refusal(ApproversConfig(users=[SA]), "carol", SA, SA_GROUPS) == ""
+    assert refusal(ApproversConfig(groups=["system:serviceaccounts:other"]), "carol", SA, SA_GROUPS) == ""
+
+
+def test_any_authenticated_admits_every_person_but_never_nobody() -> None:
+    anyone = ApproversConfig(any_authenticated=True)
+    assert refusal(anyone, "carol", "mallory", ()) == ""
+    assert refusal(anyone, "carol", "carol", ()) == ""
+    for nobody in ("", "gatehouse:internal", "gatehouse:unowned", "anonymous"):
+        assert refusal(anyone, "carol", nobody, ()), nobody
+    assert "separation of duties" in refusal(anyone.model_copy(update={"allow_requester": False}), "carol", "carol", ())
 
 
 def test_listed_users_and_group_members_may_vote_others_may_not() -> None:
@@ -86,7 +117,11 @@ def test_group_names_are_matched_exactly() -> None:
 
 
 def test_may_see_the_requester_and_whoever_may_decide() -> None:
-    assert may_see(None, "carol", "mallory", ())  # no approvers: the channel's own reach applies
+    assert may_see(None, "carol", "carol", ())  # no approvers: the requester alone
+    assert not may_see(None, "carol", "mallory", {"sre"})
+    assert not may_see(None, "", "", ())
+    assert may_see(ApproversConfig(any_authenticated=True), "carol", "mallory", ())
+    assert not may_see(ApproversConfig(any_authenticated=True), "carol", SA, SA_GROUPS)
     assert may_see(SRE_TWO, "carol", "carol", ())  # the requester sees her request …
     assert may_see(SRE_TWO, "alice", "alice", {"sre"})  # … even when she may not decide it
     assert may_see(SRE_TWO, "carol", "bob", {"sre"})
@@ -98,12 +133,13 @@ def test_may_see_the_requester_and_whoever_may_decide() -> None:
 # --- tally ------------------------------------------------------------------------------------------------------
 
 
-def test_tally_without_approvers_the_first_vote_decides() -> None:
+def test_tally_without_approvers_the_requesters_vote_decides() -> None:
     assert tally(None, "carol", []).outcome == "pending"
     first = tally(None, "carol", [vote("carol"), vote("mallory", "deny")])
     assert (first.outcome, first.approvals, first.required) == ("approved", ("carol",), 1)
-    denied = tally(None, "carol", [vote("mallory", "deny", reason="no"), vote("carol")])
+    denied = tally(None, "carol", [vote("mallory", "approve"), vote("carol", "deny", reason="no")])
     assert denied.outcome == "denied" and denied.denied_by is not None and denied.denied_by.reason == "no"
+    assert tally(None, "carol", [vote("mallory"), vote("bob", "deny")]).outcome == "pending"
 
 
 def test_tally_counts_distinct_allowed_approvals_up_to_required() -> None:
@@ -166,12 +202,14 @@ def test_judge_refuses_with_the_reason_and_keeps_the_tally() -> None:
 def test_judge_refuses_votes_once_the_request_is_decided() -> None:
     denied = judge(SRE_TWO, "", [vote("bob", "deny", groups={"sre"})], vote("dave", groups={"sre"}))
     assert not denied.counted and denied.refused == "the request is already denied" and denied.tally.outcome == "denied"
-    approved = judge(None, "", [vote("carol")], vote("carol", "deny"))
+    approved = judge(None, "carol", [vote("carol")], vote("carol", "deny"))
     assert not approved.counted and approved.refused == "the request is already approved"
 
 
-def test_judge_without_approvers_the_first_vote_decides_whoever_casts_it() -> None:
+def test_judge_without_approvers_refuses_anyone_but_the_requester() -> None:
     j = judge(None, "carol", [], vote("mallory", "deny", reason="nope"))
+    assert not j.counted and j.tally.outcome == "pending" and "only its requester carol" in j.refused
+    j = judge(None, "carol", [], vote("carol", "deny", reason="nope"))
     assert j.counted and j.tally.outcome == "denied" and j.tally.denied_by == j.vote
 
 
@@ -288,15 +326,20 @@ def test_property_judge_never_counts_a_second_vote_by_the_same_principal(
 
 @settings(max_examples=200, deadline=None)
 @given(requester=st.sampled_from(PEOPLE), votes=st.lists(votes_by(st.sampled_from(PEOPLE)), min_size=1, max_size=8))
-def test_property_without_approvers_the_first_vote_decides(requester: str, votes: list[Vote]) -> None:
-    """(e) No approvers block: the first vote, by whoever reached the request, decides; every later vote is refused."""
-    first, *later = run(None, requester, votes)
-    assert first.counted
-    assert first.tally.outcome == ("approved" if votes[0].ballot == "approve" else "denied")
-    for j in later:
-        assert not j.counted and j.refused == f"the request is already {first.tally.outcome}"
-        assert j.tally.outcome == first.tally.outcome
-    assert tally(None, requester, votes).outcome == first.tally.outcome
+def test_property_without_approvers_the_requesters_first_vote_decides(requester: str, votes: list[Vote]) -> None:
+    """(e) No approvers block: only the requester's vote counts, and its first decides; nobody else's vote ever counts,
+    before it or after it."""
+    judgements = run(None, requester, votes)
+    mine = next((i for i, v in enumerate(votes) if v.principal == requester), None)
+    for i, j in enumerate(judgements):
+        assert j.counted == (i == mine), (i, j)
+        if mine is None or i < mine:
+            assert j.tally.outcome == "pending" and "only its requester" in j.refused
+    if mine is not None:
+        outcome = "approved" if votes[mine].ballot == "approve" else "denied"
+        assert judgements[-1].tally.outcome == outcome == tally(None, requester, votes).outcome
+    else:
+        assert tally(None, requester, votes).outcome == "pending"
 
 
 @pytest.mark.parametrize("required", [1, 2, 3])

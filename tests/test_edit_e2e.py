@@ -7,6 +7,7 @@ rule refuses writes of ``.env`` files; writes under ``prod/`` need a member of s
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 import uuid
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ import pytest
 
 from agent_runtime import wire
 from agent_runtime.approvals import args_hash
+from agent_runtime.redaction import REDACTED
 from agent_runtime.rest.models import ApprovalView, DecisionResult, ProblemDetails
 from tests.support.runtime import (
     Rpc,
@@ -215,3 +217,39 @@ def test_malformed_edits_are_refused_on_both_channels(env: Env) -> None:
         assert answer.status_code == 422 and problem in answer.json()["error"], answer.text
     assert env.rpc("alice").send("deny", task=task)["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert env.tools.executions("write_file", "notes/e.txt") == [] and env.tools.executions("write_file", "a") == []
+
+
+def test_a_rest_edit_that_leaves_a_redacted_field_as_shown_runs_with_its_real_value(env: Env) -> None:
+    """REST shows a secret as «redacted»; an approval that copies it back as shown must run with the real value, and
+    one that changes it is refused (issue 31: the tool used to run with the literal text «redacted»)."""
+    secret = "sk-" + secrets.token_hex(16)  # the shape of an API key: redacted by the built-in patterns
+    task, request = pause(env, f"write {secret} to notes/rest-s.txt")
+    with env.rest("alice") as client:
+        shown = ApprovalView.model_validate(client.get(f"/approvals/{request.id}").json())
+    assert shown.args == {"path": "notes/rest-s.txt", "content": REDACTED} and shown.redacted == ["$.content"]
+    changed = decide_rest(env, "alice", request.id,
+                          {"decision": "approve", "arguments": {**shown.args, "content": "guessed"}})
+    assert changed.status_code == 422, changed.text
+    assert "redacted fields cannot be edited: $.content" in ProblemDetails.model_validate(changed.json()).error
+    answer = decide_rest(env, "alice", request.id,
+                         {"decision": "approve", "arguments": {**shown.args, "path": "notes/rest-s2.txt"}})
+    assert answer.status_code == 200, answer.text
+    assert wait_for(lambda: env.tools.executions("write_file", "notes/rest-s2.txt"), 30)[0]["args"] == {
+        "path": "notes/rest-s2.txt", "content": secret}
+    assert sandbox(env, "notes/rest-s2.txt").read_text() == secret
+    view = ApprovalView.model_validate(env.rest("alice").get(f"/approvals/{request.id}").json())
+    assert view.args["content"] == REDACTED and view.edited is not None and view.edited.changed == ["path"]
+    wait_for(lambda: state(env.rpc("alice").get_task(task["id"])) == "TASK_STATE_COMPLETED", 30)
+
+
+def test_an_a2a_owner_edits_with_real_values_which_run_as_sent(env: Env) -> None:
+    """The A2A pause shows its owner the real arguments, so an A2A edit is taken as sent (the executor's path,
+    batches.plan_edits), never un-redacted: a new secret in place of the old one is the owner's to write."""
+    old, new = "sk-" + secrets.token_hex(16), "sk-" + secrets.token_hex(16)
+    task, request = pause(env, f"write {old} to notes/a2a-s.txt")
+    assert request.args == {"path": "notes/a2a-s.txt", "content": old}  # the owner sees the real value
+    edited = {"path": "notes/a2a-s.txt", "content": new}
+    done = env.rpc("alice").send(data=wire.approve_edited({request.id: edited}), task=task)["task"]
+    assert state(done) == "TASK_STATE_COMPLETED", status_text(done)
+    assert [e["args"] for e in env.tools.executions("write_file", "notes/a2a-s.txt")] == [edited]
+    assert sandbox(env, "notes/a2a-s.txt").read_text() == new

@@ -1,7 +1,8 @@
 """REST approvals, server-sent events, webhooks and metrics over real HTTP: runtime + demo tools as processes.
 
-One runtime serves the module, with bearer tokens on (alice, bob, a bare token), and three webhooks: a
-healthy receiver (signed JSON), one answering 500 and one refusing connections.
+One runtime serves the module, with bearer tokens on (alice, bob, a bare token), approvers ``{anyAuthenticated: true}``
+(anyone signed in may decide anyone's calls), and three webhooks: a healthy receiver (signed JSON), one answering 500
+and one refusing connections.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
             "--webhook", f"{receiver.url}/fail", "--webhook", f"http://127.0.0.1:{free_port()}/refused",
             "--webhook", f"{receiver.url}/ok",
         ]
-        with runtime(base / "rt", tools, serve_args=args) as proc:
+        # alice asks, and bob or the bare token decide: the Agent opts in to any authenticated person deciding.
+        with runtime(base / "rt", tools, serve_args=args, approvers={"anyAuthenticated": True}) as proc:
             yield Env(tools, proc, receiver)
 
 

@@ -107,7 +107,7 @@ async def test_an_idempotency_key_is_forgotten_after_its_ttl(make_app: Callable[
 
 
 async def test_decide_one_directly(make_app: Callable[..., Any]) -> None:
-    async with make_app() as app:
+    async with make_app(approvers={"users": ["alice"]}) as app:  # alice decides anyone's calls (anonymous asks)
         with pytest.raises(UnknownRequest):
             await app.runtime.decide_one("apr-missing", Vote("alice", frozenset(), "approve", "", "kubernetes"))
         task = await app.pause("direct.txt")

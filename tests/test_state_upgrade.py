@@ -1,11 +1,13 @@
-"""State directories written by older releases (tests/testdata/state-v1 and state-v2, see their READMEs) under this
+"""State directories written by older releases (tests/testdata/state-v1 to state-v4, see their READMEs) under this
 runtime, which upgrades them to the current state version at start-up.
+
+Requests stored with no approvers (every version, and version 4's release meant "any authenticated caller decides" by
+it) follow this release's rule: the requester decides alone; nobody else sees them on REST or decides them.
 
 Version 1: the old release paused one ``delete_file`` call over A2A in local mode; tasks had no owner then, requests no
 requester and no approvers. This runtime gives what was pending to one principal: ``anonymous`` in local mode (the
 same caller as before), else the configured ``access.unowned_tasks_owner``, else a name nobody authenticates as (the
-task is readable by nobody, while its request can still be decided over REST and the runtime resumes it for its
-owner).
+task is readable by nobody, and its request, which has no approvers, is decided by nobody: it waits for its timeout).
 
 Version 2: alice decided one call over REST with an ``Idempotency-Key`` (then keys had no owner) and left another
 pending. Keys are now the principal's own: the old one answers nobody (not bob, who re-sends it with alice's body,
@@ -77,17 +79,18 @@ def test_the_fixture_is_a_version_1_state_with_one_pending_call() -> None:
 
 @contextmanager
 def upgraded_runtime(
-    base: Path, serve_args: Sequence[str] = (), state: Path = STATE_V1, path: str = PATH, **access: Any
+    base: Path, serve_args: Sequence[str] = (), state: Path = STATE_V1, path: str = PATH,
+    approvers: dict[str, Any] | None = None, **access: Any,
 ) -> Iterator[tuple[RuntimeProcess, Tools, Path]]:
     """This runtime on a copy of an old state directory (``state``), the demo tools' sandbox holding the file to
-    delete (``path``); the example agent, with ``access`` fields when given (then as a config.json)."""
+    delete (``path``); the example agent, with ``approvers`` and ``access`` fields when given (then as a config.json)."""
     state_dir = base / "state"
     state_dir.mkdir(parents=True)
     db = state_dir / "gatehouse.db"
     shutil.copyfile(state, db)
     with demo_tools(base / "tools") as tools:
         (tools.sandbox / path).write_text("written before the upgrade\n")
-        manifests = write_manifests(base / "manifests", tools.url)
+        manifests = write_manifests(base / "manifests", tools.url, **({"approvers": approvers} if approvers else {}))
         config_args: list[str] = []
         if access:
             config = select_agent_config(manifests).model_dump()
@@ -134,7 +137,7 @@ def test_local_mode_the_old_task_is_the_anonymous_callers_and_resumes_once(tmp_p
         assert_upgraded(db, "anonymous")
 
 
-def test_with_tokens_the_old_task_is_nobodys_but_its_request_can_still_be_decided(tmp_path: Path) -> None:
+def test_with_tokens_the_old_task_is_nobodys_and_so_is_its_request(tmp_path: Path) -> None:
     (tmp_path / "tokens").write_text("alice:groups=sre:tok-alice\n")
     with upgraded_runtime(tmp_path, ["--api-token-file", str(tmp_path / "tokens")]) as (proc, tools, db):
         alice = Rpc(proc.url, "tok-alice")
@@ -147,28 +150,21 @@ def test_with_tokens_the_old_task_is_nobodys_but_its_request_can_still_be_decide
         into = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "taskId": TASK_ID, "contextId": CONTEXT_ID,
                 "parts": [{"data": wire.approve_all()}]}
         assert "TASK_NOT_FOUND" in json.dumps(alice.call("SendMessage", {"message": into})["error"])
-        # Its request has no approvers block, so any authenticated user sees it on REST and may decide it.
+        # Its request has no approvers block, so only its requester decides it, and nobody authenticates as that: alice
+        # neither sees it on REST nor decides it (her vote is recorded, refused); it waits for its timeout.
         rest = httpx.Client(base_url=proc.url, headers={"Authorization": "Bearer tok-alice"}, timeout=60)
-        (view,) = ApprovalList.model_validate_json(rest.get("/approvals").content).approvals
-        assert (view.id, view.task_id, view.tool, view.args, view.status) == (REQUEST_ID, TASK_ID, "delete_file",
-                                                                               {"path": PATH}, "pending")
-        assert view.approvers is None and view.requested_by == "gatehouse:unowned"
-        assert not tools.executions("delete_file", PATH)
+        assert ApprovalList.model_validate_json(rest.get("/approvals").content).approvals == []
         reply = rest.post(f"/approvals/{REQUEST_ID}/decision", json={"decision": "approve", "reason": "old but fine"},
                           headers={"Idempotency-Key": str(uuid.uuid4())})
-        assert reply.status_code == 200, reply.text
-        decided = DecisionResult.model_validate_json(reply.content).approval
-        assert (decided.status, decided.decided_by, decided.reason) == ("approved", "alice", "old but fine")
-        # The runtime resumes the task for its owner: the call runs, once.
-        wait_for(lambda: tools.executions("delete_file", PATH), 60)
-        wait_for(lambda: "COMPLETED" in str(query(db, "SELECT status FROM tasks WHERE id = ?", TASK_ID)), 30)
-        assert len(tools.executions("delete_file", PATH)) == 1 and not (tools.sandbox / PATH).exists()
-        assert TASK_ID not in json.dumps(alice.call("ListTasks", {}))  # still nobody's to read
+        assert reply.status_code == 404, reply.text
+        assert not tools.executions("delete_file", PATH)
     (status,) = query(db, "SELECT status FROM tasks WHERE id = ?", TASK_ID)[0]
-    assert json.loads(status)["state"] == "TASK_STATE_COMPLETED" and f"Delete of {PATH}" in status
+    assert json.loads(status)["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert query(db, "SELECT status FROM gatehouse_approvals") == [("pending",)]
     assert_upgraded(db, "gatehouse:unowned")
-    votes = query(db, "SELECT principal, ballot, channel, counted FROM gatehouse_approval_votes")
-    assert votes == [("alice", "approve", "rest", 1)]
+    votes = query(db, "SELECT principal, ballot, channel, counted, note FROM gatehouse_approval_votes")
+    assert votes == [("alice", "approve", "rest", 0, "alice may not decide this request: it has no approvers, so only its "
+                                                       "requester gatehouse:unowned decides it")]
 
 
 def test_with_tokens_and_an_owner_for_old_tasks_the_old_task_is_that_principals(tmp_path: Path) -> None:
@@ -207,26 +203,30 @@ def test_v2_keys_become_their_principals_and_the_old_one_answers_nobody(tmp_path
 
         assert query(db, "SELECT component, version FROM gatehouse_schema") == [("runtime", SCHEMA_VERSION)]
         assert query(db, "SELECT principal FROM gatehouse_idempotency_keys WHERE key = ?", V2_KEY) in ([("",)], [])
-        # Bob re-sends alice's key and body: his own first use of the key, not alice's 200.
+        # Bob re-sends alice's key and body: his own first use of the key, not alice's 200 (and alice's request, with no
+        # approvers, is not his to see).
         replayed = decide(bob, V2_DECIDED, V2_KEY)
-        assert replayed.status_code == 409 and replayed.json()["approval"]["decided_by"] == "alice", replayed.text
+        assert replayed.status_code == 404, replayed.text
         # Nor does the key written before the upgrade answer alice: handled afresh, the request is decided already.
         assert decide(alice, V2_DECIDED, V2_KEY).status_code == 409
-        # A key bob and alice both use on the pending request: two keys, two answers.
-        (view,) = ApprovalList.model_validate_json(bob.get("/approvals").content).approvals
+        # A key bob and alice both use on the pending request: two keys, two answers. The request has no approvers: it
+        # is alice's alone to see and decide.
+        assert ApprovalList.model_validate_json(bob.get("/approvals").content).approvals == []
+        assert decide(bob, V2_PENDING, "shared-key").status_code == 404
+        (view,) = ApprovalList.model_validate_json(alice.get("/approvals").content).approvals
         assert (view.id, view.status, view.requested_by) == (V2_PENDING, "pending", "alice")
-        first = decide(bob, V2_PENDING, "shared-key")
-        assert first.status_code == 200 and DecisionResult.model_validate_json(first.content).approval.decided_by == "bob"
-        again = decide(bob, V2_PENDING, "shared-key")
+        first = decide(alice, V2_PENDING, "shared-key")
+        assert first.status_code == 200 and DecisionResult.model_validate_json(first.content).approval.decided_by == "alice"
+        again = decide(alice, V2_PENDING, "shared-key")
         assert (again.status_code, again.text) == (200, first.text)
-        late = decide(alice, V2_PENDING, "shared-key")
-        assert late.status_code == 409 and "Already decided" in late.json()["error"], late.text
+        late = decide(bob, V2_PENDING, "shared-key")
+        assert late.status_code == 404, late.text
         wait_for(lambda: tools.executions("delete_file", "pending.txt"), 60)
         wait_for(lambda: "COMPLETED" in str(query(db, "SELECT status FROM tasks WHERE id = ?", V2_PENDING_TASK)), 30)
         assert len(tools.executions("delete_file", "pending.txt")) == 1
     keys = query(db, "SELECT principal, request_id, status_code FROM gatehouse_idempotency_keys WHERE principal != '' "
                      "ORDER BY created_at")
-    assert keys == [("bob", V2_DECIDED, 409), ("alice", V2_DECIDED, 409), ("bob", V2_PENDING, 200), ("alice", V2_PENDING, 409)]
+    assert keys == [("alice", V2_DECIDED, 409), ("alice", V2_PENDING, 200)]  # a 404 stores no key
 
 
 # Version 3 (tests/testdata/state-v3, written by the release at b0756a4): alice decided a delete over REST (one vote, one
@@ -301,3 +301,41 @@ def test_v3_the_pending_write_is_still_listed_and_alices_approval_runs_it_once(t
         (V3_DECIDED, "approved"), (V3_PENDING, "approved")]
     votes = query(db, "SELECT request_id, principal, ballot, channel, counted FROM gatehouse_approval_votes ORDER BY id")
     assert votes == [(V3_DECIDED, "alice", "approve", "rest", 1), (V3_PENDING, "alice", "approve", "rest", 1)]
+
+
+# Version 4 (tests/testdata/state-v4, written by the release at 2e84f81, before issue 31): alice paused a delete; the
+# request is stored with no approvers, which then meant "any authenticated caller may decide" on REST and kubectl (bob
+# saw it in GET /approvals). The rule of this release applies to it: no approvers, the requester decides alone.
+STATE_V4 = Path(__file__).parent / "testdata" / "state-v4" / "gatehouse.db"
+V4_PENDING, V4_TASK, V4_PATH = "apr-27d51f54aaf34d87", "c6b537b9-1f38-4096-88ff-c69a181172df", "kept.txt"
+
+
+def test_the_v4_fixture_holds_alices_pending_call_with_no_approvers() -> None:
+    assert query(STATE_V4, "SELECT component, version FROM gatehouse_schema") == [("runtime", 4)]
+    assert query(STATE_V4, "SELECT id, task_id, status, requested_by, approvers_json FROM gatehouse_approvals") == [
+        (V4_PENDING, V4_TASK, "pending", "alice", None)]
+
+
+def test_a_request_paused_before_issue_31_with_no_approvers_is_decided_by_its_requester_alone(tmp_path: Path) -> None:
+    (tmp_path / "tokens").write_text("alice:tok-alice\nbob:groups=sre:tok-bob\n")
+    serve = ["--api-token-file", str(tmp_path / "tokens")]
+    with upgraded_runtime(tmp_path, serve, state=STATE_V4, path=V4_PATH, approvers={"groups": ["sre"]}) as (proc, tools, db):
+        alice, bob = (httpx.Client(base_url=proc.url, headers={"Authorization": f"Bearer tok-{who}"}, timeout=60)
+                      for who in ("alice", "bob"))
+
+        def decide(client: httpx.Client) -> httpx.Response:
+            return client.post(f"/approvals/{V4_PENDING}/decision", json={"decision": "approve"},
+                               headers={"Idempotency-Key": str(uuid.uuid4())})
+
+        # bob is in sre, whom the Agent names now, but the request keeps the approvers it paused with (none).
+        assert ApprovalList.model_validate_json(bob.get("/approvals").content).approvals == []
+        assert bob.get(f"/approvals/{V4_PENDING}").status_code == 404
+        assert decide(bob).status_code == 404
+        assert not tools.executions("delete_file", V4_PATH)
+        reply = decide(alice)
+        assert reply.status_code == 200, reply.text
+        assert DecisionResult.model_validate_json(reply.content).approval.decided_by == "alice"
+        wait_for(lambda: tools.executions("delete_file", V4_PATH), 60)
+        assert len(tools.executions("delete_file", V4_PATH)) == 1
+    votes = query(db, "SELECT principal, counted FROM gatehouse_approval_votes WHERE request_id = ? ORDER BY id", V4_PENDING)
+    assert votes == [("bob", 0), ("alice", 1)]

@@ -311,6 +311,7 @@ class ApprovalService:
         also: Callable[[Connection, float, list[Voted]], None] | None = None,
         grant: grant_rows.GrantTerms | None = None, grant_ttl: float = 3600.0,
         edits: Mapping[str, EditPlan] | None = None, seen: Mapping[str, str] | None = None,
+        planners: Mapping[str, Callable[[ApprovalRecord], EditPlan | None]] | None = None,
     ) -> list[Voted]:
         """Cast one vote on each named pending request of ``task_id`` (``{request_id: vote}``), judged by
         :func:`agent_runtime.authority.judge`, in ONE transaction: every vote is recorded (counted or refused,
@@ -320,7 +321,10 @@ class ApprovalService:
         makes a grant (approvals/grants.py: the exact arguments, or ``grant``'s glob) lasting ``grant_ttl``.
         ``also(conn, decided_at, results)`` runs in the same transaction (an idempotency key storing the answer),
         whatever the judgement. ``edits``: approvals with changed arguments (:mod:`agent_runtime.edits`, checked by the
-        caller against the policy); see :meth:`_edit`. ``seen``: the arguments' hash each voter saw
+        caller against the policy); see :meth:`_edit`. ``planners``: edits planned inside this transaction from the
+        locked request (``planner(record) -> EditPlan | None``; what it raises rolls everything back): the channels that
+        show redacted arguments get their real values back against the record as it stands, never a copy read before
+        (:class:`~agent_runtime.server.decide_one.DecideOne`). ``seen``: the arguments' hash each voter saw
         (``{request_id: args_hash}``); a request whose arguments differ now raises :class:`ArgumentsChanged`, and
         nothing is written.
         """
@@ -340,6 +344,8 @@ class ApprovalService:
                 # Without approvers one counted vote decides, so a pending request has none counted yet: nothing to read.
                 earlier = vote_rows.for_request(conn, request_id) if record.approvers is not None else []
                 plan = (edits or {}).get(request_id)
+                if planners is not None and request_id in planners:
+                    plan = planners[request_id](record)
                 if plan is not None:
                     refused = self._edit(conn, record, cast, plan, now)
                     if refused is not None:

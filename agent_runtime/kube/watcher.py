@@ -34,7 +34,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from agent_runtime import redaction
 from agent_runtime.approvals import AlreadyDecided, ApprovalService
 from agent_runtime.authority import Vote
 from agent_runtime.delegation import relay
@@ -236,15 +235,11 @@ class DecisionWatcher:
                     await self._approvals.refuse_vote(request_id, vote, refused)
                     log.warning("kube: %s's vote on %s does not count: %s", ballot.key, request_id, refused)
                     continue
-                try:
-                    arguments = None
-                    if ballot.arguments is not None:  # edited from what the ToolApproval shows: redacted values kept
-                        current = await self._approvals.get(request_id) or record
-                        arguments = redaction.unredact(ballot.arguments, current.args, current.shown)
-                    one = await self._decide_one(request_id, vote, arguments=arguments)
+                try:  # arguments: edited from what the ToolApproval shows (redacted); DecideOne un-redacts them
+                    one = await self._decide_one(request_id, vote, arguments=ballot.arguments)
                 except AlreadyDecided:
                     return
-                except (EditRefused, redaction.RedactedEdit) as exc:
+                except EditRefused as exc:
                     # The voter learns why from the ToolApproval's status (their vote, not counted, with the reason).
                     await self._approvals.refuse_vote(request_id, vote, f"the edit was refused: {exc}")
                     log.warning("kube: %s's edit of %s refused: %s", ballot.by, request_id, exc)

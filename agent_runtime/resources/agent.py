@@ -119,6 +119,11 @@ class ApproversSpec(SpecModel):
     allow_requester: bool = Field(
         default=True, description="Whether the principal who started the task may decide its calls (false: separation of duties)."
     )
+    any_authenticated: bool = Field(
+        default=False,
+        description="Whether any authenticated person (never a ServiceAccount) may decide, besides the users and groups "
+        "listed: the explicit opt-in to letting anyone decide.",
+    )
 
 
 class ApprovalRule(SpecModel):
@@ -192,7 +197,7 @@ class ApprovalSpec(SpecModel):
         default=False, description="Whether an approval may cover the same tool for the rest of the conversation."
     )
     approvers: ApproversSpec | None = Field(
-        default=None, description="Who may decide every gated call without approvers of its own; none: whoever owns the task."
+        default=None, description="Who may decide every gated call without approvers of its own; none: the requester alone."
     )
     tool_approvers: list[ToolApprovers] = Field(
         default_factory=list,

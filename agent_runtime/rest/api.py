@@ -14,8 +14,10 @@ Routes (JSON bodies are the models of :mod:`agent_runtime.rest.models`; every 4x
 A decision is the caller's vote, through :class:`agent_runtime.server.decide_one.DecideOne` and the one authority
 function: 200 when it decided the request, 202 when it counted but more approvals are needed, 403 when it does
 not count (not among the approvers, the requester under separation of duties, a second vote; the vote is
-recorded all the same). Every route here needs the caller's principal, which the app's middleware authenticated
-(:mod:`agent_runtime.access.middleware`); a caller sees the requests it asked for or may decide.
+recorded all the same). A vote on a request the caller may not see (another's request with no approvers) is answered
+404, as for an unknown id, and recorded as not counted. Every route here needs the caller's principal, which the app's
+middleware authenticated (:mod:`agent_runtime.access.middleware`); a caller sees the requests it asked for or may
+decide.
 """
 
 from __future__ import annotations
@@ -180,9 +182,11 @@ class RestApi:
         if stored is not None:
             return self._replay(stored, fingerprint, key)
         record = await self._approvals.get(request_id)
-        if record is None or not self._visible(record, principal):
-            return _problem(404, f"no approval request {request_id!r}")
         vote = Vote(principal.id, principal.groups, body.decision, body.reason, SOURCE, principal.seen_as)
+        if record is None or not self._visible(record, principal):
+            if record is not None:
+                await self._decide_one.refuse_unseen(record, vote)
+            return _problem(404, f"no approval request {request_id!r}")
         answer: list[tuple[int, str]] = []
 
         def remember(conn: Connection, _: float, results: list[Voted]) -> None:

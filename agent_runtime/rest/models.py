@@ -77,7 +77,8 @@ class ApprovalList(BaseModel):
 
 class DecisionBody(BaseModel):
     """``POST /approvals/{id}/decision``: ``{"decision": "approve"|"deny", "reason": "…"}``; an approval may carry
-    ``arguments``, the call's complete new arguments, where the Agent allows editing (agent_runtime/edits.py)."""
+    ``arguments``, the call's complete new arguments as REST shows them, where the Agent allows editing
+    (agent_runtime/edits.py): a field left ``«redacted»`` keeps its real value, a changed redacted field is refused."""
 
     model_config = ConfigDict(extra="forbid")
 

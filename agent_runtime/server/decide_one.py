@@ -20,6 +20,12 @@ task with several pending requests may be decided piece by piece by different pe
    each once; denied ones get their reason). Whichever decision completes a pause — this one, an A2A
    message for the remaining ids, or the timeout sweeper — the executor answers all calls of the pause.
 
+Edit and approve: every channel that calls ``DecideOne`` shows the arguments redacted (REST, the inbox, kubectl and
+the Slack bridge's ToolApproval votes), so the ``arguments`` it is given are edited from what was *shown*. They are
+un-redacted once, inside the vote's transaction against the locked request (:func:`agent_runtime.redaction.unredact`:
+a field left ``«redacted»`` keeps its real value, a changed one refuses the edit), then checked against the policy
+(:func:`~agent_runtime.server.batches.plan_edits`). A2A owners see the real arguments and edit through the executor.
+
 The resume runs in the background by default (a caller such as a REST handler answers as soon as the
 decision is recorded); ``wait=True`` awaits it. If the runtime stops in between, :meth:`DecideOne.resume_recorded`
 finishes such tasks at the next start (every ``decide_one`` decision has a row in the deciders table).
@@ -40,10 +46,11 @@ from typing import Any
 from a2a.server.context import ServerCallContext
 from sqlalchemy import Connection
 
+from agent_runtime import redaction
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import ApprovalRecord, ApprovalService, Voted
-from agent_runtime.authority import Judgement, Vote
-from agent_runtime.edits import EditRefused
+from agent_runtime.authority import Judgement, Vote, refusal
+from agent_runtime.edits import EditPlan, EditRefused
 from agent_runtime.metrics import Metrics
 from agent_runtime.server.batches import OUTCOME_LABEL, plan_edits
 from agent_runtime.server.owners import acting_for
@@ -62,11 +69,12 @@ class UnknownRequest(LookupError):
 
 @dataclass(frozen=True)
 class OneDecided:
-    """One vote's effect: the request after it, the authority's judgement, and the background resume (None
-    unless this vote decided the last pending request of the pause)."""
+    """One vote's effect: the request after it, the authority's judgement, the background resume (None unless this
+    vote decided the last pending request of the pause), and whether its edit was applied."""
 
     voted: Voted
     resume: asyncio.Task[None] | None
+    edited: bool = False
 
     @property
     def record(self) -> ApprovalRecord:
@@ -103,31 +111,31 @@ class DecideOne:
         :class:`~agent_runtime.approvals.AlreadyDecided`. A vote that is refused or does not yet decide is recorded
         and answered as such. ``also(conn, decided_at, results)`` adds writes to the same transaction. ``scope``
         ``session`` makes an approval that decides the request a session grant (the inbox offers it where the Agent
-        allows session grants). ``arguments``: approve the call with these arguments instead (edit and approve); raises
-        :class:`~agent_runtime.edits.EditRefused` where the policy does not allow it. ``seen``: the arguments' hash the
+        allows session grants). ``arguments``: approve the call with these arguments instead (edit and approve), edited from
+        the arguments as shown (redacted); raises :class:`~agent_runtime.edits.EditRefused` where the policy does not
+        allow it or a redacted field was changed. ``seen``: the arguments' hash the
         voter saw; raises :class:`~agent_runtime.approvals.ArgumentsChanged` when an edit changed them since. ``record``:
         the request as the caller has just read it (the vote re-reads it under its lock), to spare a read."""
         if record is None or record.id != request_id:
             record = await self.approvals.get(request_id)
         if record is None:
             raise UnknownRequest(request_id)
-        plans = {}
-        if arguments is not None and record.status == "pending":
-            if self.config is None:
-                raise EditRefused("this channel cannot edit a call's arguments")
-            plans = plan_edits(self.config, [record], {request_id: arguments})
-        (voted,) = await self.approvals.vote(record.task_id, {request_id: vote}, also=also, scope=scope, edits=plans,
-                                             seen={request_id: seen} if seen is not None else None)
-        edited = request_id in plans and voted.record.args == plans[request_id].args
+        planned: dict[str, EditPlan] = {}
+        planners = None
+        if arguments is not None:
+            planners = {request_id: self._planner(request_id, arguments, planned)}
+        (voted,) = await self.approvals.vote(record.task_id, {request_id: vote}, also=also, scope=scope,
+                                             planners=planners, seen={request_id: seen} if seen is not None else None)
+        edited = request_id in planned and voted.record.args == planned[request_id].args
         if not voted.decided:
             if edited:
-                changed = ", ".join(plans[request_id].changed)
+                changed = ", ".join(planned[request_id].changed)
                 await self._restate(voted.record, vote.channel, f"{vote.principal} edited the arguments of {request_id} "
                                                                  f"({changed}); votes cast before the edit no longer count.")
             elif voted.judgement.counted:
                 await self._restate(voted.record, vote.channel, f"{vote.principal}'s approval of {request_id} was counted; "
                                                                  f"{voted.judgement.tally.progress()}.")
-            return OneDecided(voted, None)
+            return OneDecided(voted, None, edited)
         decided = voted.record
         self.metrics.pending.dec()
         self.metrics.decisions.labels(outcome=OUTCOME_LABEL[decided.status], source=vote.channel).inc()
@@ -135,7 +143,7 @@ class DecideOne:
             await self._restate(decided, vote.channel, f"{decided.describe_decision()} (decided by "
                                                        f"{voted.judgement.tally.decided_by}); other requests of this pause "
                                                        "are still pending.")
-            return OneDecided(voted, None)
+            return OneDecided(voted, None, edited)
         note = (f"{decided.describe_decision()} (decided by {voted.judgement.tally.decided_by}); "
                 "every request of this pause is decided: resuming.")
         resume = asyncio.create_task(self._resume(decided, vote.channel, note), name=f"gatehouse-resume-{record.task_id}")
@@ -143,7 +151,37 @@ class DecideOne:
         resume.add_done_callback(_resuming.discard)
         if wait:
             await asyncio.shield(resume)
-        return OneDecided(voted, resume)
+        return OneDecided(voted, resume, edited)
+
+    async def refuse_unseen(self, record: ApprovalRecord, vote: Vote) -> None:
+        """A vote on a request its voter may not see (REST, the inbox answer "no such request", never that it exists):
+        recorded all the same, as not counted and why, so the attempt is in the record the approvers read."""
+        if record.status == "pending":
+            why = refusal(record.approvers, record.requested_by, vote.principal, vote.groups)
+            await self.approvals.refuse_vote(record.id, vote, why or f"{vote.principal} may not see this request")
+
+    def _planner(
+        self, request_id: str, shown: dict[str, Any], planned: dict[str, EditPlan],
+    ) -> Callable[[ApprovalRecord], EditPlan | None]:
+        """The edit of ``request_id`` from the arguments as ``shown``, planned inside the vote's transaction against the
+        locked request (``planned`` keeps what it planned, for the answer)."""
+        config = self.config
+
+        def plan(locked: ApprovalRecord) -> EditPlan | None:
+            if config is None:
+                raise EditRefused("this channel cannot edit a call's arguments")
+            try:
+                real = redaction.unredact(shown, locked.args, locked.shown)
+            except redaction.RedactedEdit as exc:
+                raise EditRefused(f"{request_id} ({locked.tool}): {exc} (they are hidden from you; left as shown they "
+                                  "keep their values)") from None
+            found = plan_edits(config, [locked], {request_id: real}).get(request_id)
+            planned.pop(request_id, None)
+            if found is not None:
+                planned[request_id] = found
+            return found
+
+        return plan
 
     async def _restate(self, record: ApprovalRecord, source: str, note: str) -> None:
         """The pause goes on: restate it on the task with what is still pending and the votes so far (an internal

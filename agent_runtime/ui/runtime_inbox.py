@@ -11,10 +11,10 @@ one authority function, recorded in the votes table, N-of-M, the call run exactl
 
 Edit and approve (:meth:`RuntimeInbox.approve_edited`): where the policy allows it (:func:`agent_runtime.edits.editable`)
 a card is :attr:`~agent_runtime.ui.cards.Card.editable`; the page sends the fields the approver changed, which are laid
-over the arguments *as shown* and then given their real values back where they were redacted
-(:func:`agent_runtime.redaction.unredact`: a field left as shown keeps its real value; a redacted one changed is
-refused, nobody edits what they cannot see). The result goes to ``DecideOne`` as the call's complete new arguments,
-checked against the whole policy again there. The approver's page never holds a redacted value.
+over the arguments *as shown* and handed to ``DecideOne`` as the call's complete new arguments. ``DecideOne`` gives
+redacted fields their real values back inside the vote's transaction (a field left as shown keeps its real value; a
+redacted one changed is refused, nobody edits what they cannot see) and checks the whole policy again. The approver's
+page never holds a redacted value.
 """
 
 from __future__ import annotations
@@ -181,6 +181,8 @@ class RuntimeInbox:
     async def decide(self, viewer: Principal, key: str, ballot: Ballot, reason: str, session: bool) -> Outcome:
         record = await self._approvals.get(key)
         if record is None or not self._visible(record, viewer):
+            if record is not None:
+                await self._decide.refuse_unseen(record, Vote(viewer.id, viewer.groups, ballot, reason, CHANNEL, viewer.seen_as))
             return Outcome(key, False, "unknown", f"no approval request {key!r} that you may see")
         if session and not self._allow_session:
             return Outcome(key, False, "invalid", f"agent {self._agent} does not allow approvals for the session")
@@ -191,6 +193,8 @@ class RuntimeInbox:
     async def approve_edited(self, viewer: Principal, key: str, changes: Mapping[str, Any], seen: str) -> Outcome:
         record = await self._approvals.get(key)
         if record is None or not self._visible(record, viewer):
+            if record is not None:
+                await self._decide.refuse_unseen(record, Vote(viewer.id, viewer.groups, "approve", "", CHANNEL, viewer.seen_as))
             return Outcome(key, False, "unknown", f"no approval request {key!r} that you may see")
         if record.status != "pending":
             return Outcome(key, False, "already", await self._already(record))
@@ -198,12 +202,9 @@ class RuntimeInbox:
             by = f" (edited by {record.edited_by})" if record.edited_by else ""
             return Outcome(key, False, "refused", f"{record.tool}: its arguments changed since your page showed them{by}; "
                                                   "look at them again. Nothing was decided.")
-        try:
-            arguments = redaction.unredact({**record.shown.args, **changes}, record.args, record.shown)
-        except redaction.RedactedEdit as exc:
-            return Outcome(key, False, "refused", f"{record.tool}: {exc} (they are hidden from you and keep their "
-                                                  "values). Nothing was decided.")
-        return await self._cast(viewer, record, "approve", "", "once", arguments, seen or None)
+        # Laid over the arguments as shown; DecideOne gives redacted fields their real values back (or refuses a change
+        # to one) inside the vote's transaction.
+        return await self._cast(viewer, record, "approve", "", "once", {**record.shown.args, **changes}, seen or None)
 
     async def _cast(
         self, viewer: Principal, record: ApprovalRecord, ballot: Ballot, reason: str, scope: str,
@@ -223,7 +224,7 @@ class RuntimeInbox:
         except edits.EditRefused as exc:
             return Outcome(key, False, "refused", f"{exc} Nothing was decided; the request is still pending.")
         judgement, after = one.judgement, one.record
-        edited = arguments is not None and arguments != record.args and after.args == arguments
+        edited = one.edited
         changed = ", ".join(v.changed) if edited and (v := after.edited_view()) is not None else ""
         if not judgement.counted:
             if edited:  # applied, but the edited call needs approvers the editor is not among

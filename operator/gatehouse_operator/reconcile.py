@@ -47,7 +47,7 @@ from pydantic import ValidationError
 from agent_runtime.errors import Problem, TranslationError, problems_from_validation
 from agent_runtime.resources import Agent
 from agent_runtime.translator import access_files, database_env, translate
-from gatehouse_operator import access, apply, builders, claims, status, storage, tokenreview
+from gatehouse_operator import access, apply, approvers, builders, claims, status, storage, tokenreview
 from gatehouse_operator.admission import admission_condition
 from gatehouse_operator.dependencies import Dependencies, ReferencedSecrets, is_missing
 from gatehouse_operator.kube import ApiException
@@ -173,7 +173,8 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
     deployment = next(a.obj for a in applied if a.kind == "Deployment")
     accepted = status.StatusCondition("Accepted", True, "Reconciled", f"AgentConfig {digest[:12]} is applied")
     conditions = (storage.durable_condition(agent), claims.state_condition(
-        storage.layout(agent), claim.applied.obj if claim else None, claim.notes if claim else ()))
+        storage.layout(agent), claim.applied.obj if claim else None, claim.notes if claim else ()),
+        approvers.approvers_condition(config))
     written = _write_status(state, body, accepted, status.ready_condition(deployment), digest, now, admission, conditions)
     changes = tuple(str(a) for a in applied if a.action != "unchanged")
     if changes:

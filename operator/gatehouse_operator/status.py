@@ -16,6 +16,8 @@
   (:mod:`gatehouse_operator.storage`).
 - ``StateReady``: whether the state's volume is there: ``ClaimBound``, or ``False`` with ``ClaimPending`` (the
   message says why, e.g. no default StorageClass) or ``ClaimLost`` (:mod:`gatehouse_operator.claims`).
+- ``ApproversNamed``: whether every gated call names approvers; ``False``/``RequesterOnly`` says where only the
+  requester decides (:mod:`gatehouse_operator.approvers`).
 - ``AdmissionPolicy``: whether the cluster enforces the ToolApproval admission policy, so that the runtime may
   trust a decision made with kubectl (:mod:`gatehouse_operator.admission`).
 
@@ -40,7 +42,7 @@ __all__ = [
 OWNED_FIELDS = ("observedGeneration", "configHash", "conditions")
 RUNTIME_READY = "RuntimeReady"
 
-OURS = ("Accepted", "Ready", "Durable", "StateReady", "AdmissionPolicy")
+OURS = ("Accepted", "Ready", "Durable", "StateReady", "ApproversNamed", "AdmissionPolicy")
 
 
 @dataclass(frozen=True)

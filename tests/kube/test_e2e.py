@@ -40,6 +40,7 @@ from tests.support.runtime import (
 pytestmark = pytest.mark.e2e
 
 TA = "gatehouse.dev/v1alpha1/toolapprovals"
+CLIENT = "system:serviceaccount:default:file-manager-client"  # the in-cluster A2A caller
 AGENTS = "gatehouse.dev/v1alpha1/agents"
 
 
@@ -84,6 +85,10 @@ def stack(base: Path, **approval: Any) -> Iterator[Stack]:
         kubeconfig = write_kubeconfig(base / "kubeconfig", api.url)
         mp.setenv("KUBECONFIG", str(kubeconfig))
         kubectl = Kubectl(kubectl_bin)
+        # kubectl votes come from the emulator's admin (tester, group system:masters), A2A ones from the client's
+        # ServiceAccount, which asks: name both (with no approvers only the requester decides, and a ServiceAccount
+        # only where named).
+        approval = {"approvers": {"users": [CLIENT], "groups": ["system:masters"]}, **approval}
         files = write_manifests(base / "manifests", tools.url, **approval)
         for f in files:
             kubectl("apply", "--validate=false", "-f", str(f))
