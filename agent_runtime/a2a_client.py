@@ -22,11 +22,22 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-from a2a.client import Client, ClientConfig, ClientFactory
+from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.helpers.proto_helpers import get_data_parts, get_text_parts, new_data_part, new_text_part
-from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, StreamResponse, Task, TaskState
+from a2a.types import (
+    AgentCard,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    Task,
+    TaskState,
+)
 from a2a.utils.errors import UnsupportedOperationError
 from google.protobuf.json_format import MessageToDict
 from pydantic import ValidationError
@@ -40,6 +51,7 @@ __all__ = [
     "connect",
     "get_task",
     "open_client",
+    "pinned_to",
     "send_decision",
     "send_message",
     "send_text",
@@ -90,15 +102,17 @@ TOKEN_ENV = "GATEHOUSE_TOKEN"
 @asynccontextmanager
 async def connect(
     url: str, *, httpx_client: httpx.AsyncClient | None = None, timeout: float = 300.0, token: str | None = None,
+    on_note: TextCallback | None = None,
 ) -> AsyncIterator[Client]:
     """An a2a-sdk client for the agent at ``url`` (card resolved from ``/.well-known/agent-card.json``), sending
-    ``token`` (default: ``$GATEHOUSE_TOKEN``) as a bearer token on every request."""
+    ``token`` (default: ``$GATEHOUSE_TOKEN``) as a bearer token on every request. ``on_note`` is told when the card
+    announces another address than ``url`` (:func:`pinned_to`)."""
     own = httpx_client is None
     token = token if token is not None else os.environ.get(TOKEN_ENV)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     http = httpx_client or httpx.AsyncClient(timeout=timeout, headers=headers)
     try:
-        client = await open_client(url, http)
+        client = await open_client(url, http, on_note)
         try:
             yield client
         finally:
@@ -108,9 +122,37 @@ async def connect(
             await http.aclose()
 
 
-async def open_client(url: str, httpx_client: httpx.AsyncClient) -> Client:
-    """A streaming client sharing ``httpx_client`` (the caller closes both)."""
-    return await ClientFactory(ClientConfig(streaming=True, httpx_client=httpx_client)).create_from_url(url)
+async def open_client(url: str, httpx_client: httpx.AsyncClient, on_note: TextCallback | None = None) -> Client:
+    """A streaming client sharing ``httpx_client`` (the caller closes both), talking to ``url`` whatever address the
+    card announces (:func:`pinned_to`)."""
+    card = await A2ACardResolver(httpx_client, url).get_agent_card()
+    card, note = pinned_to(card, url)
+    if note and on_note is not None:
+        on_note(note)
+    return ClientFactory(ClientConfig(streaming=True, httpx_client=httpx_client)).create(card)
+
+
+def pinned_to(card: AgentCard, url: str) -> tuple[AgentCard, str]:
+    """``card`` with every interface moved to ``url``'s scheme, host and port (each keeps its path), and a note saying
+    so when that changed something ("" otherwise).
+
+    A card announces the address its agent is reached at from where it runs: in a cluster, its Service's name
+    (``http://file-manager.default.svc.cluster.local:8080/``). A client that found the card at another address (a
+    ``kubectl port-forward``, a proxy, an ingress) must keep talking there: the announced name does not resolve, or
+    leads elsewhere, from where the client is."""
+    given = urlsplit(url)
+    pinned = AgentCard()
+    pinned.CopyFrom(card)
+    moved = []
+    for interface in pinned.supported_interfaces:
+        announced = urlsplit(interface.url)
+        if (announced.scheme, announced.netloc) != (given.scheme, given.netloc):
+            interface.url = urlunsplit((given.scheme, given.netloc, announced.path or "/", announced.query, ""))
+            moved.append(announced.geturl())
+    if not moved:
+        return card, ""
+    return pinned, (f"the agent card announces {', '.join(dict.fromkeys(moved))}; talking to {given.scheme}://"
+                    f"{given.netloc} as given (a port-forward or a proxy)")
 
 
 async def send_text(

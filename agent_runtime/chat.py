@@ -344,7 +344,10 @@ async def run_chat(
     console = console or Console(soft_wrap=True)
     reader = StreamReader(stdin or sys.stdin, console, interactive)
     try:
-        async with a2a_client.connect(url, httpx_client=httpx_client) as client:
+        def noted(note: str) -> None:
+            console.print(f"[yellow]note:[/] {escape(note)}")
+
+        async with a2a_client.connect(url, httpx_client=httpx_client, on_note=noted) as client:
             if reader.interactive:
                 console.print(f"[dim]Connected to {escape(url)}. /quit to leave.[/]")
             return await ChatSession(client, reader, console, context_id).run()

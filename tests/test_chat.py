@@ -10,14 +10,18 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
+import httpx
 import pytest
+from a2a.types import AgentCard, AgentInterface
 from rich.console import Console
 
 from agent_runtime import a2a_client
 from agent_runtime.chat import EXIT_INTERRUPTED, EXIT_PENDING, ChatSession
 from tests.support.a2a_peer import PeerState, running_peer
 from tests.support.processes import GATEHOUSE_CMD
+from tests.support.runtime import RuntimeProcess, demo_tools, write_manifests
 
 pytestmark = pytest.mark.e2e
 
@@ -195,3 +199,36 @@ async def test_terminal_eof_in_menu_leaves_it_pending(peer: tuple[str, PeerState
     code, out = await run_session(url, ScriptedReader("delete a", "2"))  # EOF at the reason prompt
     assert code == EXIT_PENDING and "nothing was decided" in out
     assert state.decisions == []
+
+
+def test_through_a_port_forward_chat_talks_to_the_url_it_was_given_and_says_so(tmp_path: Path) -> None:
+    """A runtime whose card announces its in-cluster Service name (as in a cluster), reached through another local
+    address (``kubectl port-forward``): chat must keep to the address it was given, not the unresolvable one."""
+    announced = "http://file-manager.default.svc.cluster.local:8080/"
+    with demo_tools(tmp_path / "tools") as tools:
+        proc = RuntimeProcess(write_manifests(tmp_path / "m", tools.url), tmp_path / "state", tmp_path / "log",
+                              serve_args=["--public-url", announced])
+        proc.start()
+        try:
+            card = httpx.get(f"{proc.url}/.well-known/agent-card.json").json()
+            assert card["supportedInterfaces"][0]["url"] == announced
+            (tools.sandbox / "seen.txt").write_text("x")
+            done = chat(proc.url, "list\n")
+        finally:
+            proc.stop()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"the agent card announces {announced}; talking to {proc.url} as given" in " ".join(done.stdout.split())
+    assert "seen.txt" in done.stdout
+
+
+def test_pinned_to_moves_every_interface_and_keeps_its_path() -> None:
+    card = AgentCard(name="a", supported_interfaces=[
+        AgentInterface(url="http://a.default.svc:8080/", protocol_binding="JSONRPC", protocol_version="1.0"),
+        AgentInterface(url="http://a.default.svc:8080/rest", protocol_binding="HTTP+JSON", protocol_version="1.0")])
+    pinned, note = a2a_client.pinned_to(card, "http://127.0.0.1:18080")
+    assert [i.url for i in pinned.supported_interfaces] == ["http://127.0.0.1:18080/", "http://127.0.0.1:18080/rest"]
+    assert note == ("the agent card announces http://a.default.svc:8080/, http://a.default.svc:8080/rest; talking to "
+                    "http://127.0.0.1:18080 as given (a port-forward or a proxy)")
+    assert card.supported_interfaces[0].url == "http://a.default.svc:8080/"  # the card read is left as it was
+    same, quiet = a2a_client.pinned_to(card, "http://a.default.svc:8080/")
+    assert same is card and quiet == ""
