@@ -151,11 +151,23 @@ async def agent_event(type: str | None, body: kopf.Body, memo: kopf.Memo, namesp
         await asyncio.to_thread(_run, memo, namespace, name, logger, kwargs)
 
 
+def _reconcile_each(agents: list[tuple[str, str]], why: str, memo: kopf.Memo, logger: kopf.Logger,
+                    kwargs: dict[str, Any]) -> None:
+    """Reconcile each of ``agents`` (namespace, name) in its own try: one that fails (its status write answered 404
+    because it was deleted meanwhile, a 409, a 5xx) must not cost the others theirs, since kopf does not retry an event
+    handler. The failed one is retried with backoff by the periodic loop (``reconcile`` schedules it)."""
+    for namespace, agent in agents:
+        logger.info("%s: reconciling agent %s/%s", why, namespace, agent)
+        try:
+            _run(memo, namespace, agent, logger, kwargs)
+        except Exception as exc:  # logged with its retry by reconcile(); the next Agent still gets its turn
+            logger.warning("%s: agent %s/%s not reconciled yet (%s)", why, namespace, agent, exc)
+
+
 def _reconcile_dependents(kind: str, event_type: str, namespace: str, name: str, agents: list[str], memo: kopf.Memo,
                           logger: kopf.Logger, kwargs: dict[str, Any]) -> None:
-    for agent in agents:
-        logger.info("%s %s/%s changed (%s): reconciling agent %s", kind, namespace, name, event_type, agent)
-        _run(memo, namespace, agent, logger, kwargs)
+    _reconcile_each([(namespace, agent) for agent in agents], f"{kind} {namespace}/{name} changed ({event_type})", memo,
+                    logger, kwargs)
 
 
 async def _dependents(kind: str, event_type: str | None, namespace: str | None, name: str, memo: kopf.Memo,
@@ -193,9 +205,7 @@ async def _admission_changed(type: str | None, memo: kopf.Memo, logger: kopf.Log
         return
     agents = await asyncio.to_thread(_agents_to_readmit, memo, kwargs)
     if agents:
-        logger.info("the admission policy's verdict changed: reconciling %d Agents", len(agents))
-    for namespace, agent in agents:
-        await asyncio.to_thread(_run, memo, namespace, agent, logger, kwargs)
+        await asyncio.to_thread(_reconcile_each, agents, "the admission policy's verdict changed", memo, logger, kwargs)
 
 
 @kopf.on.event("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies")

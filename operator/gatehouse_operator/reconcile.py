@@ -47,7 +47,7 @@ from pydantic import ValidationError
 from agent_runtime.errors import Problem, TranslationError, problems_from_validation
 from agent_runtime.resources import Agent
 from agent_runtime.translator import access_files, database_env, translate
-from gatehouse_operator import access, apply, approvers, builders, claims, status, storage, tokenreview
+from gatehouse_operator import access, apply, approvers, builders, claims, metrics, status, storage, tokenreview
 from gatehouse_operator.admission import admission_condition
 from gatehouse_operator.dependencies import Dependencies, ReferencedSecrets, is_missing
 from gatehouse_operator.kube import ApiException
@@ -87,12 +87,23 @@ def reconcile(
     of reading it again. A newer version only costs the status write a 409 and a read (:func:`_write_status`); a
     newer spec is handled by kopf's next update anyway.
     """
-    with state.lock_for(namespace, name):
+    with state.lock_for(namespace, name), metrics.DURATION.time():
         state.reconciling(namespace, name)
-        body = copy.deepcopy(dict(seen)) if seen is not None else state.kube.get_agent(namespace, name)
-        if body is None or body.get("metadata", {}).get("deletionTimestamp"):
-            return None
-        return _reconcile(state, deps, body, logger, clock())
+        try:
+            body = copy.deepcopy(dict(seen)) if seen is not None else state.kube.get_agent(namespace, name)
+            outcome = None
+            if body is not None and not body.get("metadata", {}).get("deletionTimestamp"):
+                outcome = _reconcile(state, deps, body, logger, clock())
+        except Exception as exc:
+            # Whatever started it (kopf retries only its own handlers, not its event handlers): retried with backoff.
+            delay = state.reconcile_failed(namespace, name)
+            metrics.RECONCILES.labels("failed").inc()
+            metrics.FAILURES.labels(metrics.failure_code(exc)).inc()
+            logger.warning("reconcile of agent %s/%s failed (%s): retrying in %.0fs", namespace, name, exc, delay)
+            raise
+        state.reconcile_succeeded(namespace, name)
+        metrics.RECONCILES.labels("gone" if outcome is None else "accepted" if outcome.accepted else "rejected").inc()
+        return outcome
 
 
 def service_account_problem(agent: Agent) -> Problem | None:
