@@ -40,7 +40,8 @@ import kopf
 from pydantic import ValidationError
 
 from agent_runtime.resources import Agent
-from gatehouse_operator import builders, tokenreview
+# leadership first: its startup handler (this replica leads) runs before start_periodic (kopf keeps their order)
+from gatehouse_operator import builders, leadership, tokenreview
 from gatehouse_operator.dependencies import Dependencies, changed_secrets
 from gatehouse_operator.kube import ApiException
 from gatehouse_operator.reconcile import reconcile
@@ -208,9 +209,11 @@ async def start_periodic(memo: kopf.Memo, logger: kopf.Logger, **kwargs: Any) ->
 
 
 @kopf.on.cleanup()
-async def stop_periodic(memo: kopf.Memo, **_: Any) -> None:
+async def stop_periodic(memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
+    """Stop the loop, then give up the leader Lease (if this replica held it): nothing acts after that."""
     task: asyncio.Task[None] | None = getattr(memo, "periodic", None)
     if task is not None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+    await leadership.step_down(memo, logger)
