@@ -13,7 +13,8 @@ mcpserver_event        a RemoteMCPServer added/changed/deleted                  
 agent_event            an Agent added, deleted or its spec changed                 Agents using it as a
                        (every event records the Agent for the periodic loop;       tool (and, when its
                        DELETED revokes its TokenReview right at once, its other    runtime reported
-                       children go by their ownerReferences)                       readiness, that Agent)
+                       children go by their ownerReferences)                       readiness, or its state
+                                                                                   switch is held, that Agent)
 deployment_event       a Deployment we manage changed (e.g. availableReplicas,     its Agent
                        or edited/deleted by hand)
 admission_policy_/     the ToolApproval admission policy or any policy binding     every Agent, when the
@@ -54,7 +55,7 @@ from typing import Any
 import kopf
 
 from agent_runtime.resources import GROUP, VERSION
-from gatehouse_operator import builders, periodic, status, tokenreview
+from gatehouse_operator import builders, periodic, state_switch, status, tokenreview
 from gatehouse_operator.dependencies import Dependencies
 from gatehouse_operator.kube import ApiException
 from gatehouse_operator.reconcile import reconcile
@@ -147,7 +148,10 @@ async def agent_event(type: str | None, body: kopf.Body, memo: kopf.Memo, namesp
         parents = sorted(Dependencies.from_kwargs(kwargs).agents_using("Agent", namespace, name) - {name})
         if parents:
             await asyncio.to_thread(_reconcile_dependents, "Agent", type, namespace, name, parents, memo, logger, kwargs)
-    if type != "DELETED" and status.ready_needs_runtime_reason((body.get("status") or {}).get("conditions") or []):
+    if type == "DELETED":
+        return
+    if status.ready_needs_runtime_reason((body.get("status") or {}).get("conditions") or []) or state_switch.is_held(body):
+        # a held state switch: the runtime's recount of pendingApprovals may have released it
         await asyncio.to_thread(_run, memo, namespace, name, logger, kwargs)
 
 

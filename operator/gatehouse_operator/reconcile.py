@@ -47,7 +47,7 @@ from pydantic import ValidationError
 from agent_runtime.errors import Problem, TranslationError, problems_from_validation
 from agent_runtime.resources import Agent
 from agent_runtime.translator import access_files, database_env, translate
-from gatehouse_operator import access, apply, approvers, builders, claims, metrics, status, storage, tokenreview
+from gatehouse_operator import access, apply, approvers, builders, claims, metrics, state_switch, status, storage, tokenreview
 from gatehouse_operator.admission import admission_condition
 from gatehouse_operator.dependencies import Dependencies, ReferencedSecrets, is_missing
 from gatehouse_operator.kube import ApiException
@@ -158,8 +158,13 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
         runtime_image=state.config.runtime_image, secrets_hash=_with_database(secrets.hash(config, files), secrets, agent),
         api_token_secret=state.config.api_token_secret, api_token_key=state.config.api_token_key,
     )
+    children = builders.desired_children(agent, body, config, inputs)
+    if not create_first:
+        problem = _held_switch(state, body, next(c for c in children if c["kind"] == "Deployment"), agent)
+        if problem is not None:  # nothing of the new spec is applied: the old pods keep serving what is pending
+            return _reject(state, body, state_switch.HELD, [problem], logger, now, admission)
     claim: claims.ClaimResult | None = None
-    for child in builders.desired_children(agent, body, config, inputs):
+    for child in children:
         try:
             if child["kind"] == "PersistentVolumeClaim":
                 claim = claims.ensure_claim(state.kube, child, create_first=create_first)
@@ -193,6 +198,18 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
             _post_event(state, body, "Normal", "Reconciled", "; ".join(changes), logger, now)
         logger.info("reconciled %s/%s: %s", agent.namespace, agent.name, "; ".join(changes))
     return Outcome(True, "Reconciled", changes, written)
+
+
+def _held_switch(state: OperatorState, body: dict[str, Any], deployment: dict[str, Any], agent: Agent) -> Problem | None:
+    """Why the state backend's switch the spec asks for is held (:mod:`gatehouse_operator.state_switch`), if it is."""
+    if not state_switch.worth_checking(body):
+        return None
+    running = storage.store_of(state.kube.get("Deployment", agent.namespace, agent.name))
+    target = storage.layout(agent).kind
+    return state_switch.held(
+        body, running, storage.store_of(deployment), "sqlite" if target == "per-pod" else target,
+        lambda: state_switch.pending_count(body, state.kube.list_tool_approvals(agent.namespace)),
+    )
 
 
 def _post_event(state: OperatorState, body: Mapping[str, Any], type_: str, reason: str, message: str,
