@@ -13,8 +13,9 @@ Taking over, in the worst case -- the leader is killed right after renewing::
     + retryPeriod  (its next look)
     + kopf's start: list every Agent (and ModelConfig, RemoteMCPServer) and reconcile each (``agent_create``)
 
-A leader stopped with SIGTERM gives the Lease up in its cleanup, once its periodic loop has stopped (:func:`step_down`: ``holderIdentity`` cleared), so
-a standby takes over at its next look, without waiting out the lease. A leader that cannot renew within
+A leader stopped with SIGTERM gives the Lease up in its cleanup, once its periodic loop has stopped
+(:func:`step_down`: ``holderIdentity`` cleared), so a standby takes over at its next look, without waiting out the
+lease. A leader that cannot renew within
 ``renewDeadline`` (< ``leaseDuration``, so before anyone else may take the Lease) exits at once, with code
 :data:`LOST_EXIT_CODE`, in-flight work and all, as client-go's controllers do: the pod restarts as a standby. Every
 reconcile is idempotent, so work cut short is redone by the next leader.
@@ -152,7 +153,7 @@ class Election:
         config = self.config
         try:
             lease = self._api.read_namespaced_lease(config.lease, config.namespace)
-            if lease.spec is None or lease.spec.holder_identity != config.identity:
+            if lease.spec is None or lease.spec.holder_identity != config.identity or lease.metadata is None:
                 return False
             body = {"metadata": {"resourceVersion": lease.metadata.resource_version},
                     "spec": {"holderIdentity": None, "acquireTime": None, "renewTime": None}}

@@ -9,6 +9,8 @@ tasks, each waking on its own. Here one task wakes at most every second and look
   ``handlers.agent_event``);
 - **resync**: ``GATEHOUSE_RESYNC_SECONDS`` after the Agent's last reconcile, whatever started it (a reconcile is a
   resync: the next one is a period later);
+- **retry**: a reconcile that raised (whatever started it) is tried again 1 s later, then 2, 4, ... up to 60 s apart
+  (``OperatorState.reconcile_failed``), until one runs to its end;
 - **Secret check**: ``GATEHOUSE_SECRET_CHECK_INTERVAL`` after the Agent's last reconcile read its Secrets, or its
   last check did: so a new Agent's first check comes one interval after its first reconcile, not right after it
   (which would read again what that reconcile just read). The Secrets its last reconcile read, and its

@@ -14,7 +14,9 @@ of its Deployment, and the periodic resync. Each run
    Secret if the Agent names none (:mod:`gatehouse_operator.access`), and reads the referenced Secrets by name
    (their resourceVersion and key names, never a value; the Postgres URL's included) to check they exist and to
    compute the secrets hash;
-4. on success renders the children (:mod:`gatehouse_operator.builders`) and creates or patches each one
+4. on success renders the children (:mod:`gatehouse_operator.builders`) -- unless the spec moves the state to another
+   store while requests are pending there (:mod:`gatehouse_operator.state_switch`: then nothing is applied) -- and
+   creates or patches each one
    (:mod:`gatehouse_operator.apply`; the state claim by :mod:`gatehouse_operator.claims`) -- for an Agent never
    applied before (no ``status.configHash``) it creates them straight away instead of reading 404s first -- then
    the runtime's ServiceAccount among the subjects of the TokenReview ClusterRoleBinding (or not, as
@@ -26,6 +28,9 @@ of its Deployment, and the periodic resync. Each run
    reason when the Agent is not accepted (and its status changed), ``Reconciled`` naming what changed when children
    of an Agent applied before were created, patched or deleted. A new Agent's first apply posts none: its
    ``Accepted`` condition (``Reconciled``, its ``lastTransitionTime``, the config applied) says so already.
+
+A run that raises (the API refused or was unreachable) is retried with backoff by the periodic loop, whatever
+started it (``OperatorState.reconcile_failed``); every run is counted in :mod:`gatehouse_operator.metrics`.
 
 With unchanged inputs a run costs one GET of the Agent, one per child (the state claim included), one per
 referenced Secret (the access Secret at least) and one or two of the admission policy and its binding (the

@@ -36,8 +36,8 @@ HELD = "StateSwitchHeld"
 
 def is_held(body: Mapping[str, Any]) -> bool:
     """Whether the Agent's status says its state switch is held (a runtime status write may release it)."""
-    conditions = (body.get("status") or {}).get("conditions") or []
-    return next((c for c in conditions if c.get("type") == "Accepted"), {}).get("reason") == HELD
+    conditions: list[dict[str, Any]] = (body.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Accepted" and c.get("reason") == HELD for c in conditions)
 
 
 def worth_checking(body: Mapping[str, Any]) -> bool:
