@@ -42,6 +42,7 @@ import kopf
 from pydantic import ValidationError
 
 from agent_runtime.resources import Agent
+
 # leadership first: its startup handler (this replica leads) runs before start_periodic (kopf keeps their order)
 from gatehouse_operator import builders, leadership, tokenreview
 from gatehouse_operator.dependencies import Dependencies, changed_secrets
