@@ -18,6 +18,10 @@ Importing this package registers every handler with kopf. The modules, one conce
     admission     the AdmissionPolicy condition: is the ToolApproval admission policy enforced?
     status        the Agent's conditions (Accepted, Ready, Durable, StateReady, AdmissionPolicy), observedGeneration,
                   configHash
+    state_switch  holding a switch of the state backend while the runtime holds pending requests
+    leadership    leader election on a Lease: of several replicas exactly one acts
+    probes        the operator's own /healthz and /metrics, served by every replica
+    metrics       the Prometheus metrics: reconciles, failures, durations, leader
     kube          ChildrenApi: dict-in/dict-out facade over the ``kubernetes`` client
 
 The folder ``operator/`` is deliberately not a package: ``operator`` would shadow the standard library.

@@ -1,7 +1,8 @@
 """``gatehouse-operator`` / ``python -m gatehouse_operator``: ``kopf run -m gatehouse_operator`` plus any flags.
 
 Without flags it watches all namespaces: ``gatehouse-operator --namespace team-a`` narrows it,
-``gatehouse-operator --liveness=http://0.0.0.0:8080/healthz`` adds kopf's health endpoint.
+``gatehouse-operator --liveness=http://0.0.0.0:8080/healthz`` adds kopf's health endpoint (on the leader only: the
+operator's own ``/healthz`` and ``/metrics``, served by every replica, come with ``GATEHOUSE_OPERATOR_LISTEN``).
 ``--trust-kubectl-without-admission-policy`` is the operator's own flag (the environment variable
 ``GATEHOUSE_TRUST_KUBECTL_WITHOUT_ADMISSION_POLICY=true``, which ``kopf run`` itself reads through the settings);
 so is ``--secret-check-interval 30s`` (``GATEHOUSE_SECRET_CHECK_INTERVAL``: how often the referenced Secrets are

@@ -13,7 +13,8 @@ mcpserver_event        a RemoteMCPServer added/changed/deleted                  
 agent_event            an Agent added, deleted or its spec changed                 Agents using it as a
                        (every event records the Agent for the periodic loop;       tool (and, when its
                        DELETED revokes its TokenReview right at once, its other    runtime reported
-                       children go by their ownerReferences)                       readiness, that Agent)
+                       children go by their ownerReferences)                       readiness, or its state
+                                                                                   switch is held, that Agent)
 deployment_event       a Deployment we manage changed (e.g. availableReplicas,     its Agent
                        or edited/deleted by hand)
 admission_policy_/     the ToolApproval admission policy or any policy binding     every Agent, when the
@@ -54,7 +55,7 @@ from typing import Any
 import kopf
 
 from agent_runtime.resources import GROUP, VERSION
-from gatehouse_operator import builders, periodic, status, tokenreview
+from gatehouse_operator import builders, periodic, state_switch, status, tokenreview
 from gatehouse_operator.dependencies import Dependencies
 from gatehouse_operator.kube import ApiException
 from gatehouse_operator.reconcile import reconcile
@@ -147,15 +148,30 @@ async def agent_event(type: str | None, body: kopf.Body, memo: kopf.Memo, namesp
         parents = sorted(Dependencies.from_kwargs(kwargs).agents_using("Agent", namespace, name) - {name})
         if parents:
             await asyncio.to_thread(_reconcile_dependents, "Agent", type, namespace, name, parents, memo, logger, kwargs)
-    if type != "DELETED" and status.ready_needs_runtime_reason((body.get("status") or {}).get("conditions") or []):
+    if type == "DELETED":
+        return
+    if status.ready_needs_runtime_reason((body.get("status") or {}).get("conditions") or []) or state_switch.is_held(body):
+        # a held state switch: the runtime's recount of pendingApprovals may have released it
         await asyncio.to_thread(_run, memo, namespace, name, logger, kwargs)
+
+
+def _reconcile_each(agents: list[tuple[str, str]], why: str, memo: kopf.Memo, logger: kopf.Logger,
+                    kwargs: dict[str, Any]) -> None:
+    """Reconcile each of ``agents`` (namespace, name) in its own try: one that fails (its status write answered 404
+    because it was deleted meanwhile, a 409, a 5xx) must not cost the others theirs, since kopf does not retry an event
+    handler. The failed one is retried with backoff by the periodic loop (``reconcile`` schedules it)."""
+    for namespace, agent in agents:
+        logger.info("%s: reconciling agent %s/%s", why, namespace, agent)
+        try:
+            _run(memo, namespace, agent, logger, kwargs)
+        except Exception as exc:  # logged with its retry by reconcile(); the next Agent still gets its turn
+            logger.warning("%s: agent %s/%s not reconciled yet (%s)", why, namespace, agent, exc)
 
 
 def _reconcile_dependents(kind: str, event_type: str, namespace: str, name: str, agents: list[str], memo: kopf.Memo,
                           logger: kopf.Logger, kwargs: dict[str, Any]) -> None:
-    for agent in agents:
-        logger.info("%s %s/%s changed (%s): reconciling agent %s", kind, namespace, name, event_type, agent)
-        _run(memo, namespace, agent, logger, kwargs)
+    _reconcile_each([(namespace, agent) for agent in agents], f"{kind} {namespace}/{name} changed ({event_type})", memo,
+                    logger, kwargs)
 
 
 async def _dependents(kind: str, event_type: str | None, namespace: str | None, name: str, memo: kopf.Memo,
@@ -193,9 +209,7 @@ async def _admission_changed(type: str | None, memo: kopf.Memo, logger: kopf.Log
         return
     agents = await asyncio.to_thread(_agents_to_readmit, memo, kwargs)
     if agents:
-        logger.info("the admission policy's verdict changed: reconciling %d Agents", len(agents))
-    for namespace, agent in agents:
-        await asyncio.to_thread(_run, memo, namespace, agent, logger, kwargs)
+        await asyncio.to_thread(_reconcile_each, agents, "the admission policy's verdict changed", memo, logger, kwargs)
 
 
 @kopf.on.event("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies")

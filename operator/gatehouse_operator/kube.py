@@ -4,8 +4,9 @@ The operator works with plain dicts (what the builders render and what is compar
 through the client's transport, JSON in and out, without the generated client's typed models. Patches are
 always JSON merge patches. ``get`` answers ``None`` for a missing object instead of raising, and ``delete``
 answers ``False``. Cluster-scoped kinds (the runtime's TokenReview ClusterRoleBinding, the admission policy and
-its bindings, which are only read) take ``namespace=None``. The only lists are of cluster-scoped kinds: the
-admission policy's bindings, and the operator's TokenReview bindings (by label, to collect those of deleted Agents).
+its bindings, which are only read) take ``namespace=None``. The lists: the admission policy's bindings, the operator's
+TokenReview bindings (by label, to collect those of deleted Agents), and a namespace's ToolApprovals (only when an
+Agent's state backend is about to switch).
 
 Handlers are synchronous (kopf runs them in worker threads), so the blocking client is fine here.
 """
@@ -61,6 +62,7 @@ _KINDS: dict[str, _Kind] = {
     ),
 }
 _AGENTS = _Kind(f"/apis/{GROUP}/{VERSION}", "agents")
+_TOOL_APPROVALS = _Kind(f"/apis/{GROUP}/{VERSION}", "toolapprovals", writable=False)
 
 
 def connect() -> kubernetes.client.ApiClient:
@@ -141,6 +143,11 @@ class ChildrenApi:
         """Every ValidatingAdmissionPolicyBinding in the cluster."""
         items: list[dict[str, Any]] = self._send("GET", _KINDS["ValidatingAdmissionPolicyBinding"].path(None)).get(
             "items") or []
+        return items
+
+    def list_tool_approvals(self, namespace: str) -> list[dict[str, Any]]:
+        """The ToolApprovals of one namespace (read only when an Agent's state backend is about to switch)."""
+        items: list[dict[str, Any]] = self._send("GET", _TOOL_APPROVALS.path(namespace)).get("items") or []
         return items
 
     def get_agent(self, namespace: str, name: str) -> dict[str, Any] | None:

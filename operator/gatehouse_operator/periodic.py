@@ -9,6 +9,8 @@ tasks, each waking on its own. Here one task wakes at most every second and look
   ``handlers.agent_event``);
 - **resync**: ``GATEHOUSE_RESYNC_SECONDS`` after the Agent's last reconcile, whatever started it (a reconcile is a
   resync: the next one is a period later);
+- **retry**: a reconcile that raised (whatever started it) is tried again 1 s later, then 2, 4, ... up to 60 s apart
+  (``OperatorState.reconcile_failed``), until one runs to its end;
 - **Secret check**: ``GATEHOUSE_SECRET_CHECK_INTERVAL`` after the Agent's last reconcile read its Secrets, or its
   last check did: so a new Agent's first check comes one interval after its first reconcile, not right after it
   (which would read again what that reconcile just read). The Secrets its last reconcile read, and its
@@ -40,7 +42,9 @@ import kopf
 from pydantic import ValidationError
 
 from agent_runtime.resources import Agent
-from gatehouse_operator import builders, tokenreview
+
+# leadership first: its startup handler (this replica leads) runs before start_periodic (kopf keeps their order)
+from gatehouse_operator import builders, leadership, tokenreview
 from gatehouse_operator.dependencies import Dependencies, changed_secrets
 from gatehouse_operator.kube import ApiException
 from gatehouse_operator.reconcile import reconcile
@@ -208,9 +212,11 @@ async def start_periodic(memo: kopf.Memo, logger: kopf.Logger, **kwargs: Any) ->
 
 
 @kopf.on.cleanup()
-async def stop_periodic(memo: kopf.Memo, **_: Any) -> None:
+async def stop_periodic(memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
+    """Stop the loop, then give up the leader Lease (if this replica held it): nothing acts after that."""
     task: asyncio.Task[None] | None = getattr(memo, "periodic", None)
     if task is not None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+    await leadership.step_down(memo, logger)

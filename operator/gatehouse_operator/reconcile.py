@@ -14,7 +14,9 @@ of its Deployment, and the periodic resync. Each run
    Secret if the Agent names none (:mod:`gatehouse_operator.access`), and reads the referenced Secrets by name
    (their resourceVersion and key names, never a value; the Postgres URL's included) to check they exist and to
    compute the secrets hash;
-4. on success renders the children (:mod:`gatehouse_operator.builders`) and creates or patches each one
+4. on success renders the children (:mod:`gatehouse_operator.builders`) -- unless the spec moves the state to another
+   store while requests are pending there (:mod:`gatehouse_operator.state_switch`: then nothing is applied) -- and
+   creates or patches each one
    (:mod:`gatehouse_operator.apply`; the state claim by :mod:`gatehouse_operator.claims`) -- for an Agent never
    applied before (no ``status.configHash``) it creates them straight away instead of reading 404s first -- then
    the runtime's ServiceAccount among the subjects of the TokenReview ClusterRoleBinding (or not, as
@@ -26,6 +28,9 @@ of its Deployment, and the periodic resync. Each run
    reason when the Agent is not accepted (and its status changed), ``Reconciled`` naming what changed when children
    of an Agent applied before were created, patched or deleted. A new Agent's first apply posts none: its
    ``Accepted`` condition (``Reconciled``, its ``lastTransitionTime``, the config applied) says so already.
+
+A run that raises (the API refused or was unreachable) is retried with backoff by the periodic loop, whatever
+started it (``OperatorState.reconcile_failed``); every run is counted in :mod:`gatehouse_operator.metrics`.
 
 With unchanged inputs a run costs one GET of the Agent, one per child (the state claim included), one per
 referenced Secret (the access Secret at least) and one or two of the admission policy and its binding (the
@@ -47,7 +52,7 @@ from pydantic import ValidationError
 from agent_runtime.errors import Problem, TranslationError, problems_from_validation
 from agent_runtime.resources import Agent
 from agent_runtime.translator import access_files, database_env, translate
-from gatehouse_operator import access, apply, approvers, builders, claims, status, storage, tokenreview
+from gatehouse_operator import access, apply, approvers, builders, claims, metrics, state_switch, status, storage, tokenreview
 from gatehouse_operator.admission import admission_condition
 from gatehouse_operator.dependencies import Dependencies, ReferencedSecrets, is_missing
 from gatehouse_operator.kube import ApiException
@@ -87,12 +92,23 @@ def reconcile(
     of reading it again. A newer version only costs the status write a 409 and a read (:func:`_write_status`); a
     newer spec is handled by kopf's next update anyway.
     """
-    with state.lock_for(namespace, name):
+    with state.lock_for(namespace, name), metrics.DURATION.time():
         state.reconciling(namespace, name)
-        body = copy.deepcopy(dict(seen)) if seen is not None else state.kube.get_agent(namespace, name)
-        if body is None or body.get("metadata", {}).get("deletionTimestamp"):
-            return None
-        return _reconcile(state, deps, body, logger, clock())
+        try:
+            body = copy.deepcopy(dict(seen)) if seen is not None else state.kube.get_agent(namespace, name)
+            outcome = None
+            if body is not None and not body.get("metadata", {}).get("deletionTimestamp"):
+                outcome = _reconcile(state, deps, body, logger, clock())
+        except Exception as exc:
+            # Whatever started it (kopf retries only its own handlers, not its event handlers): retried with backoff.
+            delay = state.reconcile_failed(namespace, name)
+            metrics.RECONCILES.labels("failed").inc()
+            metrics.FAILURES.labels(metrics.failure_code(exc)).inc()
+            logger.warning("reconcile of agent %s/%s failed (%s): retrying in %.0fs", namespace, name, exc, delay)
+            raise
+        state.reconcile_succeeded(namespace, name)
+        metrics.RECONCILES.labels("gone" if outcome is None else "accepted" if outcome.accepted else "rejected").inc()
+        return outcome
 
 
 def service_account_problem(agent: Agent) -> Problem | None:
@@ -147,8 +163,13 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
         runtime_image=state.config.runtime_image, secrets_hash=_with_database(secrets.hash(config, files), secrets, agent),
         api_token_secret=state.config.api_token_secret, api_token_key=state.config.api_token_key,
     )
+    children = builders.desired_children(agent, body, config, inputs)
+    if not create_first:
+        problem = _held_switch(state, body, next(c for c in children if c["kind"] == "Deployment"), agent)
+        if problem is not None:  # nothing of the new spec is applied: the old pods keep serving what is pending
+            return _reject(state, body, state_switch.HELD, [problem], logger, now, admission)
     claim: claims.ClaimResult | None = None
-    for child in builders.desired_children(agent, body, config, inputs):
+    for child in children:
         try:
             if child["kind"] == "PersistentVolumeClaim":
                 claim = claims.ensure_claim(state.kube, child, create_first=create_first)
@@ -182,6 +203,18 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
             _post_event(state, body, "Normal", "Reconciled", "; ".join(changes), logger, now)
         logger.info("reconciled %s/%s: %s", agent.namespace, agent.name, "; ".join(changes))
     return Outcome(True, "Reconciled", changes, written)
+
+
+def _held_switch(state: OperatorState, body: dict[str, Any], deployment: dict[str, Any], agent: Agent) -> Problem | None:
+    """Why the state backend's switch the spec asks for is held (:mod:`gatehouse_operator.state_switch`), if it is."""
+    if not state_switch.worth_checking(body):
+        return None
+    running = storage.store_of(state.kube.get("Deployment", agent.namespace, agent.name))
+    target = storage.layout(agent).kind
+    return state_switch.held(
+        body, running, storage.store_of(deployment), "sqlite" if target == "per-pod" else target,
+        lambda: state_switch.pending_count(body, state.kube.list_tool_approvals(agent.namespace)),
+    )
 
 
 def _post_event(state: OperatorState, body: Mapping[str, Any], type_: str, reason: str, message: str,

@@ -80,6 +80,8 @@ TRUST_KUBECTL_ENV = "GATEHOUSE_TRUST_KUBECTL_WITHOUT_ADMISSION_POLICY"
 SECRET_CHECK_ENV = "GATEHOUSE_SECRET_CHECK_INTERVAL"
 MIGRATE_ENV = "GATEHOUSE_MIGRATE_TOKENREVIEW_BINDINGS"
 DEFAULT_SECRET_CHECK_SECONDS = 60.0
+RETRY_FIRST_SECONDS = 1.0  # a failed reconcile is retried after 1 s, then 2, 4, ... up to RETRY_MAX_SECONDS
+RETRY_MAX_SECONDS = 60.0
 
 
 def _flag(value: str | None) -> bool:
@@ -131,6 +133,8 @@ class _Due:
 
     reconciled_at: float
     spread: float
+    failures: int = 0  # reconciles that raised in a row
+    retry_at: float | None = None  # when a failed reconcile is tried again (backoff), if it failed
 
 
 def _spread(namespace: str, name: str) -> float:
@@ -184,17 +188,35 @@ class OperatorState:
             if due is not None:
                 due.reconciled_at = time.monotonic()
 
+    def reconcile_failed(self, namespace: str, name: str) -> float:
+        """A reconcile of the Agent raised (whatever started it): the periodic loop tries again after a backoff,
+        1 s doubling up to :data:`RETRY_MAX_SECONDS` (or the resync period, if shorter); the delay."""
+        with self._guard:
+            due = self._agents.setdefault((namespace, name), _Due(time.monotonic(), _spread(namespace, name)))
+            due.failures += 1
+            delay = min(RETRY_FIRST_SECONDS * 2 ** (due.failures - 1), RETRY_MAX_SECONDS, self.config.resync_seconds)
+            due.retry_at = time.monotonic() + delay
+            return delay
+
+    def reconcile_succeeded(self, namespace: str, name: str) -> None:
+        """A reconcile of the Agent ran to its end (or found it gone): no retry is pending."""
+        with self._guard:
+            due = self._agents.get((namespace, name))
+            if due is not None:
+                due.failures, due.retry_at = 0, None
+
     def due(self, now: float, busy: set[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
         """The Agents (not in ``busy``) whose resync is due, and those whose Secret check is: each one period (times
-        its spread, 0.9 to 1) after its last reconcile, or after its Secrets were last read or checked. An Agent with
-        no Secret to read is marked checked here, at no cost; one never reconciled has none recorded yet."""
+        its spread, 0.9 to 1) after its last reconcile, or after its Secrets were last read or checked; a failed
+        reconcile's retry counts as a resync. An Agent with no Secret to read is marked checked here, at no cost; one
+        never reconciled has none recorded yet."""
         resync, check = self.config.resync_seconds, self.config.secret_check_seconds
         resyncs, checks = [], []
         with self._guard:
             for key, due in self._agents.items():
                 if key in busy:
                     continue
-                if now - due.reconciled_at >= resync * due.spread:
+                if (due.retry_at is not None and now >= due.retry_at) or now - due.reconciled_at >= resync * due.spread:
                     resyncs.append(key)
                     continue
                 record = self._secrets.get(key)

@@ -6,8 +6,9 @@
 - ``Accepted``: ``True``/``Reconciled`` when the Agent translated and its children are in place;
   ``False`` with reason ``DependencyMissing`` (a ModelConfig, RemoteMCPServer or Secret is absent),
   ``InvalidSpec`` (the translator's field-pathed problems), ``ServiceAccountNotAllowed``
-  (``spec.deployment.serviceAccountName`` names another account than the Agent's own) or ``ReconcileFailed``
-  (the API refused).
+  (``spec.deployment.serviceAccountName`` names another account than the Agent's own), ``StateSwitchHeld`` (the
+  spec moves the state to another store while requests are pending: :mod:`gatehouse_operator.state_switch`) or
+  ``ReconcileFailed`` (the API refused).
 - ``Ready``: from the Deployment's status, ``availableReplicas >= replicas``; when not ready and the runtime reports
   its own reason (condition ``RuntimeReady`` False, written by the runtime), that reason and message.
 - ``Durable``: whether pending approvals outlive the pod holding them: ``True`` with reason ``Sqlite`` (on a

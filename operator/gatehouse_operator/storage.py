@@ -31,10 +31,10 @@ from typing import Any, Literal
 
 from agent_runtime.agent_config import SecretEnvRef
 from agent_runtime.resources import Agent
-from agent_runtime.translator import database_env
+from agent_runtime.translator import DATABASE_URL_ENV, database_env
 from gatehouse_operator.status import StatusCondition
 
-__all__ = ["STATE_DIR", "StateLayout", "claim_name", "durable_condition", "layout"]
+__all__ = ["STATE_DIR", "StateLayout", "claim_name", "durable_condition", "layout", "store_of"]
 
 STATE_DIR = "/var/lib/gatehouse"
 
@@ -111,3 +111,21 @@ def durable_condition(agent: Agent) -> StatusCondition:
         "replicas to 1 (sqlite on a PersistentVolumeClaim) or use spec.state.postgres -- until then the API refuses "
         "edits of replicas or state that keep more than one replica without Postgres",
     )
+
+
+def store_of(deployment: dict[str, Any] | None) -> str | None:
+    """Which database a runtime Deployment's pods keep their state in, as a user would name it (``None``: no
+    Deployment). Read from the pod template alone -- the ``state`` volume, or the database URL's Secret key -- so the
+    running Deployment and the one an Agent's spec renders compare the same way."""
+    if deployment is None:
+        return None
+    pod = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for container in pod.get("containers") or []:
+        for env in container.get("env") or []:
+            ref = (env.get("valueFrom") or {}).get("secretKeyRef")
+            if env.get("name") == DATABASE_URL_ENV and ref:
+                return f"Postgres (URL from Secret {ref.get('name')}, key {ref.get('key')})"
+    volume = next((v for v in pod.get("volumes") or [] if v.get("name") == "state"), None)
+    if volume is not None and "persistentVolumeClaim" in volume:
+        return f"sqlite on PersistentVolumeClaim {volume['persistentVolumeClaim'].get('claimName')}"
+    return "sqlite in the pod's emptyDir"

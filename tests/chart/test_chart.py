@@ -40,8 +40,8 @@ def test_rendering_includes_the_crds_and_every_template(rendered: list[dict[str,
     kinds = sorted({d["kind"] for d in rendered})
     assert kinds == sorted({
         "CustomResourceDefinition", "ServiceAccount", "Deployment", "ClusterRole", "ClusterRoleBinding",
-        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
-        *(["Role", "RoleBinding"] if any(d["kind"] == "Role" for d in rendered) else []),
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "PodDisruptionBudget",
+        "Role", "RoleBinding",  # the leader election's Lease, and the watched namespaces' rights
     })
     crd_names = sorted(d["metadata"]["name"] for d in of_kind(rendered, "CustomResourceDefinition"))
     assert crd_names == sorted(f"{k.lower()}s.gatehouse.dev" for k in crd_validation.load_crds())
@@ -103,8 +103,8 @@ def test_operator_deployment_defaults(render: Render) -> None:
     (deployment,) = of_kind(docs, "Deployment")
     spec = deployment["spec"]
     assert deployment["metadata"]["namespace"] == RELEASE_NAMESPACE
-    assert spec["replicas"] == 1
-    assert spec["strategy"] == {"type": "Recreate"}
+    assert spec["replicas"] == 2  # one leads, one stands by
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
     pod = spec["template"]["spec"]
     (sa,) = of_kind(docs, "ServiceAccount")
     assert pod["serviceAccountName"] == sa["metadata"]["name"]
@@ -112,11 +112,18 @@ def test_operator_deployment_defaults(render: Render) -> None:
     container = _operator_container(docs)
     assert container["command"] == ["kopf"]
     assert container["args"] == [
-        "run", "-m", "gatehouse_operator", "--standalone", "--liveness=http://0.0.0.0:8080/healthz", "--all-namespaces",
+        "run", "-m", "gatehouse_operator", "--standalone", "--all-namespaces",
     ]
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
-    assert {"name": "health", "containerPort": 8080, "protocol": "TCP"} in container["ports"]
+    # the operator's own endpoint, which a standby serves too (kopf's --liveness starts only on the leader)
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert {"name": "http", "containerPort": 8080, "protocol": "TCP"} in container["ports"]
     env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["GATEHOUSE_OPERATOR_LISTEN"] == "0.0.0.0:8080"
+    assert env["GATEHOUSE_LEADER_ELECTION"] == "true"
+    assert (env["GATEHOUSE_LEADER_ELECTION_LEASE"], env["GATEHOUSE_LEADER_ELECTION_NAMESPACE"]) == (
+        "gh-gatehouse-operator", RELEASE_NAMESPACE)
+    assert [env[f"GATEHOUSE_LEADER_ELECTION_{k}"] for k in ("LEASE_DURATION", "RENEW_DEADLINE", "RETRY_PERIOD")] == [
+        "15s", "10s", "2s"]
     assert env["GATEHOUSE_RUNTIME_IMAGE"] == container["image"] == "ghcr.io/gatehouse-dev/gatehouse:0.1.0"
     assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
 
@@ -196,3 +203,19 @@ def test_the_secret_check_interval_is_a_value(render: Render) -> None:
         env = {e["name"]: e.get("value") for e in _operator_container(render(*args))["env"]}
         assert env["GATEHOUSE_SECRET_CHECK_INTERVAL"] == expected
         assert parse_duration(expected) > 0
+
+
+def test_two_replicas_have_a_disruption_budget_and_one_can_run_alone(render: Render) -> None:
+    (budget,) = of_kind(render(), "PodDisruptionBudget")
+    (deployment,) = of_kind(render(), "Deployment")
+    assert budget["metadata"]["namespace"] == RELEASE_NAMESPACE
+    assert budget["spec"]["minAvailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    assert of_kind(render("--set", "operator.replicas=1"), "PodDisruptionBudget") == []
+
+    docs = render("--set", "operator.leaderElection.enabled=false")
+    (deployment,) = of_kind(docs, "Deployment")
+    assert (deployment["spec"]["replicas"], deployment["spec"]["strategy"]) == (1, {"type": "Recreate"})
+    env = {e["name"] for e in _operator_container(docs)["env"]}
+    assert "GATEHOUSE_LEADER_ELECTION" not in env
+    assert not [r for r in of_kind(docs, "Role") if "leader-election" in r["metadata"]["name"]]

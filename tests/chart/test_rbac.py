@@ -63,6 +63,11 @@ MIGRATION_NEEDS: list[tuple[str, str, tuple[str, ...]]] = [
     ("rbac.authorization.k8s.io", "clusterrolebindings", ("list", "delete")),
 ]
 CLUSTER_NEEDS = KOPF_CLUSTER_NEEDS + OPERATOR_CLUSTER_NEEDS
+# Leader election among the replicas, in the release namespace only: the one Lease (checked below).
+LEADER_ELECTION_NEEDS: list[tuple[str, str, tuple[str, ...]]] = [
+    ("coordination.k8s.io", "leases", ("create",)),
+    ("coordination.k8s.io", "leases:gh-gatehouse-operator", ("get", "update", "patch")),
+]
 WATCHED = ["team-a", "team-b"]
 
 
@@ -113,14 +118,14 @@ def _missing(granted: set[tuple[str, str, str]], needs: list[tuple[str, str, tup
 def test_operator_has_everything_it_needs_cluster_wide_by_default(render: Render, needs: list[Any]) -> None:
     docs = render()
     grants = _grants(docs, _operator_sa(docs))
-    assert list(grants) == [None]
+    assert sorted(grants, key=str) == sorted([None, RELEASE_NAMESPACE], key=str)  # the release namespace: the Lease
     assert _missing(grants[None], needs + MIGRATION_NEEDS) == []
 
 
 def test_with_watched_namespaces_the_operator_gets_roles_there_only(render: Render) -> None:
     docs = render("--set", "operator.watchNamespaces={team-a,team-b}")
     grants = _grants(docs, _operator_sa(docs))
-    assert sorted(grants, key=str) == sorted([None, *WATCHED], key=str)
+    assert sorted(grants, key=str) == sorted([None, RELEASE_NAMESPACE, *WATCHED], key=str)
     assert _missing(grants[None], CLUSTER_NEEDS) == []
     namespaced = {(g, r) for g, r, _ in OPERATOR_NEEDS + RUNTIME_ROLE_GRANTS}
     assert not {(g, r) for g, r, _ in grants[None]} & namespaced, "namespaced permissions granted cluster-wide"
@@ -131,8 +136,25 @@ def test_with_watched_namespaces_the_operator_gets_roles_there_only(render: Rend
 def test_operator_gets_nothing_beyond_its_table(rendered: list[dict[str, Any]]) -> None:
     allowed = {(g, r, v) for g, r, verbs in OPERATOR_NEEDS + RUNTIME_ROLE_GRANTS + CLUSTER_NEEDS + MIGRATION_NEEDS
                for v in verbs}
+    lease = {(g, r, v) for g, r, verbs in LEADER_ELECTION_NEEDS for v in verbs}
     for ns, granted in _grants(rendered, _operator_sa(rendered)).items():
-        assert granted - allowed == set(), f"extra permissions in {ns or 'cluster'}"
+        extra = granted - allowed - (lease if ns == RELEASE_NAMESPACE else set())
+        assert extra == set(), f"extra permissions in {ns or 'cluster'}"
+
+
+def test_the_operator_may_write_only_its_own_lease(rendered: list[dict[str, Any]]) -> None:
+    """Leader election: create a Lease (RBAC cannot name what does not exist yet), read and renew only
+    <release>-operator, in the release namespace alone."""
+    grants = _grants(rendered, _operator_sa(rendered))
+    assert _missing(grants[RELEASE_NAMESPACE], LEADER_ELECTION_NEEDS) == []
+    assert all(not r.startswith("leases") for ns, granted in grants.items() if ns != RELEASE_NAMESPACE
+               for _, r, _ in granted)
+    (role,) = [r for r in of_kind(rendered, "Role") if "leader-election" in r["metadata"]["name"]]
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["gh-gatehouse-operator"],
+         "verbs": ["get", "update", "patch"]},
+    ]
 
 
 def test_user_cluster_roles(render: Render) -> None:

@@ -1,0 +1,45 @@
+"""The operator's own Prometheus metrics (prometheus-client), served at ``/metrics`` by :mod:`gatehouse_operator.probes`.
+
+=================================================  ==========  ====================================================
+metric                                             type        meaning
+=================================================  ==========  ====================================================
+``gatehouse_operator_reconciles_total{result}``    counter     reconciles of an Agent, whatever started them;
+                                                               ``result``: ``accepted``, ``rejected`` (Accepted=False:
+                                                               a missing dependency, an invalid spec, a held state
+                                                               switch), ``gone`` (deleted meanwhile), ``failed``
+``gatehouse_operator_reconcile_failures_total``    counter     reconciles that raised (the API refused a write or
+``{code}``                                                     was unreachable): ``code`` is the HTTP status, or
+                                                               ``error``; each is retried with backoff
+``gatehouse_operator_reconcile_duration_seconds``  histogram   how long one reconcile took (lock held)
+``gatehouse_operator_leader``                      gauge       1 while this replica holds the leader Lease and acts
+                                                               (or runs without leader election), else 0
+=================================================  ==========  ====================================================
+
+The metrics live in prometheus-client's default registry, with its process and Python collectors.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from gatehouse_operator.kube import ApiException
+
+__all__ = ["DURATION", "FAILURES", "LEADER", "RECONCILES", "failure_code"]
+
+RECONCILES = Counter("gatehouse_operator_reconciles_total", "Reconciles of an Agent, by result", ["result"])
+FAILURES = Counter(
+    "gatehouse_operator_reconcile_failures_total", "Reconciles that raised; each is retried with backoff", ["code"]
+)
+DURATION = Histogram(
+    "gatehouse_operator_reconcile_duration_seconds", "Time one reconcile of an Agent took",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+LEADER = Gauge("gatehouse_operator_leader", "1 while this replica acts (holds the leader Lease), else 0")
+
+
+def failure_code(exc: BaseException) -> str:
+    """The ``code`` label of a failed reconcile: the API's HTTP status, else ``error``."""
+    cause = exc if isinstance(exc, ApiException) else exc.__cause__
+    if isinstance(cause, ApiException) and cause.status:
+        return str(cause.status)
+    return "error"
