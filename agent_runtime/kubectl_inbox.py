@@ -108,7 +108,8 @@ def vote_lines(spec: dict[str, Any], status: dict[str, Any]) -> list[VoteLine]:
 def card_of(obj: dict[str, Any]) -> Card:
     """A ToolApproval as the inbox shows it (its arguments as the runtime wrote them: redacted)."""
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
-    ran = status.get("execution") if isinstance(status.get("execution"), dict) else {}
+    found = status.get("execution")
+    ran: dict[str, Any] = found if isinstance(found, dict) else {}
     got, _, of = str(status.get("approvals") or "").partition("/")
     required = status.get("required")
     if not isinstance(required, int) or required < 1:

@@ -131,8 +131,7 @@ class Mirror:
         if event.kind == "executed":  # the outcome is written already: the status gains what became of the call
             for record in event.records:
                 self.sync(record)
-                name = objects.approval_name(self.agent, record.id)
-                self._put_event(f"execution event {name}", lambda record=record: self._execution_event(record))
+                self._announce_execution(record)
             return
         for record in event.records:
             self.sync(record, announce=True)
@@ -358,6 +357,11 @@ class Mirror:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = objects.event(record, agent, self.instance, now, decided_by)
         await self._client.create(f"/api/v1/namespaces/{self.namespace}/events", body)
+
+    def _announce_execution(self, record: ApprovalRecord) -> None:
+        """Queue: the Event saying what became of an approved call."""
+        self._put_event(f"execution event {objects.approval_name(self.agent, record.id)}",
+                        lambda: self._execution_event(record))
 
     async def _execution_event(self, record: ApprovalRecord) -> None:
         agent = await self._agent() or {"metadata": {"name": self.agent, "namespace": self.namespace}}

@@ -149,7 +149,8 @@ def outcome(obj: dict[str, Any]) -> str:
 
 def execution_line(status: dict[str, Any]) -> str:
     """``:warning: Then the call was not sent: the MCP server could not be reached (…)``; empty before it ran."""
-    ran = status.get("execution") if isinstance(status.get("execution"), dict) else {}
+    found = status.get("execution")
+    ran: dict[str, Any] = found if isinstance(found, dict) else {}
     said = execution.of_kube(str(ran.get("outcome") or ""))
     if said is None:
         return ""
