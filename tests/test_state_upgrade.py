@@ -343,9 +343,9 @@ def test_a_request_paused_before_issue_31_with_no_approvers_is_decided_by_its_re
     assert votes == [("bob", 0), ("alice", 1)]
 
 
-# Version 4 again (tests/testdata/state-v4-executions, written by the release at 0cb125c): three approved delete_file calls; one ran, one
-# failed (no such file), one was claimed and never finished (the runtime stopped while it ran). Version 5 says what
-# became of each.
+# Version 4 again (tests/testdata/state-v4-executions, written by the release at 0cb125c): three approved delete_file
+# calls; one ran, one failed (no such file), one was claimed and never finished (the runtime stopped while it ran).
+# Version 5 says what became of each.
 STATE_V4_EXEC = Path(__file__).parent / "testdata" / "state-v4-executions" / "gatehouse.db"
 V4_RAN, V4_FAILED, V4_CUT = "apr-ee4728cadc264916", "apr-99764e462acd4034", "apr-d3f027820c174b37"
 
