@@ -29,6 +29,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from agent_runtime.approvals import execution
 from agent_runtime.principals import Principal
 from agent_runtime.resources import GROUP, VERSION
 from agent_runtime.resources.tool_approval import KIND_HITL, PLURAL
@@ -107,6 +108,8 @@ def vote_lines(spec: dict[str, Any], status: dict[str, Any]) -> list[VoteLine]:
 def card_of(obj: dict[str, Any]) -> Card:
     """A ToolApproval as the inbox shows it (its arguments as the runtime wrote them: redacted)."""
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    found = status.get("execution")
+    ran: dict[str, Any] = found if isinstance(found, dict) else {}
     got, _, of = str(status.get("approvals") or "").partition("/")
     required = status.get("required")
     if not isinstance(required, int) or required < 1:
@@ -136,6 +139,8 @@ def card_of(obj: dict[str, Any]) -> Card:
         votes=tuple(vote_lines(spec, status)),
         args_hash=str(spec.get("argumentsHash") or ""),
         name=str(meta.get("name", "")),
+        execution=execution.of_kube(str(ran.get("outcome") or "")),
+        execution_error=str(ran.get("error") or ""),
     )
 
 

@@ -1,8 +1,8 @@
 """Prometheus metrics of one runtime, on its own registry (so several apps can live in one test process).
 
 Counted where they happen (model calls and requests in the gate, decisions where they are applied); the
-decision latency and timeouts from the approval events (:meth:`Metrics.on_approval_event`), so every
-channel is measured alike.
+decision latency, timeouts and what became of approved calls from the approval events
+(:meth:`Metrics.on_approval_event`), so every channel is measured alike.
 """
 
 from __future__ import annotations
@@ -41,6 +41,13 @@ class Metrics:
             "gatehouse_decision_latency_seconds", "Seconds from a request to its decision.", ["outcome", "source"],
             buckets=LATENCY_BUCKETS, registry=self.registry,
         )
+        self.tool_executions = Counter(
+            "gatehouse_tool_executions",
+            "Approved tool calls by what became of them (agent_runtime/approvals/execution.py): ran; failed (the tool or "
+            "the way to it reported an error); unknown (it may have reached the server); not_sent.",
+            ["agent", "tool", "outcome"],
+            registry=self.registry,
+        )
         self.webhook_deliveries = Counter(
             "gatehouse_webhook_deliveries",
             "Outgoing webhook deliveries by how they ended: ok; refused (a 4xx, not retried); dead_letter (every attempt "
@@ -50,7 +57,12 @@ class Metrics:
         )
 
     def on_approval_event(self, event: ApprovalEvent) -> None:
-        """An :class:`~agent_runtime.approvals.events.ApprovalEvents` listener: latency and timeouts."""
+        """An :class:`~agent_runtime.approvals.events.ApprovalEvents` listener: latency, timeouts, executions."""
+        if event.kind == "executed":
+            for r in event.records:
+                if r.exec_outcome is not None:
+                    self.tool_executions.labels(agent=self.agent, tool=r.tool, outcome=r.exec_outcome).inc()
+            return
         if event.kind != "decided":
             return
         for r in event.records:

@@ -115,7 +115,7 @@ async def test_an_approved_call_is_claimed_once_with_its_arguments(service: Appr
     assert not denied.ok and "denied" in denied.problem
     assert not (await service.claim_execution("call-unknown", "delete_file", "x")).ok
     assert (await service.for_task("t1"))[0].exec_state == "started"
-    await service.finish_execution("call-apr-1")
+    await service.finish_execution("call-apr-1", {"content": []})
     assert (await service.for_task("t1"))[0].exec_state == "done"
     again = await service.claim_execution("call-apr-1", "delete_file", args_hash("delete_file", {"path": "a.txt"}))
     assert not again.ok and "already executed; it was not run again" in again.problem

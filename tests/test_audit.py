@@ -23,7 +23,6 @@ from agent_runtime.approvals.audit import (
     AuditQuery,
     csv_row,
     iso_micro,
-    outcome_of,
     parse_cursor,
     parse_time,
 )
@@ -85,7 +84,7 @@ async def scripted(db: Database, clock: Clock) -> ApprovalService:
     clock.now = DAY + 31
     assert (await service.claim_execution("call-apr-1", "delete_file", args_hash("delete_file", {"path": "a.txt"}))).ok
     clock.now = DAY + 32
-    await service.finish_execution("call-apr-1", outcome_of({"content": [], "isError": False}))
+    await service.finish_execution("call-apr-1", {"content": [], "isError": False})
     clock.now = DAY + 33
     assert not (await service.claim_execution("call-apr-1", "delete_file", args_hash("delete_file", {"path": "a.txt"}))).ok
     clock.now = DAY + 40
@@ -110,7 +109,7 @@ EXPECTED = [
     ("apr-1", "voted", "bob", "kubectl", "approve"),
     ("apr-1", "decided", "alice, bob", "kubectl", "approved"),
     ("apr-1", "started", INTERNAL, "", "started"),
-    ("apr-1", "executed", INTERNAL, "", "ok"),
+    ("apr-1", "executed", INTERNAL, "", "ran"),
     ("apr-1", "refused", INTERNAL, "", "not run"),
     ("apr-2", "voted", "carol", "a2a", "deny"),
     ("apr-2", "decided", "carol", "a2a", "denied"),
@@ -215,8 +214,6 @@ def test_times_cursors_outcomes_and_csv() -> None:
     for bad in ("", "x", "WzEsMl0", "WzEuMCwgMSwgInoiLCAxXQ"):
         with pytest.raises(ValueError):
             parse_cursor(bad)
-    assert outcome_of({"isError": True}) == outcome_of({"error": "boom"}) == "error"
-    assert outcome_of({"content": [{"text": "ok"}], "isError": False}) == outcome_of("done") == "ok"
     entry = AuditEntry(id="v1", at="2026-11-02T00:00:00.000000Z", event="voted", agent="a", request_id="r", counted=False)
     row = dict(zip(FIELDS, csv_row(entry), strict=True))
     assert (row["counted"], row["wait_seconds"], row["event"]) == ("false", "", "voted")

@@ -164,7 +164,7 @@ def test_the_export_reproduces_who_decided_what(day: Day, tmp_path: Path) -> Non
     assert by_id[r["both"], "requested"].rule == DELETE_RULE and by_id[r["session"], "requested"].rule == WRITE_RULE
     assert by_id[granted, "granted"].rule == WRITE_RULE and "session grant" in by_id[granted, "granted"].reason
     assert by_id[r["denied"], "decided"].reason == "b.txt is still needed"
-    assert all(by_id[rid, "executed"].outcome == "ok" for rid in (r["both"], r["session"], granted))
+    assert all(by_id[rid, "executed"].outcome == "ran" for rid in (r["both"], r["session"], granted))
     assert {e.agent for e in entries} == {"file-manager"} and {e.requested_by for e in entries} == {"carol"}
     assert by_id[r["session"], "decided"].args_hash == by_id[granted, "granted"].args_hash  # the same call, approved once
     assert entries == sorted(entries, key=lambda e: e.at)

@@ -40,7 +40,7 @@ def test_all_four_crds_exist_with_status_and_printer_columns() -> None:
         assert version["subresources"] == {"status": {}}, kind
         assert version["additionalPrinterColumns"], kind
     columns = [c["name"].upper() for c in crds["ToolApproval"]["spec"]["versions"][0]["additionalPrinterColumns"]]
-    assert columns == ["AGENT", "KIND", "TOOL", "PHASE", "APPROVALS", "AGE"]
+    assert columns == ["AGENT", "KIND", "TOOL", "PHASE", "APPROVALS", "EXECUTION", "AGE"]
 
 
 def _structural(schema: dict[str, Any], path: str) -> None:

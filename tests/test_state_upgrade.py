@@ -1,5 +1,5 @@
-"""State directories written by older releases (tests/testdata/state-v1 to state-v4, see their READMEs) under this
-runtime, which upgrades them to the current state version at start-up.
+"""State directories written by older releases (tests/testdata/state-v1 to state-v4 and state-v4-executions, see their
+READMEs) under this runtime, which upgrades them to the current state version at start-up.
 
 Requests stored with no approvers (every version, and version 4's release meant "any authenticated caller decides" by
 it) follow this release's rule: the requester decides alone; nobody else sees them on REST or decides them.
@@ -28,10 +28,12 @@ from typing import Any
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
 from agent_runtime import wire
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals.schema import SCHEMA_VERSION
+from agent_runtime.cli import app as cli_app
 from agent_runtime.manifests import select_agent_config
 from agent_runtime.rest.models import ApprovalList, DecisionResult
 from tests.support.runtime import (
@@ -339,3 +341,33 @@ def test_a_request_paused_before_issue_31_with_no_approvers_is_decided_by_its_re
         assert len(tools.executions("delete_file", V4_PATH)) == 1
     votes = query(db, "SELECT principal, counted FROM gatehouse_approval_votes WHERE request_id = ? ORDER BY id", V4_PENDING)
     assert votes == [("bob", 0), ("alice", 1)]
+
+
+# Version 4 again (tests/testdata/state-v4-executions, written by the release at 0cb125c): three approved delete_file
+# calls; one ran, one failed (no such file), one was claimed and never finished (the runtime stopped while it ran).
+# Version 5 says what became of each.
+STATE_V4_EXEC = Path(__file__).parent / "testdata" / "state-v4-executions" / "gatehouse.db"
+V4_RAN, V4_FAILED, V4_CUT = "apr-ee4728cadc264916", "apr-99764e462acd4034", "apr-d3f027820c174b37"
+
+
+def test_the_v4_executions_fixture_has_a_call_that_ran_one_that_failed_and_one_cut_short() -> None:
+    assert query(STATE_V4_EXEC, "SELECT component, version FROM gatehouse_schema") == [("runtime", 4)]
+    assert "exec_outcome" not in {row[1] for row in query(STATE_V4_EXEC, "PRAGMA table_info(gatehouse_approvals)")}
+    assert query(STATE_V4_EXEC, "SELECT id, status, exec_state FROM gatehouse_approvals ORDER BY created_at") == [
+        (V4_RAN, "approved", "done"), (V4_FAILED, "approved", "done"), (V4_CUT, "approved", "started")]
+    executed = "SELECT request_id, outcome FROM gatehouse_audit_events WHERE event = 'executed' ORDER BY id"
+    assert query(STATE_V4_EXEC, executed) == [(V4_RAN, "ok"), (V4_FAILED, "error")]
+
+
+def test_v4_executions_calls_say_what_became_of_them_after_the_upgrade(tmp_path: Path) -> None:
+    with upgraded_runtime(tmp_path, state=STATE_V4_EXEC, path="unused.txt") as (proc, _, db):
+        listed = ApprovalList.model_validate_json(httpx.get(f"{proc.url}/approvals?state=approved").content).approvals
+        said = {v.id: (v.execution.outcome, v.execution.error) if v.execution else None for v in listed}
+    exported = CliRunner().invoke(cli_app, ["audit", "export", "--state-dir", str(db.parent), "--event", "executed"])
+    assert exported.exit_code == 0, exported.output
+    executed = {e["request_id"]: e["outcome"] for e in map(json.loads, exported.stdout.splitlines())}
+    assert query(db, "SELECT component, version FROM gatehouse_schema") == [("runtime", SCHEMA_VERSION)]
+    # the release before kept no error text: a failed call of then says failed, without why
+    assert said == {V4_RAN: ("ran", ""), V4_FAILED: ("failed", ""), V4_CUT: ("unknown", "")}
+    assert executed == {V4_RAN: "ran", V4_FAILED: "failed"}  # its audit events, ok and error then, in today's words
+    assert query(db, "SELECT exec_state FROM gatehouse_approvals WHERE id = ?", V4_CUT) == [("started",)]  # never run again

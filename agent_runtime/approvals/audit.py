@@ -32,9 +32,6 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import (
     Boolean,
     Connection,
-    Float,
-    String,
-    bindparam,
     case,
     cast,
     delete,
@@ -45,6 +42,7 @@ from sqlalchemy import (
     union_all,
 )
 
+from agent_runtime.approvals import execution
 from agent_runtime.approvals.records import ApprovalRecord
 from agent_runtime.approvals.tables import approvals, audit_events, votes
 from agent_runtime.database import Database
@@ -85,9 +83,12 @@ class AuditEntry(BaseModel):
     principal: str = ""  # who acted: the requester, the voter, who decided (N-of-M: "alice, bob"), gatehouse:internal
     seen_as: str = ""  # voted: the name the channel authenticated, before identities were applied
     channel: str = ""  # a2a, rest, kubectl, timeout, cancel, grant
-    outcome: str = ""  # requested: pending; voted: approve|deny; decided: approved|denied|expired; executed: ok|error
+    # requested: pending; voted: approve|deny; decided: approved|denied|expired; executed: ran|failed|unknown|not_sent
+    outcome: str = ""
     counted: bool | None = None  # voted: whether the vote counted
-    reason: str = ""  # requested: the policy's hint; voted/decided: the reason given; edited: what changed; refused: why not run
+    # requested: the policy's hint; voted/decided: the reason given; edited: what changed; refused: why not run;
+    # executed: the error the call reported (redacted)
+    reason: str = ""
     note: str = ""  # voted: why a vote did not count
     requested_by: str = ""
     wait_seconds: float | None = None  # decided, timed_out, canceled: from the request to its decision
@@ -119,15 +120,6 @@ class AuditQuery:
 # --- writing (inside the caller's transaction) ------------------------------------------------------------
 
 _INSERT = Prepared(audit_events.insert())
-_EXECUTED = Prepared(audit_events.insert().from_select(
-    ["at", "event", "request_id", "principal", "channel", "outcome", "reason", "rule"],
-    select(
-        bindparam("at", type_=Float), literal_column("'executed'"), approvals.c.id, literal_column(f"'{INTERNAL}'"),
-        literal_column("''"), bindparam("outcome", type_=String), literal_column("''"), literal_column("''"),
-    ).where(approvals.c.call_id == bindparam("call_id")),
-))
-
-
 def _row(event: str, request_id: str, at: float, principal: str = INTERNAL, channel: str = "", outcome: str = "",
          reason: str = "", rule: str = "") -> dict[str, Any]:
     return {"at": at, "event": event, "request_id": request_id, "principal": principal, "channel": channel,
@@ -169,16 +161,20 @@ def refused(conn: Connection, request_id: str, at: float, problem: str) -> None:
     _INSERT(conn, _row("refused", request_id, at, outcome="not run", reason=problem))
 
 
-def executed(conn: Connection, call_id: str, at: float, outcome: str) -> None:
-    """The claimed call's tool returned: ``ok``, or ``error`` when it reported one."""
-    _EXECUTED(conn, {"at": at, "outcome": outcome, "call_id": call_id})
+def executed(conn: Connection, request_id: str, at: float, outcome: execution.Outcome, error: str) -> None:
+    """The claimed call's tool returned: ran, failed, unknown or not_sent (approvals/execution.py), with the error
+    (redacted) as the reason."""
+    _INSERT(conn, _row("executed", request_id, at, outcome=outcome, reason=error))
 
 
-def outcome_of(response: Any) -> str:
-    """``error`` for a tool result that reports an error (MCP ``isError``, an ``error`` key), else ``ok``."""
-    if isinstance(response, dict) and (response.get("isError") or response.get("is_error") or "error" in response):
-        return "error"
-    return "ok"
+def last_executed() -> tuple[Any, Any]:
+    """The outcome and time of the last ``executed`` event of each request, as scalar subqueries correlated with the
+    approvals table (the state upgrade of approvals/schema.py reads older calls' outcomes from them)."""
+    e, a = audit_events, approvals
+    last = (select(e.c.id).where(e.c.request_id == a.c.id, e.c.event == "executed").order_by(e.c.id.desc()).limit(1)
+            .correlate(a).scalar_subquery())
+    return (select(e.c.outcome).where(e.c.id == last).scalar_subquery(),
+            select(e.c.at).where(e.c.id == last).scalar_subquery())
 
 
 # --- reading --------------------------------------------------------------------------------------------
@@ -288,7 +284,7 @@ class AuditLog:
             id=f"{m['src']}{m['seq']}", at=iso_micro(m["at"]), event=event, agent=self.agent, request_id=m["request_id"],
             task_id=m["task_id"] or "", context_id=m["context_id"] or "", tool=m["tool"] or "", server=m["server"] or "",
             args_hash=m["args_hash"] or "", rule=m["rule"] or "", principal=m["principal"] or "", seen_as=m["seen_as"] or "",
-            channel=m["channel"] or "", outcome=m["outcome"] or "",
+            channel=m["channel"] or "", outcome=_outcome(event, m["outcome"] or ""),
             counted=bool(m["counted"]) if event == "voted" else None,
             reason=(m["hint"] or "") if event == "requested" else m["reason"] or "", note=m["note"] or "",
             requested_by=m["requested_by"] or "", wait_seconds=wait,
@@ -310,6 +306,11 @@ class AuditLog:
         return await self._db.run(transaction)
 
 
+def _outcome(event: str, stored: str) -> str:
+    """An ``executed`` event written by a release before the execution outcomes (ok, error) in today's words."""
+    return execution.LEGACY.get(stored, stored) if event == "executed" else stored
+
+
 def csv_row(entry: AuditEntry) -> list[str]:
     """The entry as CSV cells, in :data:`FIELDS` order (None: empty; booleans: true/false)."""
     cells = []
@@ -321,6 +322,6 @@ def csv_row(entry: AuditEntry) -> list[str]:
 
 __all__ = [
     "EVENTS", "FIELDS", "MAX_PAGE", "AuditEntry", "AuditLog", "AuditPage", "AuditQuery", "EventKind", "csv_row",
-    "decided", "edited", "executed", "granted", "iso_micro", "outcome_of", "parse_cursor", "parse_time", "refused", "requested",
-    "started",
+    "decided", "edited", "executed", "granted", "iso_micro", "last_executed", "parse_cursor", "parse_time", "refused",
+    "requested", "started",
 ]

@@ -17,13 +17,14 @@ from agent_runtime.approvals.records import ApprovalRecord
 
 log = logging.getLogger(__name__)
 
-EventKind = Literal["requested", "decided", "voted"]
+EventKind = Literal["requested", "decided", "voted", "executed"]
 
 
 @dataclass(frozen=True)
 class ApprovalEvent:
     """``requested``: new pending records (one model turn). ``decided``: records just resolved, with source.
-    ``voted``: records still pending after a vote (counted or refused), with the channel it came through."""
+    ``voted``: records still pending after a vote (counted or refused), with the channel it came through.
+    ``executed``: an approved call whose tool returned, with what its result said (``exec_outcome``)."""
 
     kind: EventKind
     records: tuple[ApprovalRecord, ...]

@@ -3,8 +3,9 @@
 An :class:`ApprovalRecord` is created when the gate pauses a call and lives in the ``gatehouse_approvals``
 table. Its life: ``status`` pending → approved | denied | expired (exactly once, by whoever decides first),
 and for an approved call ``exec_state`` none → started (exactly once, committed before the tool is
-called, so a restart or a replayed decision never runs it twice) → done (the tool returned). A call left
-``started`` was cut short (a restart, or another replica still running it): whether it took effect is not
+called, so a restart or a replayed decision never runs it twice) → done (the tool returned), with what the
+result said in ``exec_outcome`` (ran, failed, unknown, not_sent: approvals/execution.py) and ``exec_error``. A call
+left ``started`` was cut short (a restart, or another replica still running it): whether it took effect is not
 known, and it is never run again. ``args_hash`` binds an approval to the
 exact arguments it was shown with.
 
@@ -26,6 +27,7 @@ from typing import Any, Literal
 
 from agent_runtime import redaction, wire
 from agent_runtime.agent_config import ApproversConfig, RedactConfig
+from agent_runtime.approvals.execution import Outcome
 from agent_runtime.authority import Vote, tally, who_may_decide
 from agent_runtime.edits import changed_fields
 
@@ -88,6 +90,9 @@ class ApprovalRecord:
     redact: RedactConfig | None = None  # what others do not see of the arguments; None: the built-in secret shapes
     original_args: dict[str, Any] | None = None  # the arguments the model asked for, once an approver edited ``args``
     edited_by: str = ""  # who last edited the arguments (agent_runtime.edits)
+    exec_outcome: Outcome | None = None  # what the approved call's result said (None: not run, or still running)
+    exec_error: str = ""  # ...the error it reported, redacted (failed, unknown, not_sent)
+    executed_at: float | None = None  # ...when the result came back
 
     @property
     def requested_args(self) -> dict[str, Any]:

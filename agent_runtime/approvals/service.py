@@ -10,7 +10,8 @@ Exactly-once is enforced by the database, not by process memory, so it holds acr
   before the tool runs (again a conditional update, committed before the tool is called), after checking
   the arguments' hash. A second claim — a replay, a duplicate resume, a restart after the tool started — is
   refused, so an approved call runs at most once. :meth:`ApprovalService.finish_execution` records that the
-  tool returned (done), so a refused claim can say truthfully whether the call ran or was cut short.
+  tool returned (done) and what its result said (approvals/execution.py: ran, failed, unknown, not sent; announced as
+  ``executed``), so a refused claim can say truthfully whether the call ran or was cut short.
 
 Every change also writes its audit event (approvals/audit.py) in the same transaction; votes are their own record.
 """
@@ -27,8 +28,9 @@ from typing import Any
 from sqlalchemy import Connection, and_, bindparam, func, or_, select, update
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
+from agent_runtime import redaction
 from agent_runtime.agent_config import ApproversConfig, RedactConfig
-from agent_runtime.approvals import audit, schema
+from agent_runtime.approvals import audit, execution, schema
 from agent_runtime.approvals import grants as grant_rows
 from agent_runtime.approvals import votes as vote_rows
 from agent_runtime.approvals.deciders import lookup as deciders_lookup
@@ -69,7 +71,8 @@ _EXPIRED = (
 _BY_CALL = Prepared(select(approvals).where(approvals.c.call_id == bindparam("call_id")))
 _FINISH = Prepared(
     update(approvals).where(approvals.c.call_id == bindparam("w_call_id"), approvals.c.exec_state == "started")
-    .values(exec_state="done")
+    .values(exec_state="done", exec_outcome=bindparam("new_outcome"), exec_error=bindparam("new_error"),
+            executed_at=bindparam("new_at"))
 )
 _EDIT = (
     update(approvals).where(approvals.c.id == bindparam("w_id"), approvals.c.status == "pending")
@@ -140,7 +143,8 @@ def _row_to_record(m: Mapping[str, Any]) -> ApprovalRecord:
         approvers=ApproversConfig.model_validate_json(m["approvers_json"]) if m["approvers_json"] else None,
         redact=RedactConfig.model_validate_json(m["redact_json"]) if m["redact_json"] else None,
         original_args=json.loads(m["original_args_json"]) if m["original_args_json"] else None,
-        edited_by=m["edited_by"] or "",
+        edited_by=m["edited_by"] or "", exec_outcome=m["exec_outcome"] or None, exec_error=m["exec_error"] or "",
+        executed_at=m["executed_at"],
     )
 
 
@@ -154,7 +158,8 @@ def _record_to_row(r: ApprovalRecord) -> dict[str, Any]:
         "approvers_json": r.approvers.model_dump_json() if r.approvers is not None else None,
         "redact_json": r.redact.model_dump_json() if r.redact is not None else None,
         "original_args_json": json.dumps(r.original_args) if r.original_args is not None else None,
-        "edited_by": r.edited_by,
+        "edited_by": r.edited_by, "exec_outcome": r.exec_outcome or "", "exec_error": r.exec_error,
+        "executed_at": r.executed_at,
     }
 
 
@@ -533,13 +538,26 @@ class ApprovalService:
             return Claim(record, _already_claimed(conn, call_id))
         return Claim(replace(record, exec_state="started"))
 
-    async def finish_execution(self, call_id: str, outcome: str = "ok") -> None:
-        """The claimed call's tool returned; ``outcome`` (ok, error: approvals/audit.py ``outcome_of``) is audited."""
-        def transaction(conn: Connection) -> None:
-            if _FINISH(conn, {"w_call_id": call_id}) == 1:
-                audit.executed(conn, call_id, self._clock(), outcome)
+    async def finish_execution(self, call_id: str, result: Any) -> ApprovalRecord | None:
+        """The claimed call's tool returned ``result``: record and audit what it says (approvals/execution.py), its error
+        redacted as the call's arguments are, and announce it (``executed``). None: the call was not claimed."""
+        said = execution.classify(result)
 
-        await self._db.run(transaction)
+        def transaction(conn: Connection) -> ApprovalRecord | None:
+            row = _BY_CALL.first(conn, {"call_id": call_id})
+            if row is None:
+                return None
+            record, now = _row_to_record(row), self._clock()
+            error = redaction.redact_text(said.error, record.redact) if said.error else ""
+            if _FINISH(conn, {"w_call_id": call_id, "new_outcome": said.outcome, "new_error": error, "new_at": now}) != 1:
+                return None
+            audit.executed(conn, record.id, now, said.outcome, error)
+            return replace(record, exec_state="done", exec_outcome=said.outcome, exec_error=error, executed_at=now)
+
+        finished = await self._db.run(transaction)
+        if finished is not None:
+            await self.events.publish("executed", [finished])
+        return finished
 
     async def expired(self, now: float | None = None, limit: int = 100) -> dict[str, list[ApprovalRecord]]:
         """Pending requests past their ``expires_at``, by task."""

@@ -40,6 +40,11 @@ approvals = Table(
     # approver replaced ``args_json`` (NULL: never edited), and who did.
     Column("original_args_json", Text),
     Column("edited_by", String(256), nullable=False, default=""),
+    # Since state version 5: what became of an approved call once it ran (approvals/execution.py; '' not yet, or never),
+    # the error it reported (redacted) and when its result came back.
+    Column("exec_outcome", String(16), nullable=False, default=""),
+    Column("exec_error", Text, nullable=False, default=""),
+    Column("executed_at", Float),
 )
 # The listing order (REST GET /approvals, the inbox): one state's requests newest first, read in index order instead of
 # sorting every row of that state for each page (approvals/schema.py adds it to a state written before it existed).

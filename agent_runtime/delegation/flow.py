@@ -31,7 +31,6 @@ from google.protobuf.json_format import MessageToDict
 
 from agent_runtime import wire
 from agent_runtime.approvals import ApprovalRecord
-from agent_runtime.approvals.audit import outcome_of
 from agent_runtime.database import Database
 from agent_runtime.delegation import relay
 from agent_runtime.delegation.client import ChildStatus, SubAgentClient, SubAgentUnreachable
@@ -50,7 +49,7 @@ UNREACHABLE_GRACE_SECONDS = 60.0  # past the pause's expiry, a sub-agent still u
 # this agent's request handler has already added to the parts as a data part (sent twice, it would be refused there).
 RESERVED_METADATA = (relay.ON_BEHALF_OF, relay.DEPTH, relay.REQUESTER, KAGENT_URI)
 
-FinishExecution = Callable[[str, str], Awaitable[None]]
+FinishExecution = Callable[[str, Any], Awaitable[object]]  # ApprovalService.finish_execution(call_id, result)
 Report = Callable[[TaskUpdater, Any], Awaitable[None]]
 
 
@@ -181,8 +180,9 @@ class DelegationFlow:
                 except SubAgentUnreachable as exc:
                     log.warning("could not cancel task %s of %s: %s", record.child_task_id, record.agent, exc)
             with contextlib.suppress(AlreadyFinished):
-                await self._store.finish(record, {"error": "the task was canceled while the sub-agent waited"}, "canceled")
-                await self._finish_execution(record.call_id, "error")
+                result = {"error": "the task was canceled while the sub-agent waited"}
+                await self._store.finish(record, result, "canceled")
+                await self._finish_execution(record.call_id, result)
 
     async def refuse(self, task_id: str, updater: TaskUpdater, text: str) -> None:
         """A decision that may not be passed on (a claim to act for someone from a caller not trusted to): the pause
@@ -214,7 +214,7 @@ class DelegationFlow:
 
     async def _resume(self, task: Task, record: DelegationRecord, updater: TaskUpdater, report: Report) -> None:
         result = record.result or {"error": "no result was recorded"}
-        await self._finish_execution(record.call_id, outcome_of(result))  # a gated delegation's one claim ends here
+        await self._finish_execution(record.call_id, result)  # a gated delegation's one claim ends here
         if record.note:  # an approver edited the delegation itself: the model must know what it asked was changed
             result = {**result, "gatehouse_note": record.note}
         outcome = await self._turns.resume_call(task.id, task.context_id, record.call_id, record.tool, result)

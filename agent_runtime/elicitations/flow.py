@@ -41,7 +41,6 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Role, SendMessageRequest, Task, TaskState
 
 from agent_runtime.approvals import ApprovalRecord
-from agent_runtime.approvals.audit import outcome_of
 from agent_runtime.database import Database
 from agent_runtime.elicitations import wire as eliciting
 from agent_runtime.elicitations.store import AlreadyAnswered, ElicitationRecord, ElicitationStore
@@ -57,8 +56,8 @@ RECOVERY_GRACE_SECONDS = 30.0  # with replicas: a retry older than this was cut 
 
 Retry = Callable[[str | None, str, dict[str, Any], dict[str, Any], str | None], Awaitable[eliciting.ToolRound]]
 """Call tool ``(server, tool, args, input_responses, request_state)`` once more (server/toolsets.py)."""
-FinishExecution = Callable[[str, str], Awaitable[None]]
-"""``ApprovalService.finish_execution(call_id, outcome)``: a gated call's claim ends with the final result."""
+FinishExecution = Callable[[str, Any], Awaitable[object]]
+"""``ApprovalService.finish_execution(call_id, result)``: a gated call's claim ends with the final result."""
 
 
 class ResumedTurn(Protocol):
@@ -189,7 +188,7 @@ class ElicitationFlow:
                 result = eliciting.failed_result("the task was canceled before the tool's question was answered")
                 with contextlib.suppress(AlreadyAnswered):
                     await self._store.finish(record, result, outcome="canceled", source="cancel")
-                    await self._finish_execution(record.call_id, "error")
+                    await self._finish_execution(record.call_id, result)
 
     # --- reporting ------------------------------------------------------------------------------
 
@@ -204,7 +203,7 @@ class ElicitationFlow:
 
     async def _resume(self, task: Task, record: ElicitationRecord, updater: TaskUpdater, report: Report) -> None:
         result = record.result or eliciting.failed_result("no result was recorded")
-        await self._finish_execution(record.call_id, outcome_of(result))  # a gated call's one claim ends here
+        await self._finish_execution(record.call_id, result)  # a gated call's one claim ends here
         result = eliciting.with_note(result, record.note)
         outcome = await self._turns.resume_call(task.id, task.context_id, record.call_id, record.tool, result)
         if outcome.paused:

@@ -14,6 +14,8 @@ bench/README.md, "kubectl".) What it writes:
 - on ``decided``: the status (phase, decidedBy, decidedAt, reason, source), creating the object first if
   it never made it to the API; a status is set to Pending only right after the object was created, so a
   late retry can never undo an outcome;
+- on ``executed``: the status again, now with ``execution`` (what became of the approved call: Ran, Failed, Unknown,
+  NotSent, with the redacted error), and an Event saying the same (Warning unless it ran);
 - an Event on the Agent per request and per outcome (best effort: three tries);
 - the Agent's ``status.pendingApprovals`` when it differs from the count in the store, once the queue is drained
   (compared with the Agent as it is, not with what this replica wrote last: replicas sharing a database, a pod
@@ -125,6 +127,11 @@ class Mirror:
         if event.kind == "voted":  # still pending: show the votes so far, whatever channel they came through
             for record in event.records:
                 self.sync_votes(record)
+            return
+        if event.kind == "executed":  # the outcome is written already: the status gains what became of the call
+            for record in event.records:
+                self.sync(record)
+                self._announce_execution(record)
             return
         for record in event.records:
             self.sync(record, announce=True)
@@ -350,6 +357,18 @@ class Mirror:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = objects.event(record, agent, self.instance, now, decided_by)
         await self._client.create(f"/api/v1/namespaces/{self.namespace}/events", body)
+
+    def _announce_execution(self, record: ApprovalRecord) -> None:
+        """Queue: the Event saying what became of an approved call."""
+        self._put_event(f"execution event {objects.approval_name(self.agent, record.id)}",
+                        lambda: self._execution_event(record))
+
+    async def _execution_event(self, record: ApprovalRecord) -> None:
+        agent = await self._agent() or {"metadata": {"name": self.agent, "namespace": self.namespace}}
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = objects.execution_event(record, agent, self.instance, now)
+        if body is not None:
+            await self._client.create(f"/api/v1/namespaces/{self.namespace}/events", body)
 
     async def _sync_count(self) -> None:
         """Write the count when the Agent shows another one: what this replica wrote last proves nothing (another

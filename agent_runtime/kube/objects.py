@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent_runtime import redaction
-from agent_runtime.approvals import ApprovalRecord, iso_utc
+from agent_runtime.approvals import ApprovalRecord, execution, iso_utc
 from agent_runtime.approvals.votes import CastVote
 from agent_runtime.authority import tally, who_may_decide
 from agent_runtime.questions.store import HitlRecord
@@ -27,7 +27,8 @@ from agent_runtime.resources.tool_approval import KIND_APPROVAL, KIND_HITL, LABE
 
 COMPONENT = "gatehouse.dev"
 FINAL_PHASES = frozenset({"Approved", "Denied", "Expired", "Canceled", "Granted", "Orphaned"})
-STATUS_FIELDS = ("phase", "decidedBy", "decidedAt", "reason", "source", "approvals", "required", "waitingFor", "votes")
+STATUS_FIELDS = ("phase", "decidedBy", "decidedAt", "reason", "source", "approvals", "required", "waitingFor", "votes",
+                 "execution")
 SOURCES = frozenset({"a2a", "kubectl", "rest", "timeout", "grant", "cancel"})
 
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
@@ -281,6 +282,22 @@ def status(record: ApprovalRecord, decided_by: str = "", cast: Sequence[CastVote
     if record.decided_at is not None:
         out["decidedAt"] = iso_utc(record.decided_at)
     out["reason"] = record.reason
+    ran = execution_status(record)
+    if ran is not None:
+        out["execution"] = ran
+    return out
+
+
+def execution_status(record: ApprovalRecord) -> dict[str, Any] | None:
+    """``execution``: what became of an approved call once it ran (``outcome`` Ran, Failed, Unknown or NotSent, the
+    column ``kubectl get toolapprovals`` shows), with the error it reported (redacted) and when; None before."""
+    if record.exec_outcome is None:
+        return None
+    out: dict[str, Any] = {"outcome": execution.KUBE_NAMES[record.exec_outcome]}
+    if record.exec_error:
+        out["error"] = record.exec_error
+    if record.executed_at is not None:
+        out["at"] = iso_utc(record.executed_at)
     return out
 
 
@@ -346,6 +363,40 @@ def event(
     }
 
 
+_EXECUTION_REASONS: dict[execution.Outcome, str] = {
+    "ran": "ToolCallRan", "failed": "ToolCallFailed", "unknown": "ToolCallOutcomeUnknown", "not_sent": "ToolCallNotSent",
+}
+
+
+def execution_event(record: ApprovalRecord, agent: dict[str, Any], instance: str, now: str) -> dict[str, Any] | None:
+    """A core/v1 Event on the Agent about what became of an approved call: Normal when it ran, Warning otherwise."""
+    if record.exec_outcome is None:
+        return None
+    meta = agent["metadata"]
+    name = approval_name(meta["name"], record.id)
+    args = ", ".join(f"{k}={v!r}" for k, v in record.shown.args.items())  # an Event is readable by the view role
+    said = execution.describe(record.exec_outcome, record.exec_error)
+    involved = {"apiVersion": API_VERSION, "kind": "Agent", "name": meta["name"], "namespace": meta.get("namespace")}
+    if meta.get("uid"):
+        involved["uid"] = meta["uid"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{dns_label(meta['name'], 50)}.", "namespace": meta.get("namespace")},
+        "involvedObject": involved,
+        "reason": _EXECUTION_REASONS[record.exec_outcome],
+        "message": f"{record.tool}({args}) was approved, then {said} (toolapproval {name})"[:1024],
+        "type": "Normal" if record.exec_outcome == "ran" else "Warning",
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "reportingInstance": instance,
+        "action": "Execute",
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+
+
 def warning_event(obj: dict[str, Any], instance: str, now: str, reason: str, message: str) -> dict[str, Any]:
     """A Warning Event on a ToolApproval (``kubectl describe`` shows it): e.g. votes on it were ignored, and why."""
     meta = obj.get("metadata") or {}
@@ -378,6 +429,8 @@ __all__ = [
     "ballots",
     "dns_label",
     "event",
+    "execution_event",
+    "execution_status",
     "hitl_approval",
     "hitl_status",
     "is_hitl",

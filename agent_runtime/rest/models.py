@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from agent_runtime import redaction, wire
-from agent_runtime.approvals import ApprovalRecord, iso_utc
+from agent_runtime.approvals import ApprovalRecord, execution, iso_utc
 from agent_runtime.authority import Vote
 
 State = Literal["pending", "approved", "denied", "expired", "all"]
@@ -21,6 +21,23 @@ STATES: tuple[str, ...] = ("pending", "approved", "denied", "expired", "all")
 
 class BodyError(ValueError):
     """A request body that cannot be used; ``str(exc)`` says exactly what is wrong."""
+
+
+class ExecutionView(BaseModel):
+    """What became of an approved call once it was let run (agent_runtime/approvals/execution.py): ``ran``; ``failed``
+    with the ``error`` it reported (redacted like the arguments); ``unknown``, it may have reached the server; or
+    ``not_sent``. ``at``: when its result came back."""
+
+    outcome: execution.Outcome
+    error: str = ""
+    at: str | None = None
+
+    @classmethod
+    def of(cls, record: ApprovalRecord) -> ExecutionView | None:
+        if record.exec_outcome is None:
+            return None
+        return cls(outcome=record.exec_outcome, error=record.exec_error,
+                   at=iso_utc(record.executed_at) if record.executed_at is not None else None)
 
 
 class ApprovalView(BaseModel):
@@ -48,6 +65,7 @@ class ApprovalView(BaseModel):
     requested_by: str = ""
     approvers: wire.Approvers | None = None  # who may decide and the votes so far, when the Agent names approvers
     edited: wire.Edited | None = None  # an approver changed the arguments (``args``); the model's, redacted alike
+    execution: ExecutionView | None = None  # approved and let run: what became of the call (None: not run, or running)
 
     @classmethod
     def of(cls, record: ApprovalRecord, decided_by: str | None = None, votes: list[Vote] | None = None) -> ApprovalView:
@@ -59,7 +77,7 @@ class ApprovalView(BaseModel):
             expires_at=iso_utc(record.expires_at), decided_by=(decided_by or record.source) if decided else None,
             decided_at=iso_utc(record.decided_at) if decided and record.decided_at else None,
             reason=record.reason, source=record.source, requested_by=record.requested_by,
-            approvers=record.approvers_view(votes or []), edited=_edited(record),
+            approvers=record.approvers_view(votes or []), edited=_edited(record), execution=ExecutionView.of(record),
         )
 
 
@@ -153,5 +171,5 @@ class StreamReset(BaseModel):
 
 __all__ = [
     "STATES", "ApprovalEventData", "ApprovalList", "ApprovalView", "BodyError", "DecisionBody", "DecisionResult",
-    "ProblemDetails", "State", "StreamReset",
+    "ExecutionView", "ProblemDetails", "State", "StreamReset",
 ]

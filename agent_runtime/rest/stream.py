@@ -52,7 +52,7 @@ class EventStream:
 
     def on_approval_event(self, event: ApprovalEvent) -> None:
         """The approval-events listener: queue only, never wait (requests and decisions; not each vote)."""
-        if event.kind == "voted":
+        if event.kind in ("voted", "executed"):
             return
         for record in event.records:
             self._last += 1

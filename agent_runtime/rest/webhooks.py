@@ -96,7 +96,7 @@ class Webhooks:
 
     def on_approval_event(self, event: ApprovalEvent) -> None:
         """The approval-events listener: queue only, never wait; drop (and say so) when a queue is full."""
-        if event.kind == "voted":  # requests and decisions only, as before votes existed
+        if event.kind in ("voted", "executed"):  # requests and decisions only, as before votes existed
             return
         for url, queue in self._queues.items():
             for record in event.records:

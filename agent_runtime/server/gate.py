@@ -31,7 +31,6 @@ from google.adk.tools.tool_context import ToolContext
 from agent_runtime import policy
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import ApprovalService, args_hash
-from agent_runtime.approvals.audit import outcome_of
 from agent_runtime.edits import changed_fields
 from agent_runtime.edits import describe as describe_edit
 from agent_runtime.metrics import Metrics
@@ -147,7 +146,7 @@ class Gate:
                 edit = scope.edited.pop(call_id, "")
                 asked.note = " ".join(n for n in (edit, asked.note) if n)
                 return None
-            await self._approvals.finish_execution(call_id, outcome_of(tool_response))
+            await self._approvals.finish_execution(call_id, tool_response)
             note = scope.edited.pop(call_id, None)
             if note is not None:  # the model must know its call ran with other arguments than it asked for
                 return with_note(tool_response, note)

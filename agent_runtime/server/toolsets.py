@@ -45,6 +45,7 @@ from google.genai import types
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
 from agent_runtime.agent_config import McpServerConfig
+from agent_runtime.approvals import execution
 from agent_runtime.elicitations import wire as eliciting
 from agent_runtime.run_scope import CURRENT_RUN, PendingElicitation, RunScope
 
@@ -182,10 +183,9 @@ def _jsonrpc_request(request: httpx2.Request) -> dict[str, Any] | None:
 def _failed(request: httpx2.Request, message: dict[str, Any], exc: httpx2.TransportError, *, sent: bool) -> httpx2.Response:
     what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     if sent:
-        text = (f"the connection to the MCP server failed after the request was sent ({what}); whether the server "
-                "acted on it is unknown, so it was not sent again")
+        text = f"the connection to the MCP server failed after the request was sent ({what}); {execution.MAY_HAVE_REACHED}"
     else:
-        text = f"the MCP server could not be reached ({what}); the request was not sent"
+        text = f"the MCP server could not be reached ({what}); {execution.NOT_SENT}"
     error = {"code": mcp_types.CONNECTION_CLOSED, "message": text}
     return httpx2.Response(502, json={"jsonrpc": "2.0", "id": message["id"], "error": error}, request=request)
 
@@ -274,9 +274,11 @@ class DeclaredOnceMcpTool(McpTool):
             current.connected = current.started = False
             try:
                 return await super()._run_async_impl(args=args, tool_context=tool_context, credential=credential)
-            except ConnectionError:
-                if attempt or not current.connected or current.started:
+            except ConnectionError as exc:
+                if current.started:
                     raise
+                if attempt or not current.connected:  # no call began on any attempt: say so (approvals/execution.py)
+                    raise ConnectionError(f"{exc}; {execution.NOT_SENT}") from exc
         raise AssertionError("unreachable")
 
     async def _run_async_impl(self, *, args: Any, tool_context: ToolContext, credential: AuthCredential) -> Any:

@@ -4,7 +4,8 @@ tell from a hash whether the message in Slack is still the truth (:func:`fingerp
 
 A Pending request shows the agent, the tool, its arguments (``spec.arguments``: already redacted by the runtime), why it
 is gated (the rule), who asked, when it expires and the votes so far ("1 of 2"), with Approve and Deny buttons. Once
-decided, anywhere, the buttons go and the outcome, who decided and when take their place.
+decided, anywhere, the buttons go and the outcome, who decided and when take their place; once an approved call ran,
+what became of it (``status.execution``: ran, failed with its error, outcome unknown, not sent).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
+
+from agent_runtime.approvals import execution
 
 APPROVE = "gatehouse_approve"  # action_id of the Approve button
 DENY = "gatehouse_deny"  # action_id of the Deny button: opens the reason dialog
@@ -121,6 +124,9 @@ def blocks(obj: dict[str, Any]) -> list[dict[str, Any]]:
         ]})
     else:
         out.append({"type": "section", "text": {"type": "mrkdwn", "text": outcome(obj)}})
+        ran = execution_line(status)
+        if ran:
+            out.append({"type": "section", "text": {"type": "mrkdwn", "text": ran}})
     out.append({"type": "context", "elements": [{"type": "mrkdwn", "text": _mrkdwn(
         f"toolapproval {ref.namespace}/{ref.name} · request {ref.request_id}")}]})
     return out
@@ -139,6 +145,17 @@ def outcome(obj: dict[str, Any]) -> str:
     if status.get("reason"):
         text += f": {_mrkdwn(status['reason'])}"
     return text
+
+
+def execution_line(status: dict[str, Any]) -> str:
+    """``:warning: Then the call was not sent: the MCP server could not be reached (…)``; empty before it ran."""
+    found = status.get("execution")
+    ran: dict[str, Any] = found if isinstance(found, dict) else {}
+    said = execution.of_kube(str(ran.get("outcome") or ""))
+    if said is None:
+        return ""
+    mark = ":white_check_mark:" if said == "ran" else ":warning:"
+    return f"{mark} Then the call {_mrkdwn(execution.describe(said, str(ran.get('error') or '')))}"
 
 
 def fingerprint(obj: dict[str, Any]) -> str:
@@ -192,5 +209,6 @@ def deny_dialog(ref: Ref, obj: dict[str, Any], channel: str, ts: str) -> dict[st
 
 __all__ = [
     "APPROVE", "DENY", "DENY_VIEW", "REASON_BLOCK", "REASON_INPUT", "Ref", "already_decided", "blocks", "deny_dialog",
-    "dialog_metadata", "fingerprint", "outcome", "parse_dialog_metadata", "phase", "ref_of", "summary", "votes_line",
+    "dialog_metadata", "execution_line", "fingerprint", "outcome", "parse_dialog_metadata", "phase", "ref_of", "summary",
+    "votes_line",
 ]

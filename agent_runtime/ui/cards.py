@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from agent_runtime import redaction
+from agent_runtime.approvals import execution
 
 FOLD_AT = 160  # characters: longer values are folded (shown on demand)
 _PATH_KEYS = re.compile(r"(^|_)(path|file|filename|dir|directory|dest|destination|src|source|target)s?$", re.I)
@@ -70,6 +71,18 @@ class Card:
     original_args: Mapping[str, Any] | None = None  # ...and the model's arguments, redacted as ``args`` are
     original_redacted: Sequence[str] = ()  # ...where those were redacted
     changed: Sequence[str] = ()  # ...and which of them differ from the model's
+    execution: execution.Outcome | None = None  # approved and let run: what became of the call (approvals/execution.py)
+    execution_error: str = ""  # ...the error it reported, redacted
+
+    @property
+    def execution_label(self) -> str:
+        """``not sent``: the outcome alone (the history's column; the error is on the request's page)."""
+        return execution.WORDS[self.execution] if self.execution is not None else ""
+
+    @property
+    def execution_words(self) -> str:
+        """``not sent: the MCP server could not be reached (…)``; empty before the call ran."""
+        return execution.describe(self.execution, self.execution_error) if self.execution is not None else ""
 
     @property
     def pending(self) -> bool:

@@ -144,6 +144,7 @@ class RuntimeInbox:
                 original_args=original.args if original is not None else None,
                 original_redacted=original.paths if original is not None else (),
                 changed=tuple(edited.changed) if edited is not None else (),
+                execution=record.exec_outcome, execution_error=record.exec_error,
             ))
         return cards
 

@@ -32,6 +32,7 @@ class Tools:
     url: str
     sandbox: Path
     journal: Path
+    process: subprocess.Popen[str] | None = None  # the server, where a test may stop it (an MCP server scaled to 0)
 
     def executions(self, tool: str | None = None, path: str | None = None) -> list[dict[str, Any]]:
         if not self.journal.exists():
@@ -49,8 +50,8 @@ def demo_tools(base: Path) -> Iterator[Tools]:
     sandbox.mkdir(parents=True, exist_ok=True)
     port = free_port()
     args = [*GATEHOUSE_CMD, "demo-tools", "--sandbox", str(sandbox), "--port", str(port), "--journal", str(journal)]
-    with running(args, ready="demo-tools ready"):
-        yield Tools(f"http://127.0.0.1:{port}/mcp", sandbox, journal)
+    with running(args, ready="demo-tools ready") as process:
+        yield Tools(f"http://127.0.0.1:{port}/mcp", sandbox, journal, process)
 
 
 def write_manifests(directory: Path, mcp_url: str, **approval: Any) -> list[Path]:
