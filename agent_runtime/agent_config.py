@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agent_runtime import redaction
+from agent_runtime.channels import BridgeChannel
 
 SCHEMA_VERSION: Literal["gatehouse.dev/agent-config/v1"] = "gatehouse.dev/agent-config/v1"
 MODEL_API_KEY_ENV = "GATEHOUSE_MODEL_API_KEY"
@@ -183,6 +184,7 @@ class AccessConfig(ConfigModel):
     # Callers trusted to act on behalf of the human they relay (a parent agent's principal, a chat bridge): their
     # decisions count as that human's, judged against this agent's approvers (agent_runtime.delegation).
     delegators: list[str] = Field(default_factory=list)
+    bridges: dict[str, BridgeChannel] = Field(default_factory=dict)  # delegator principal → the channel it is (slack)
     max_delegation_depth: int = Field(default=3, ge=1)  # how many agents deep a request may travel to reach this one
 
 

@@ -28,7 +28,7 @@ from agent_runtime.durations import parse_duration
 from agent_runtime.errors import Problem, TranslationError
 from agent_runtime.globs import glob_to_regex
 from agent_runtime.resources import Agent, ModelConfig, RemoteMCPServer
-from agent_runtime.resources.agent import PUBLIC_URL_PATTERN, AgentTool, ApproversSpec, RedactSpec
+from agent_runtime.resources.agent import PUBLIC_URL_PATTERN, AgentTool, ApproversSpec, DelegatorSpec, RedactSpec
 
 # Where the operator mounts the access Secrets in the runtime's pod (read-only), and the file names there.
 ACCESS_DIR = "/var/run/gatehouse/access"
@@ -566,12 +566,17 @@ def _access(agent: Agent, in_cluster: bool, problems: list[Problem]) -> ac.Acces
             ac.IdentityConfig(principal=i.principal, aliases=list(dict.fromkeys(i.aliases))) for i in access.identities
         ],
         unowned_tasks_owner=access.unowned_tasks_owner,
-        delegators=list(dict.fromkeys(
-            service_account_principal(agent.namespace, d.agent) if d.agent is not None else str(d.principal)
-            for d in access.delegators
-        )),
+        delegators=list(dict.fromkeys(_delegator(agent, d) for d in access.delegators)),
+        bridges={_delegator(agent, d): d.channel for d in access.delegators if d.channel is not None},
         max_delegation_depth=access.max_delegation_depth,
     )
+
+
+def _delegator(agent: Agent, delegator: DelegatorSpec) -> str:
+    """The principal a delegator entry names (an Agent: its runtime's ServiceAccount)."""
+    if delegator.agent is not None:
+        return service_account_principal(agent.namespace, delegator.agent)
+    return str(delegator.principal)
 
 
 def _audit(agent: Agent, problems: list[Problem]) -> ac.AuditConfig:

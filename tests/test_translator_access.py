@@ -114,7 +114,8 @@ def test_jwt_defaults() -> None:
 
 def test_an_approvers_block_must_name_somebody() -> None:
     assert _problems(approval={"approvers": {"required": 1}}) == [
-        "spec.approval.approvers: lists neither users nor groups: nobody could approve; name at least one user or group"]
+        "spec.approval.approvers: lists neither users nor groups: nobody could approve; name at least one user or group, "
+        "or set anyAuthenticated: true"]
 
 
 def test_required_cannot_exceed_the_users_when_there_are_no_groups() -> None:
@@ -169,7 +170,7 @@ def test_the_model_refuses_what_the_schema_refuses() -> None:
 # -- the CRD's CEL rules: the API server refuses the same before the operator ever sees it -------------------------
 
 
-NOBODY = "approvers need at least one user or group: with neither, nobody could approve"
+NOBODY = "approvers need at least one user or group, or anyAuthenticated: true: with none, nobody could approve"
 TOO_FEW = ("required is more than the number of users listed, and no groups are listed: no call could ever get enough "
            "approvals")
 
@@ -211,7 +212,7 @@ def test_schema_defaults_match_the_model() -> None:
                                   "jwt": {"issuer": "i", "audience": "a", "jwksSecretRef": {"name": "j"}}}))
     spec = doc["spec"]
     assert spec["approval"]["grantTTL"] == "1h"
-    assert spec["approval"]["approvers"] == {"users": ["a"], "required": 1, "allowRequester": True}
+    assert spec["approval"]["approvers"] == {"users": ["a"], "required": 1, "allowRequester": True, "anyAuthenticated": False}
     assert spec["access"]["tokenSecretRef"]["key"] == "tokens" and spec["access"]["kubernetesTokens"] is True
     assert spec["access"]["jwt"]["jwksSecretRef"]["key"] == "jwks.json" and spec["access"]["jwt"]["groupsClaim"] == "groups"
     model = Agent.model_validate(_doc(approval={"approvers": {"users": ["a"]}},

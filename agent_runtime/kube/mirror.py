@@ -47,6 +47,7 @@ from typing import Any
 from agent_runtime.approvals import ApprovalRecord, ApprovalService
 from agent_runtime.approvals.events import ApprovalEvent
 from agent_runtime.approvals.votes import CastVote
+from agent_runtime.channels import BALLOT_CHANNELS
 from agent_runtime.kube import objects
 from agent_runtime.kube.client import KubeClient, KubeError
 from agent_runtime.questions.store import HitlRecord, HitlStore
@@ -412,7 +413,7 @@ class Mirror:
             for record in await self._approvals.for_task(spec["taskId"]):
                 if record.id == spec.get("requestId") and record.status != "pending":
                     who = (spec.get("decision") or {}).get("decidedBy")
-                    if record.source == "kubectl" and who:
+                    if record.source in BALLOT_CHANNELS and who:
                         self.note_decider(record.id, who)
                     self.sync(record)
         self.recount()

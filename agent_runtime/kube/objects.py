@@ -21,6 +21,7 @@ from agent_runtime import redaction
 from agent_runtime.approvals import ApprovalRecord, execution, iso_utc
 from agent_runtime.approvals.votes import CastVote
 from agent_runtime.authority import tally, who_may_decide
+from agent_runtime.channels import CHANNELS
 from agent_runtime.questions.store import HitlRecord
 from agent_runtime.resources import API_VERSION
 from agent_runtime.resources.tool_approval import KIND_APPROVAL, KIND_HITL, LABEL_AGENT, LABEL_CONTEXT, LABEL_KIND
@@ -29,7 +30,7 @@ COMPONENT = "gatehouse.dev"
 FINAL_PHASES = frozenset({"Approved", "Denied", "Expired", "Canceled", "Granted", "Orphaned"})
 STATUS_FIELDS = ("phase", "decidedBy", "decidedAt", "reason", "source", "approvals", "required", "waitingFor", "votes",
                  "execution")
-SOURCES = frozenset({"a2a", "kubectl", "rest", "timeout", "grant", "cancel"})
+SOURCES = frozenset(CHANNELS)
 
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
 _NOT_LABEL = re.compile(r"[^A-Za-z0-9_.-]+")

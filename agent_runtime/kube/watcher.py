@@ -36,6 +36,7 @@ from typing import Any
 
 from agent_runtime.approvals import AlreadyDecided, ApprovalService
 from agent_runtime.authority import Vote
+from agent_runtime.channels import BALLOT_CHANNELS
 from agent_runtime.delegation import relay
 from agent_runtime.edits import EditRefused
 from agent_runtime.kube import objects
@@ -71,6 +72,8 @@ class DecisionWatcher:
         # who may vote on behalf of a human (spec.access.delegators: the Slack bridge's ServiceAccount, say)
         config = getattr(decide_one, "config", None)
         self._delegators: list[str] = list(config.access.delegators) if config is not None else []
+        # which of them is a bridge of another channel (the Slack bridge): its ballots are that channel's
+        self._bridges: dict[str, str] = dict(config.access.bridges) if config is not None else {}
         self._trust_kubectl = trust_kubectl
         self._on_unknown = on_unknown  # a Pending ToolApproval with votes whose request the store does not hold
         self._policy_checked: tuple[float, bool] | None = None
@@ -196,7 +199,9 @@ class DecisionWatcher:
         except relay.DelegationRefused as exc:
             return Vote(caller.id, caller.groups, ballot.ballot, ballot.reason, SOURCE, ballot.key), str(exc)
         assert human is not None
-        return Vote(human.id, human.groups, ballot.ballot, ballot.reason, SOURCE, ballot.key), ""  # "<user> via <by>"
+        # The channel follows who cast the ballot (the admission policy ties ``by`` to the writer), never a field of it.
+        channel = self._bridges.get(caller.id, SOURCE)
+        return Vote(human.id, human.groups, ballot.ballot, ballot.reason, channel, ballot.key), ""  # "<user> via <by>"
 
     async def _apply(self, obj: dict[str, Any]) -> None:
         spec = obj["spec"]
@@ -209,7 +214,7 @@ class DecisionWatcher:
                     self._on_unknown(obj)
                 return
             if record.status != "pending":
-                if record.source != "kubectl":
+                if record.source not in BALLOT_CHANNELS:
                     self._mirror.sync(record)  # decided elsewhere first: show the real outcome
                 return
             uid = await self._approvals.object_uid(request_id)
@@ -225,7 +230,7 @@ class DecisionWatcher:
                                 "VotesIgnored")
                 return
             cast = (await self._approvals.cast_votes([request_id])).get(request_id, [])
-            seen = {c.vote.seen_as or c.vote.principal for c in cast if c.vote.channel == SOURCE}
+            seen = {c.vote.seen_as or c.vote.principal for c in cast if c.vote.channel in BALLOT_CHANNELS}
             for ballot in objects.ballots(spec):
                 if ballot.key in seen:
                     continue

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from agent_runtime.channels import BridgeChannel
 from agent_runtime.resources.common import Resource, SpecModel
 
 # A Kubernetes quantity as a claim's size is written (1Gi, 500Mi, 10G); the API server parses the rest.
@@ -375,6 +376,11 @@ class DelegatorSpec(SpecModel):
     )
     principal: str | None = Field(
         default=None, min_length=1, description="A principal as authenticated, e.g. system:serviceaccount:chat:slack-bridge."
+    )
+    channel: BridgeChannel | None = Field(
+        default=None,
+        description="The channel this delegator is: slack for the Slack bridge (gatehouse slack). Its ballots are then "
+        "shown as decided in Slack; without it, as kubectl.",
     )
 
     @model_validator(mode="after")

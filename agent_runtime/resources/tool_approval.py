@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from agent_runtime.channels import Channel
 from agent_runtime.resources.common import Resource, SpecModel
 from agent_runtime.wire import HITL_TOOL_NAME
 
@@ -96,7 +97,7 @@ class ToolApprovalStatus(SpecModel):
     decided_by: str | None = None
     decided_at: str | None = None
     reason: str | None = None
-    source: Literal["a2a", "kubectl", "rest", "timeout", "grant", "cancel"] | None = None
+    source: Channel | None = None
     approvals: str | None = None  # "1/2": counted approvals of required
     required: int | None = None
     votes: list[CountedVote] = Field(default_factory=list)

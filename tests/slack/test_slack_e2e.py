@@ -182,7 +182,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         agent_file = next(f for f in files if yaml.safe_load(f.read_text())["kind"] == "Agent")
         doc = yaml.safe_load(agent_file.read_text())
         doc["spec"]["approval"]["notify"] = {"slack": {"channel": CHANNEL}}
-        doc["spec"]["access"] = {"delegators": [{"principal": BRIDGE}],
+        doc["spec"]["access"] = {"delegators": [{"principal": BRIDGE, "channel": "slack"}],
                                  "identities": [{"principal": "alice", "aliases": ["alice@example.com"]}]}
         agent_file.write_text(yaml.safe_dump(doc))
         for f in files:
@@ -243,6 +243,8 @@ def test_a_gated_call_is_posted_and_two_slack_approvals_run_it_once(stack: Stack
     final = s.shown(name, lambda t: "Approved by alice, bob@example.com" in t, "the message showing the outcome")
     assert not [b for b in final if b["type"] == "actions"]  # the buttons are gone
     assert s.status(name)["decidedBy"] == "alice, bob@example.com"
+    # Named for the channel it came through, from who cast the ballots (the bridge delegator), not "kubectl".
+    assert s.status(name)["source"] == "slack" and "(slack)" in json.dumps(final)
 
 
 def test_deny_asks_why_and_the_model_is_told_the_reason(stack: Stack) -> None:
@@ -266,6 +268,7 @@ def test_deny_asks_why_and_the_model_is_told_the_reason(stack: Stack) -> None:
     assert not s.tools.executions("delete_file", "keep.txt") and (s.tools.sandbox / "keep.txt").exists()
     final = s.shown(name, lambda t: "Denied by alice" in t, "the message showing the denial")
     assert "not during the freeze" in json.dumps(final) and not [b for b in final if b["type"] == "actions"]
+    assert "(slack)" in json.dumps(final) and s.status(name)["source"] == "slack"
     assert message["ts"] == json.loads(s.approval(name)["metadata"]["annotations"][ANNOTATION])["ts"]
 
 
