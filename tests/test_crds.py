@@ -40,7 +40,11 @@ def test_all_four_crds_exist_with_status_and_printer_columns() -> None:
         assert version["subresources"] == {"status": {}}, kind
         assert version["additionalPrinterColumns"], kind
     columns = [c["name"].upper() for c in crds["ToolApproval"]["spec"]["versions"][0]["additionalPrinterColumns"]]
-    assert columns == ["AGENT", "KIND", "TOOL", "PHASE", "APPROVALS", "EXECUTION", "AGE"]
+    assert columns == ["AGENT", "TOOL", "SUMMARY", "REQUESTED BY", "PHASE", "APPROVALS", "EXPIRES", "EXECUTION", "AGE",
+                       "KIND", "DECIDED BY", "SOURCE", "WAITING FOR", "TASK"]
+    wide = [c["name"].upper() for c in crds["ToolApproval"]["spec"]["versions"][0]["additionalPrinterColumns"]
+            if c.get("priority", 0) > 0]  # only under -o wide
+    assert wide == ["KIND", "DECIDED BY", "SOURCE", "WAITING FOR", "TASK"]
 
 
 def _structural(schema: dict[str, Any], path: str) -> None:

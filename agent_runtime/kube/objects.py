@@ -12,6 +12,7 @@ approval is bound to) and ``redacted`` (the paths that were replaced).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,8 +29,9 @@ from agent_runtime.resources.tool_approval import KIND_APPROVAL, KIND_HITL, LABE
 
 COMPONENT = "gatehouse.dev"
 FINAL_PHASES = frozenset({"Approved", "Denied", "Expired", "Canceled", "Granted", "Orphaned"})
-STATUS_FIELDS = ("phase", "decidedBy", "decidedAt", "reason", "source", "approvals", "required", "waitingFor", "votes",
-                 "execution")
+STATUS_FIELDS = ("phase", "summary", "decidedBy", "decidedAt", "reason", "source", "approvals", "required", "waitingFor",
+                 "votes", "execution")
+SUMMARY_LIMIT = 60  # characters of the arguments' summary `kubectl get toolapprovals` shows
 SOURCES = frozenset(CHANNELS)
 
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
@@ -210,10 +212,11 @@ def hitl_status(record: HitlRecord) -> dict[str, Any]:
     A question ended by canceling its task is Canceled, as a tool approval is. ``reason`` is the result's
     message and the selected option.
     """
+    brief = summary({"question": redaction.redact_text(record.args.question)})
     if record.open or record.result is None:
         if record.stage == "confirm" and record.selected is not None:
-            return {"phase": "Pending", "reason": f"chose {record.selected!r}; waiting for a confirmation"}
-        return {"phase": "Pending"}
+            return {"phase": "Pending", "summary": brief, "reason": f"chose {record.selected!r}; waiting for a confirmation"}
+        return {"phase": "Pending", "summary": brief}
     result = record.result
     timed_out = result.source == "timeout" or record.source == "timeout"
     current = "Canceled" if record.source == "cancel" else _HITL_PHASES.get(result.status, "Denied")
@@ -222,6 +225,7 @@ def hitl_status(record: HitlRecord) -> dict[str, Any]:
         reason = f"{reason}; selected option: {result.selected_option}"
     out: dict[str, Any] = {
         "phase": current,
+        "summary": brief,
         "source": "timeout" if timed_out else "a2a",
         "decidedBy": default_decider("timeout" if timed_out else "a2a"),
         "reason": reason,
@@ -271,11 +275,23 @@ def voters(record: ApprovalRecord, cast: Sequence[CastVote]) -> str:
     return counted.decided_by if counted.denied_by is not None or record.status == "approved" else ""
 
 
+def summary(arguments: dict[str, Any], limit: int = SUMMARY_LIMIT) -> str:
+    """A call's (redacted) arguments in one short line for a table column: ``path=old.txt, force=true``; strings as
+    they are, other values as compact JSON, cut at ``limit`` characters with an ellipsis."""
+    def shown(value: Any) -> str:
+        return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+    text = " ".join(", ".join(f"{key}={shown(value)}" for key, value in arguments.items()).split())  # one line
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def status(record: ApprovalRecord, decided_by: str = "", cast: Sequence[CastVote] = ()) -> dict[str, Any]:
-    """The ToolApproval's status for a record: Pending, or the outcome with who, when, why and through what."""
+    """The ToolApproval's status for a record: Pending, or the outcome with who, when, why and through what; with the
+    arguments' redacted summary (as approved, after an edit) for ``kubectl get``'s SUMMARY column."""
+    brief = summary(record.shown.args)
     if record.status == "pending":
-        return {"phase": "Pending", **votes_status(record, cast)}
-    out: dict[str, Any] = {"phase": phase(record), **votes_status(record, cast)}
+        return {"phase": "Pending", "summary": brief, **votes_status(record, cast)}
+    out: dict[str, Any] = {"phase": phase(record), "summary": brief, **votes_status(record, cast)}
     source = "a2a" if record.source == "cancel" else record.source
     if source in SOURCES:
         out["source"] = source

@@ -94,6 +94,7 @@ class EditedStatus(SpecModel):
 
 class ToolApprovalStatus(SpecModel):
     phase: Phase = "Pending"
+    summary: str | None = None  # the (redacted) arguments in one short line, for kubectl get's SUMMARY column
     decided_by: str | None = None
     decided_at: str | None = None
     reason: str | None = None

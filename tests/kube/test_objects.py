@@ -67,8 +67,8 @@ def test_a_tool_approval_validates_against_the_crd() -> None:
 def test_status_follows_every_outcome(status: str, source: str, phase: str, shown_source: str, by: str) -> None:
     r = record(status=status, source=source, reason="why", decided_at=1_700_000_100.0)
     out = objects.status(r, "alice" if source == "kubectl" else "")
-    assert out == {"phase": phase, "source": shown_source, "decidedBy": by, "decidedAt": "2023-11-14T22:15:00Z",
-                   "reason": "why", "approvals": "0/1", "required": 1, "votes": []}
+    assert out == {"phase": phase, "summary": "path=x.txt", "source": shown_source, "decidedBy": by,
+                   "decidedAt": "2023-11-14T22:15:00Z", "reason": "why", "approvals": "0/1", "required": 1, "votes": []}
 
 
 def test_events_name_the_request_and_the_outcome() -> None:
@@ -105,6 +105,9 @@ def test_a_tool_approval_shows_the_arguments_redacted_with_their_hash_and_paths(
     assert SECRET not in json.dumps(obj) and "dXNlcjpwYXNz" not in json.dumps(obj)
     assert crd_validation.validate({**obj, "status": objects.status(r)}) == []
     assert ToolApproval.model_validate(obj).spec.redacted == spec["redacted"]
+    # the SUMMARY column: the same redacted arguments, in one line
+    shown = objects.status(r)["summary"]
+    assert shown.startswith("path=creds.txt, content=write «redacted», headers=") and SECRET not in shown
 
 
 def test_events_show_the_arguments_redacted() -> None:
@@ -180,7 +183,7 @@ def test_a_hitl_question_is_a_tool_approval_of_its_own_kind() -> None:
     assert spec["arguments"] == {"question": "Deploy where?", "options": ["staging", "prod"], "requireConfirmation": False,
                                  "defaultOption": "staging", "metadata": {"ticket": "T-1"}}
     assert spec["expiresAt"] == "2023-11-14T22:28:20Z"
-    assert objects.hitl_status(question()) == {"phase": "Pending"}
+    assert objects.hitl_status(question()) == {"phase": "Pending", "summary": "question=Deploy where?"}
     assert crd_validation.validate({**obj, "status": objects.hitl_status(question())}) == []
 
 
@@ -206,9 +209,17 @@ def _done(status: str, source: str, message: str, selected: str | None, record_s
 )
 def test_a_hitl_outcome_becomes_a_status(done: HitlRecord, phase: str, source: str, by: str, reason: str) -> None:
     status = objects.hitl_status(done)
-    assert status == {"phase": phase, "source": source, "decidedBy": by, "reason": reason,
-                      "decidedAt": "2023-11-14T22:15:00Z"}
+    assert status == {"phase": phase, "summary": "question=Deploy where?", "source": source, "decidedBy": by,
+                      "reason": reason, "decidedAt": "2023-11-14T22:15:00Z"}
     obj = objects.hitl_approval(done, "file-manager", "default", None)
     assert crd_validation.validate({**obj, "status": status}) == []
     waiting = objects.hitl_status(question(stage="confirm", selected="prod"))
     assert waiting["phase"] == "Pending" and "'prod'" in waiting["reason"]
+
+
+def test_the_summary_column_is_the_redacted_arguments_in_one_short_line() -> None:
+    assert objects.summary({"path": "old.txt", "force": True, "n": 2}) == "path=old.txt, force=true, n=2"
+    assert objects.summary({"text": "line one\n  line two"}) == "text=line one line two"
+    long = objects.summary({"content": "x" * 200})
+    assert len(long) == objects.SUMMARY_LIMIT and long.endswith("…")
+    assert objects.summary({}) == ""
