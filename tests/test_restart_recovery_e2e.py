@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,13 +95,7 @@ def test_a_tools_question_after_an_approval_survives_a_restart_and_the_call_runs
     (tools.sandbox / name).write_text("old")
     task = rpc.send(f"put fresh to {name}")["task"]
     (approval_id,) = request_ids(task)
-    if channel == "a2a":
-        asked = rpc.send(data=wire.approve_all(), task=task)["task"]
-    else:  # one request at a time: the channel start-up recovery is for
-        decided = rpc.client.post(f"/approvals/{approval_id}/decision", json={"decision": "approve"},
-                                  headers={"Idempotency-Key": str(uuid.uuid4())})
-        assert decided.status_code == 200, decided.text
-        asked = _wait_for(rpc, task["id"], "elicitation")
+    asked = _approve(rpc, task, approval_id, channel, lambda t: interrupt(t).get("interrupt_type") == "elicitation")
     question = interrupt(asked)
     assert question["interrupt_type"] == "elicitation" and tools.executions("put_file", name) == []
 
@@ -152,15 +146,23 @@ async def _record_approval(state_dir: Path, task_id: str, request_id: str) -> No
         await db.dispose()
 
 
-def _wait_for(rpc: Rpc, task_id: str, kind: str) -> dict[str, Any]:
-    """The task once it pauses on ``kind`` (after a REST decision, whose resume runs in the background)."""
+def _approve(rpc: Rpc, task: dict[str, Any], approval_id: str, channel: str,
+             paused_again: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """Approve over A2A (the answer is the task), or over REST, one request at a time, the channel start-up recovery
+    is for (its resume runs in the background: wait until the task pauses again, on what ``paused_again`` says)."""
+    if channel == "a2a":
+        asked: dict[str, Any] = rpc.send(data=wire.approve_all(), task=task)["task"]
+        return asked
+    decided = rpc.client.post(f"/approvals/{approval_id}/decision", json={"decision": "approve"},
+                              headers={"Idempotency-Key": str(uuid.uuid4())})
+    assert decided.status_code == 200, decided.text
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
-        task = rpc.get_task(task_id)
-        if state(task) == "TASK_STATE_INPUT_REQUIRED" and interrupt(task).get("interrupt_type") == kind:
-            return task
+        current = rpc.get_task(task["id"])
+        if state(current) == "TASK_STATE_INPUT_REQUIRED" and paused_again(current):
+            return current
         time.sleep(0.1)
-    raise AssertionError(f"the tool never asked: {rpc.get_task(task_id)}")
+    raise AssertionError(f"the task did not pause again after the approval: {rpc.get_task(task['id'])}")
 
 
 # --- an approved call after which the model asks the user a question -----------------------------------
@@ -201,13 +203,7 @@ def test_the_models_question_after_an_approved_call_survives_a_restart(
     (tools.sandbox / name).write_text("x")
     task = rpc.send(f"delete {name} then ask")["task"]
     (approval_id,) = request_ids(task)
-    if channel == "a2a":
-        asked = rpc.send(data=wire.approve_all(), task=task)["task"]
-    else:
-        decided = rpc.client.post(f"/approvals/{approval_id}/decision", json={"decision": "approve"},
-                                  headers={"Idempotency-Key": str(uuid.uuid4())})
-        assert decided.status_code == 200, decided.text
-        asked = _wait_for(rpc, task["id"], wire.INTERRUPT_HITL)
+    asked = _approve(rpc, task, approval_id, channel, lambda t: interrupt(t).get("interrupt_type") == wire.INTERRUPT_HITL)
     question = interrupt(asked)
     assert question["interrupt_type"] == wire.INTERRUPT_HITL, question
     (prompt,) = question["requests"]
@@ -261,13 +257,7 @@ def test_a_sub_agents_pause_after_an_approved_delegation_survives_the_parents_re
     task = alice.send("ask files read .env")["task"]
     (own,) = interrupt(task)["action_requests"]  # the parent's own request: the delegation itself
     assert own["name"] == "files" and own["agent"] is None
-    if channel == "a2a":
-        relayed = alice.send(data=wire.approve_all(), task=task)["task"]
-    else:
-        decided = alice.client.post(f"/approvals/{own['id']}/decision", json={"decision": "approve"},
-                                    headers={"Idempotency-Key": str(uuid.uuid4())})
-        assert decided.status_code == 200, decided.text
-        relayed = _wait_for_relayed(alice, task["id"], own["id"])
+    relayed = _approve(alice, task, own["id"], channel, lambda t: own["id"] not in request_ids(t))
     pause = interrupt(relayed)
     (inner,) = pause["action_requests"]
     assert inner["name"] == "read_file" and inner["agent"]["name"] == "files"
@@ -279,14 +269,4 @@ def test_a_sub_agents_pause_after_an_approved_delegation_survives_the_parents_re
     assert state(done) == "TASK_STATE_COMPLETED", status_text(done)
     assert "SECRET=restart-7" in status_text(done)
     assert len(tools.executions("read_file", ".env")) == reads + 1
-
-
-def _wait_for_relayed(rpc: Rpc, task_id: str, own_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        task = rpc.get_task(task_id)
-        if state(task) == "TASK_STATE_INPUT_REQUIRED" and own_id not in request_ids(task):
-            return task
-        time.sleep(0.1)
-    raise AssertionError(f"the sub-agent's pause never reached the parent: {rpc.get_task(task_id)}")
 

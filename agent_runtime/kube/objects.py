@@ -352,32 +352,14 @@ def event(
     meta = agent["metadata"]
     current = phase(record)
     name = approval_name(meta["name"], record.id)
-    args = ", ".join(f"{k}={v!r}" for k, v in record.shown.args.items())  # an Event is readable by the view role
     if current == "Pending":
-        message = f"{record.tool}({args}) waits for approval: toolapproval {name}"
+        message = f"{_call(record)} waits for approval: toolapproval {name}"
     else:
         who = decided_by or default_decider(record.source)
         why = f": {record.reason}" if record.reason else ""
-        message = f"{record.tool}({args}) {current.lower()} by {who} via {record.source}{why} (toolapproval {name})"
-    involved = {"apiVersion": API_VERSION, "kind": "Agent", "name": meta["name"], "namespace": meta.get("namespace")}
-    if meta.get("uid"):
-        involved["uid"] = meta["uid"]
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{dns_label(meta['name'], 50)}.", "namespace": meta.get("namespace")},
-        "involvedObject": involved,
-        "reason": _REASONS[current],
-        "message": message[:1024],
-        "type": "Normal",
-        "source": {"component": COMPONENT},
-        "reportingComponent": COMPONENT,
-        "reportingInstance": instance,
-        "action": "Decide" if current != "Pending" else "Request",
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
-    }
+        message = f"{_call(record)} {current.lower()} by {who} via {record.source}{why} (toolapproval {name})"
+    return _event(agent, "Agent", instance, now, _REASONS[current], message, "Normal",
+                  "Decide" if current != "Pending" else "Request")
 
 
 _EXECUTION_REASONS: dict[execution.Outcome, str] = {
@@ -391,48 +373,42 @@ def execution_event(record: ApprovalRecord, agent: dict[str, Any], instance: str
         return None
     meta = agent["metadata"]
     name = approval_name(meta["name"], record.id)
-    args = ", ".join(f"{k}={v!r}" for k, v in record.shown.args.items())  # an Event is readable by the view role
     said = execution.describe(record.exec_outcome, record.exec_error)
-    involved = {"apiVersion": API_VERSION, "kind": "Agent", "name": meta["name"], "namespace": meta.get("namespace")}
-    if meta.get("uid"):
-        involved["uid"] = meta["uid"]
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{dns_label(meta['name'], 50)}.", "namespace": meta.get("namespace")},
-        "involvedObject": involved,
-        "reason": _EXECUTION_REASONS[record.exec_outcome],
-        "message": f"{record.tool}({args}) was approved, then {said} (toolapproval {name})"[:1024],
-        "type": "Normal" if record.exec_outcome == "ran" else "Warning",
-        "source": {"component": COMPONENT},
-        "reportingComponent": COMPONENT,
-        "reportingInstance": instance,
-        "action": "Execute",
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
-    }
+    return _event(agent, "Agent", instance, now, _EXECUTION_REASONS[record.exec_outcome],
+                  f"{_call(record)} was approved, then {said} (toolapproval {name})",
+                  "Normal" if record.exec_outcome == "ran" else "Warning", "Execute")
 
 
 def warning_event(obj: dict[str, Any], instance: str, now: str, reason: str, message: str) -> dict[str, Any]:
     """A Warning Event on a ToolApproval (``kubectl describe`` shows it): e.g. votes on it were ignored, and why."""
-    meta = obj.get("metadata") or {}
-    involved = {"apiVersion": API_VERSION, "kind": "ToolApproval", "name": meta.get("name", ""),
-                "namespace": meta.get("namespace")}
+    return _event(obj, "ToolApproval", instance, now, reason, message, "Warning", "Vote")
+
+
+def _call(record: ApprovalRecord) -> str:
+    """``delete_file(path='x.txt')``, the arguments redacted: an Event is readable by the view role."""
+    return f"{record.tool}({', '.join(f'{k}={v!r}' for k, v in record.shown.args.items())})"
+
+
+def _event(about: dict[str, Any], kind: str, instance: str, now: str, reason: str, message: str, type_: str,
+           action: str) -> dict[str, Any]:
+    """A core/v1 Event on ``about`` (an Agent or a ToolApproval), from this runtime."""
+    meta = about.get("metadata") or {}
+    name = meta.get("name", kind.lower())
+    involved = {"apiVersion": API_VERSION, "kind": kind, "name": meta.get("name", ""), "namespace": meta.get("namespace")}
     if meta.get("uid"):
         involved["uid"] = meta["uid"]
     return {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"generateName": f"{dns_label(meta.get('name', 'toolapproval'), 50)}.", "namespace": meta.get("namespace")},
+        "metadata": {"generateName": f"{dns_label(name, 50)}.", "namespace": meta.get("namespace")},
         "involvedObject": involved,
         "reason": reason,
         "message": message[:1024],
-        "type": "Warning",
+        "type": type_,
         "source": {"component": COMPONENT},
         "reportingComponent": COMPONENT,
         "reportingInstance": instance,
-        "action": "Vote",
+        "action": action,
         "firstTimestamp": now,
         "lastTimestamp": now,
         "count": 1,
