@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ def test_helm_install_deploys_the_chart_and_its_crds_are_served(cluster: Cluster
     assert set(resources.stdout.split()) == {"agents.gatehouse.dev", "modelconfigs.gatehouse.dev",
                                              "remotemcpservers.gatehouse.dev", "toolapprovals.gatehouse.dev"}
     for kind in ("agents", "toolapprovals"):
-        listed = cluster.kubectl("get", kind, "-A")
+        listed = cluster.kubectl("get", kind, "-n", chart.namespace)
         assert listed.returncode == 0 and "No resources found" in listed.stderr, listed
     policy = cluster.kubectl("get", "validatingadmissionpolicybinding", chart.policy, "-o", "json")
     assert json.loads(policy.stdout)["spec"]["validationActions"] == ["Deny"]
@@ -71,12 +72,10 @@ def pending(cluster: Cluster, chart: Release) -> str:
     return str(body["metadata"]["name"])
 
 
-def _kubectl_gatehouse(cluster: Cluster, user: str, *args: str) -> Any:
+def _kubectl_gatehouse(cluster: Cluster, user: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``kubectl gatehouse …`` as ``user``: the real kubectl finding the plugin on PATH."""
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig(user)),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    import subprocess
-
     return subprocess.run([str(cluster.kubectl_path), "gatehouse", *args], capture_output=True, text=True, env=env,
                           timeout=60)
 
@@ -84,7 +83,11 @@ def _kubectl_gatehouse(cluster: Cluster, user: str, *args: str) -> Any:
 def test_a_user_without_the_approver_role_is_refused_by_rbac(cluster: Cluster, pending: str) -> None:
     refused = _kubectl_gatehouse(cluster, "bob", "approve", pending, "-n", NS, "--wait", "0")
     assert refused.returncode == 1
-    assert 'User "bob" cannot get resource "toolapprovals"' in refused.stdout + refused.stderr, refused
+    assert (f'forbidden: you may not decide toolapproval "{pending}" in namespace "{NS}" (ask for a RoleBinding to '
+            "the gatehouse-approver ClusterRole)") in " ".join((refused.stdout + refused.stderr).split()), refused
+    patched = cluster.kubectl("patch", "toolapproval", pending, "-n", NS, "--type=merge", "-p", '{"spec":{}}', user="bob")
+    assert f'User "bob" cannot get resource "toolapprovals" in API group "gatehouse.dev" in the namespace "{NS}"' \
+        in patched.stderr, patched.stderr
     can = cluster.kubectl("auth", "can-i", "patch", "toolapprovals.gatehouse.dev", "-n", NS, user="bob")
     assert can.stdout.strip() == "no"
 
@@ -96,4 +99,5 @@ def test_alice_in_group_sre_votes_with_kubectl_gatehouse_approve(cluster: Cluste
     (vote,) = obj["spec"]["votes"]
     assert (vote["by"], vote["action"], vote["groups"]) == ("alice", "Approve", ["sre", "system:authenticated"])
     again = _kubectl_gatehouse(cluster, "alice", "deny", pending, "-n", NS, "--reason", "changed my mind", "--wait", "0")
-    assert again.returncode == 1  # once per user: the plugin or the policy says so
+    assert again.returncode == 1, again.stdout
+    assert f'you (alice) have already voted on toolapproval "{pending}"; a person counts once' in again.stderr

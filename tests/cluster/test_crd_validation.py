@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -40,7 +41,7 @@ DOCUMENTS = _documents()
 
 
 @pytest.fixture(scope="module")
-def admin(cluster: Cluster, chart: Release) -> rest.httpx.Client:
+def admin(cluster: Cluster, chart: Release) -> httpx.Client:
     for namespace in {d["metadata"].get("namespace", "default") for _, d, _ in DOCUMENTS}:
         cluster.kubectl("create", "namespace", namespace)
     return rest.client(cluster.kubeconfig())
@@ -54,7 +55,7 @@ def _path_and_rule(problem: str) -> tuple[str, str]:
 
 @pytest.mark.parametrize(("doc", "problems"), [d[1:] for d in DOCUMENTS], ids=[d[0] for d in DOCUMENTS])
 def test_the_real_api_server_validates_as_the_emulator(
-    admin: rest.httpx.Client, doc: dict[str, Any], problems: list[str],
+    admin: httpx.Client, doc: dict[str, Any], problems: list[str],
 ) -> None:
     namespace = doc["metadata"].get("namespace", "default")
     group, version = doc["apiVersion"].split("/")

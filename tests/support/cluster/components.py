@@ -87,13 +87,14 @@ def apiserver(binary: Path, layout: Layout, advertise_address: str | None = None
         f"--client-ca-file={pki / 'ca.crt'}",
         f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
         f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
-        f"--service-account-key-file={pki / 'sa.key'}", f"--service-account-signing-key-file={pki / 'sa.key'}",
+        f"--service-account-key-file={pki / 'sa.pub'}", f"--service-account-signing-key-file={pki / 'sa.key'}",
         f"--service-account-issuer={ISSUER}",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--authorization-mode=Node,RBAC",
         f"--enable-admission-plugins={','.join(ADMISSION_PLUGINS)}",
         f"--audit-policy-file={layout.root / 'audit-policy.yaml'}", f"--audit-log-path={layout.audit_log}",
-        "--allow-privileged=false", "--profiling=false",
+        # As kubeadm sets it: privileged pods exist (CNI, kube-proxy); Pod Security decides where they may run.
+        "--allow-privileged=true", "--profiling=false",
     ]
     if advertise_address is not None:
         args.append(f"--advertise-address={advertise_address}")

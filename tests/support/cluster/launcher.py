@@ -117,10 +117,16 @@ def start(*, owned: bool = True, name: str | None = None, timeout: float = 120.0
     try:
         _launch(cluster, "etcd", components.etcd(binaries["etcd"], layout), owned)
         _launch(cluster, "kube-apiserver", components.apiserver(binaries["kube-apiserver"], layout), owned)
+        deadline = time.monotonic() + timeout
+        # /readyz includes the RBAC bootstrap: started earlier, the controller-manager finds no role and exits.
+        _wait_paths(cluster, ["/readyz"], deadline)
         _launch(cluster, "kube-controller-manager",
                 components.controller_manager(binaries["kube-controller-manager"], layout), owned)
         _launch(cluster, "kube-scheduler", components.scheduler(binaries["kube-scheduler"], layout), owned)
-        _wait_ready(cluster, time.monotonic() + timeout)
+        # The ServiceAccount and root-CA controllers at work: a pod in "default" can now be admitted.
+        _wait_paths(cluster, ["/api/v1/namespaces/default/serviceaccounts/default",
+                              "/api/v1/namespaces/default/configmaps/kube-root-ca.crt"], deadline)
+        _wait_healthz(cluster, layout.scheduler_port, "kube-scheduler", deadline)
     except BaseException:
         stop(root)
         raise
@@ -133,7 +139,7 @@ def _make_credentials(layout: components.Layout) -> pki.Authority:
                              "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "10.96.0.1"])
     # The API server's identity towards kubelets (the node stand-in), bound to system:kubelet-api-admin.
     ca.client("apiserver-kubelet-client", "kube-apiserver")
-    pki.write_key(layout.pki / "sa.key")
+    pki.write_signing_key(layout.pki / "sa.key", layout.pki / "sa.pub")
     (layout.root / "audit-policy.yaml").write_text(components.AUDIT_POLICY)
     identities = {**USERS, "controller-manager": ("system:kube-controller-manager", ()),
                   "scheduler": ("system:kube-scheduler", ())}
@@ -160,13 +166,12 @@ def _die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def _wait_ready(cluster: Cluster, deadline: float) -> None:
-    """Until /readyz answers ok and the ServiceAccount and root-CA controllers have served ``default``."""
+def _wait_paths(cluster: Cluster, paths: list[str], deadline: float) -> None:
+    """Until each of ``paths`` answers 200 to the admin."""
     context = ssl.create_default_context(cafile=str(cluster.ca))
     pair = cluster.layout.pki
     context.load_cert_chain(pair / "client-admin.crt", pair / "client-admin.key")
-    checks = ["/readyz", "/api/v1/namespaces/default/serviceaccounts/default",
-              "/api/v1/namespaces/default/configmaps/kube-root-ca.crt"]
+    checks = list(paths)
     while checks:
         _check_alive(cluster)
         try:
@@ -179,7 +184,6 @@ def _wait_ready(cluster: Cluster, deadline: float) -> None:
         if time.monotonic() > deadline:
             raise ClusterFailed(f"{cluster.server}{checks[0]} not ready in time\n{_tails(cluster)}")
         time.sleep(0.25)
-    _wait_healthz(cluster, cluster.layout.scheduler_port, "kube-scheduler", deadline)
 
 
 def _wait_healthz(cluster: Cluster, port: int, component: str, deadline: float) -> None:

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["Authority", "Pair", "write_key"]
+__all__ = ["Authority", "Pair", "write_signing_key"]
 
 _VALID = datetime.timedelta(days=30)
 
@@ -36,11 +36,15 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
                              serialization.NoEncryption())
 
 
-def write_key(path: Path) -> Path:
-    """A fresh private key at ``path`` (0600), e.g. the ServiceAccount token signing key."""
-    path.write_bytes(_key_pem(ec.generate_private_key(ec.SECP256R1())))
-    path.chmod(0o600)
-    return path
+def write_signing_key(key_path: Path, public_path: Path) -> None:
+    """A fresh key pair for signing ServiceAccount tokens: the private key in SEC1 form and the public key, the two
+    forms the API server reads (it finds no public key in a PKCS#8 file)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                                           serialization.NoEncryption()))
+    key_path.chmod(0o600)
+    public_path.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                          serialization.PublicFormat.SubjectPublicKeyInfo))
 
 
 class Authority:
