@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.chart import test_admission_policy as cases
+from tests.support import toolapproval_admission as cases
 from tests.support.cluster import Cluster, rest
 from tests.support.cluster.chart import Release, helm
 
