@@ -18,14 +18,19 @@ from tests.support.cluster.chart import Release, install
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="session")
-def cluster() -> Iterator[Cluster]:
+def require_binaries() -> None:
+    """Skip (fail under CI) with the reason when there is no Go or the binaries are not built."""
     try:
         binaries.built()
     except ClusterUnavailable as exc:
         if os.environ.get("CI"):
             pytest.fail(f"CI must run the real control plane: {exc}")
         pytest.skip(f"no real control plane: {exc}")
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    require_binaries()
     started = time.monotonic()
     running = launcher.start()
     print(f"\ncontrol plane {binaries.KUBERNETES_VERSION} ready in {time.monotonic() - started:.1f} s at {running.server}")

@@ -75,9 +75,12 @@ def _ldflags() -> str:
     return " ".join(flags)
 
 
+GO_PLACES = ("/usr/local/go/bin/go",)  # where Go's own tarball installs it, often not on a script's PATH
+
+
 def go_binary() -> Path:
-    """Go: ``$GATEHOUSE_GO``, ``go`` on PATH, or the tarball's usual place."""
-    for candidate in (os.environ.get("GATEHOUSE_GO"), shutil.which("go"), "/usr/local/go/bin/go"):
+    """Go: ``$GATEHOUSE_GO``, ``go`` on PATH, or one of :data:`GO_PLACES`."""
+    for candidate in (os.environ.get("GATEHOUSE_GO"), shutil.which("go"), *GO_PLACES):
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return Path(candidate)
     raise ClusterUnavailable("no Go toolchain (go on PATH, /usr/local/go/bin/go or $GATEHOUSE_GO): the control "
