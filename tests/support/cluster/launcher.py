@@ -72,7 +72,10 @@ class Cluster:
     def service_account(self, namespace: str, name: str, *, audience: str | None = None,
                         duration: str = "1h") -> Path:
         """A kubeconfig for ServiceAccount ``namespace/name`` (created if missing), with a token the TokenRequest
-        API issued."""
+        API issued; made once per account, audience and duration (the token outlives a test session)."""
+        path = self.layout.root / f"sa-{namespace}-{name}-{audience or 'api'}-{duration}.kubeconfig"
+        if path.exists():
+            return path
         self.kubectl("create", "serviceaccount", name, "-n", namespace)  # AlreadyExists is fine
         args = ["create", "token", name, "-n", namespace, f"--duration={duration}"]
         if audience:
@@ -80,7 +83,6 @@ class Cluster:
         proc = self.kubectl(*args)
         if proc.returncode != 0:
             raise ClusterFailed(f"kubectl create token {namespace}/{name}: {proc.stderr}")
-        path = self.layout.root / f"sa-{namespace}-{name}-{audience or 'api'}.kubeconfig"
         kubeconfigs.write(path, self.server, self.ca, f"system:serviceaccount:{namespace}:{name}",
                           token=proc.stdout.strip())
         return path
