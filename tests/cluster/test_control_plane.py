@@ -110,3 +110,17 @@ def test_a_crashed_runs_leftovers_are_stopped_and_removed(tmp_path: Path, monkey
         for proc in children.values():
             proc.kill()
             proc.wait()
+
+
+def test_a_claim_without_a_class_gets_the_default_one_and_binds(cluster: Cluster) -> None:
+    ns = "claims"
+    cluster.kubectl("create", "namespace", ns)
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": ns},
+             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+    assert cluster.kubectl("create", "-f", "-", stdin=json.dumps(claim)).returncode == 0
+
+    def bound() -> bool:
+        got = json.loads(cluster.kubectl("get", "pvc", "data", "-n", ns, "-o", "json").stdout)
+        return bool(got["status"].get("phase") == "Bound" and got["spec"]["storageClassName"] == "standard")
+
+    _wait("the claim bound to a volume of the default class", bound)

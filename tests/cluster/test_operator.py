@@ -100,6 +100,8 @@ def test_the_example_agent_is_reconciled_with_the_charts_rbac(cluster: Cluster, 
     conditions = _conditions(cluster)
     assert conditions["AdmissionPolicy"]["status"] == "True", conditions["AdmissionPolicy"]  # the chart's, bound, Deny
     assert conditions["Ready"]["status"] == "False"  # nothing runs the pods yet
+    _wait("the state's claim bound (the launcher's default StorageClass)",
+          lambda: _conditions(cluster).get("StateReady", {}).get("status") == "True")
     for child in CHILDREN:
         got = cluster.kubectl("get", child, "-n", NS)
         assert got.returncode == 0, got.stderr

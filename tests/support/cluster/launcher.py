@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.cluster import binaries as bins
-from tests.support.cluster import components, kubeconfigs, pki
+from tests.support.cluster import components, kubeconfigs, pki, storage
 from tests.support.processes import free_port
 
 __all__ = ["CLUSTERS", "Cluster", "ClusterFailed", "start", "stop", "stop_leftovers"]
@@ -129,6 +129,7 @@ def start(*, owned: bool = True, name: str | None = None, timeout: float = 120.0
         _wait_paths(cluster, ["/api/v1/namespaces/default/serviceaccounts/default",
                               "/api/v1/namespaces/default/configmaps/kube-root-ca.crt"], deadline)
         _wait_healthz(cluster, layout.scheduler_port, "kube-scheduler", deadline)
+        _make_storage(cluster)
     except BaseException:
         stop(root)
         raise
@@ -149,6 +150,13 @@ def _make_credentials(layout: components.Layout) -> pki.Authority:
         pair = ca.client(f"client-{stem}", user, groups)
         kubeconfigs.write(layout.kubeconfig(stem), layout.server, ca.pair.cert, user, client=pair)
     return ca
+
+
+def _make_storage(cluster: Cluster) -> None:
+    documents = storage.manifests(cluster.layout.root / "volumes")
+    made = cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}))
+    if made.returncode != 0:
+        raise ClusterFailed(f"the StorageClass and volumes were refused: {made.stderr}")
 
 
 def _launch(cluster: Cluster, component: str, args: list[str], owned: bool) -> None:
