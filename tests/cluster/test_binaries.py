@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from tests.support.cluster import ClusterUnavailable, binaries
 @pytest.fixture
 def no_go(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GATEHOUSE_GO", raising=False)
-    monkeypatch.setattr(binaries.shutil, "which", lambda _: None)
+    monkeypatch.setattr(shutil, "which", lambda _: None)
     monkeypatch.setattr(binaries, "GO_PLACES", ())
 
 

@@ -11,6 +11,7 @@ Ports are picked free at start, so two runs on one machine do not collide.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
@@ -106,6 +107,17 @@ def start(*, owned: bool = True, name: str | None = None, timeout: float = 120.0
     otherwise it lives until :func:`stop` (``make cluster-up``)."""
     stop_leftovers()
     binaries = bins.built()
+    for attempt in (1, 2):
+        try:
+            return _start(binaries, owned, name, timeout)
+        except ClusterFailed as exc:
+            # A free port picked here can be taken by another process before the component binds it: once more.
+            if attempt == 2 or "address already in use" not in str(exc):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start(binaries: bins.Binaries, owned: bool, name: str | None, timeout: float) -> Cluster:
     root = CLUSTERS / (name or f"run-{uuid.uuid4().hex[:8]}")
     if root.exists():
         stop(root)
@@ -170,10 +182,11 @@ def _launch(cluster: Cluster, component: str, args: list[str], owned: bool) -> N
     _write_state(cluster, owned)
 
 
-def _die_with_parent() -> None:
-    import ctypes
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: the forked child must not import or load anything
 
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+def _die_with_parent() -> None:
+    _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _wait_paths(cluster: Cluster, paths: list[str], deadline: float) -> None:
