@@ -124,3 +124,27 @@ def test_a_claim_without_a_class_gets_the_default_one_and_binds(cluster: Cluster
         return bool(got["status"].get("phase") == "Bound" and got["spec"]["storageClassName"] == "standard")
 
     _wait("the claim bound to a volume of the default class", bound)
+
+
+def test_cluster_up_runs_beside_another_and_down_removes_it(cluster: Cluster) -> None:
+    """`make cluster-up`'s command starts a second cluster next to this session's (other ports) that outlives the
+    command; `down` stops its processes and removes its files."""
+    name = f"test-up-{os.getpid()}"
+    command = [sys.executable, "-m", "tests.support.cluster"]
+    up = subprocess.run([*command, "up", "--name", name], capture_output=True, text=True, timeout=180,
+                        cwd=binaries.REPO)
+    assert up.returncode == 0, up.stdout + up.stderr
+    root = launcher.CLUSTERS / name
+    try:
+        pids = json.loads((root / "state.json").read_text())["pids"]
+        assert json.loads((root / "state.json").read_text())["owner"] is None  # lives until `down`
+        other = subprocess.run([str(cluster.kubectl_path), f"--kubeconfig={root / 'admin.kubeconfig'}", "get",
+                                "--raw", "/readyz"], capture_output=True, text=True, timeout=30)
+        assert other.stdout == "ok" and cluster.kubectl("get", "--raw", "/readyz").stdout == "ok"
+        assert f"export KUBECONFIG={root / 'admin.kubeconfig'}" in up.stdout
+    finally:
+        down = subprocess.run([*command, "down", "--name", name], capture_output=True, text=True, timeout=60,
+                              cwd=binaries.REPO)
+    assert down.returncode == 0, down.stderr
+    assert not root.exists()
+    assert not [pid for pid in pids.values() if Path(f"/proc/{pid}").exists()]

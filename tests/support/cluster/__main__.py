@@ -19,10 +19,11 @@ NAME = "default"
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.support.cluster")
     parser.add_argument("command", choices=["build", "up", "down"])
+    parser.add_argument("--name", default=NAME, help="which cluster under .gatehouse/clusters/ (default: %(default)s)")
     args = parser.parse_args(argv)
     if args.command == "down":
-        launcher.stop(launcher.CLUSTERS / NAME)
-        print(f"stopped and removed {launcher.CLUSTERS / NAME}")
+        launcher.stop(launcher.CLUSTERS / args.name)
+        print(f"stopped and removed {launcher.CLUSTERS / args.name}")
         return 0
     try:
         built = binaries.build()
@@ -34,14 +35,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"control plane {binaries.KUBERNETES_VERSION}: {built.bin}")
         return 0
     started = time.monotonic()
-    cluster = launcher.start(owned=False, name=NAME)
+    cluster = launcher.start(owned=False, name=args.name)
     kubectl, helm = cluster.kubectl_path, cluster.helm_path
     print(f"""control plane {binaries.KUBERNETES_VERSION} up in {time.monotonic() - started:.1f} s at {cluster.server}
   export KUBECONFIG={cluster.kubeconfig()}
   alias kubectl={kubectl} helm={helm}   # kubectl 1.36 and helm 4 (in the version skew policy)
   users: {cluster.kubeconfig('alice')} (alice, group sre), {cluster.kubeconfig('bob')} (bob)
   logs and audit log: {cluster.layout.root / 'logs'}
-  stop: make cluster-down""")
+  stop: make cluster-down""" + ("" if args.name == NAME else f" (python -m tests.support.cluster down --name {args.name})"))
     return 0
 
 
