@@ -40,7 +40,13 @@ def test_the_node_is_ready_and_keeps_its_lease(cluster: Cluster, node: Node) -> 
     assert ready["Ready"] == "True"
     lease = json.loads(cluster.kubectl("get", "lease", node.name, "-n", "kube-node-lease", "-o", "json").stdout)
     assert lease["spec"]["holderIdentity"] == node.name
-    assert not any(t["key"].startswith("node.kubernetes.io/not-ready") for t in got["spec"].get("taints", []))
+
+
+    def untainted() -> bool:  # the node lifecycle controller lifts the not-ready taint once it sees Ready
+        spec = json.loads(cluster.kubectl("get", "node", node.name, "-o", "json").stdout)["spec"]
+        return not any(t["key"] == "node.kubernetes.io/not-ready" for t in spec.get("taints", []))
+
+    _wait("the not-ready taint lifted", untainted)
 
 
 def test_a_node_may_not_touch_another_nodes_objects(cluster: Cluster, node: Node) -> None:

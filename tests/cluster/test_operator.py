@@ -43,17 +43,18 @@ def _wait(what: str, check: Callable[[], bool], timeout: float = 60) -> None:
         time.sleep(0.3)
 
 
-def _operator_command(cluster: Cluster, chart: Release, liveness_port: int) -> tuple[list[str], dict[str, str]]:
-    """The chart's operator container as a local command: ``kopf`` from this virtualenv, its liveness endpoint on
-    127.0.0.1 (the one change: a pod has its own network, this process has the host's)."""
+def _operator_command(cluster: Cluster, chart: Release, port: int) -> tuple[list[str], dict[str, str]]:
+    """The chart's operator container as a local command: ``kopf`` from this virtualenv, its HTTP endpoint
+    (``GATEHOUSE_OPERATOR_LISTEN``: /healthz) on 127.0.0.1:``port`` (the one change: a pod has its own network, this
+    process has the host's)."""
     deployment = json.loads(cluster.kubectl("get", "deployment", "-n", chart.namespace, f"{chart.fullname}-operator",
                                             "-o", "json").stdout)
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     (command,) = container["command"]
-    args = [f"--liveness=http://127.0.0.1:{liveness_port}/healthz" if a.startswith("--liveness=") else a
-            for a in container["args"]]
     env = {e["name"]: e["value"] for e in container.get("env", [])}
-    return [str(Path(sys.executable).parent / command), *args], env
+    assert "GATEHOUSE_OPERATOR_LISTEN" in env, env
+    env["GATEHOUSE_OPERATOR_LISTEN"] = f"127.0.0.1:{port}"
+    return [str(Path(sys.executable).parent / command), *container["args"]], env
 
 
 @pytest.fixture(scope="module")
