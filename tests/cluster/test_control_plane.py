@@ -92,7 +92,10 @@ def test_the_audit_log_records_who_did_what(cluster: Cluster) -> None:
 def test_a_crashed_runs_leftovers_are_stopped_and_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs without the control plane: a leftover is any cluster directory whose owner is gone."""
     monkeypatch.setattr(launcher, "CLUSTERS", tmp_path)
-    leftover, alive = tmp_path / "run-dead", tmp_path / "run-alive"
+    leftover, alive, crashed_up = tmp_path / "run-dead", tmp_path / "run-alive", tmp_path / "default"
+    crashed_up.mkdir()  # a `make cluster-up` cluster whose processes are all gone: no owner, nothing running
+    (crashed_up / "state.json").write_text(json.dumps({"owner": None, "pids": {"etcd": 2**22 + 1}}))
+    os.utime(crashed_up, (time.time() - 120, time.time() - 120))
     owner = subprocess.Popen([sys.executable, "-c", "pass"])
     owner.wait()  # a PID that is gone
     children = {}
@@ -103,7 +106,8 @@ def test_a_crashed_runs_leftovers_are_stopped_and_removed(tmp_path: Path, monkey
         children[root] = proc
         (root / "state.json").write_text(json.dumps({"owner": owner_id, "pids": {"etcd": proc.pid}}))
     try:
-        assert launcher.stop_leftovers() == [leftover]
+        assert launcher.stop_leftovers() == [crashed_up, leftover]
+        assert not crashed_up.exists()
         assert not leftover.exists() and children[leftover].poll() is not None
         assert alive.exists() and children[alive].poll() is None
     finally:

@@ -300,18 +300,25 @@ def _reap(pid: int, deadline: float) -> None:
 
 
 def stop_leftovers() -> list[Path]:
-    """Stop and remove every cluster whose owning process is gone; returns what was removed."""
+    """Stop and remove every cluster whose owning process is gone, and every unowned one (``make cluster-up``) of
+    which no process runs any more; returns what was removed."""
     removed = []
     for root in sorted(CLUSTERS.glob("*")) if CLUSTERS.is_dir() else []:
         try:
-            owner = json.loads((root / _STATE).read_text()).get("owner")
+            state = json.loads((root / _STATE).read_text())
         except FileNotFoundError:
             if time.time() - root.stat().st_mtime < 60:
                 continue  # another run has just made it
-            owner = [0, 0]  # never got as far as writing its state
+            state = {"owner": [0, 0]}  # never got as far as writing its state
         except json.JSONDecodeError:
             continue  # being written right now
-        if owner is not None and _identity(owner[0]) != owner:
+        owner = state.get("owner")
+        if owner is not None:
+            left = _identity(owner[0]) != owner
+        else:  # an unowned cluster being started has its first process within a second
+            left = (time.time() - root.stat().st_mtime > 60
+                    and not any(_started_here(pid, root) for pid in state.get("pids", {}).values()))
+        if left:
             stop(root)
             removed.append(root)
     return removed
