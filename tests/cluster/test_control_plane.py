@@ -135,13 +135,14 @@ def test_cluster_up_runs_beside_another_and_down_removes_it(cluster: Cluster) ->
     command; `down` stops its processes and removes its files."""
     name = f"test-up-{os.getpid()}"
     command = [sys.executable, "-m", "tests.support.cluster"]
-    up = subprocess.run([*command, "up", "--name", name], capture_output=True, text=True, timeout=180,
-                        cwd=binaries.REPO)
+    # Owned by this test process: if the test is killed before `down`, the next start removes what is left.
+    up = subprocess.run([*command, "up", "--name", name, "--owner-pid", str(os.getpid())], capture_output=True,
+                        text=True, timeout=180, cwd=binaries.REPO)
     assert up.returncode == 0, up.stdout + up.stderr
     root = launcher.CLUSTERS / name
     try:
         pids = json.loads((root / "state.json").read_text())["pids"]
-        assert json.loads((root / "state.json").read_text())["owner"] is None  # lives until `down`
+        assert json.loads((root / "state.json").read_text())["owner"][0] == os.getpid()  # not the `up` command
         other = subprocess.run([str(cluster.kubectl_path), f"--kubeconfig={root / 'admin.kubeconfig'}", "get",
                                 "--raw", "/readyz"], capture_output=True, text=True, timeout=30)
         assert other.stdout == "ok" and cluster.kubectl("get", "--raw", "/readyz").stdout == "ok"

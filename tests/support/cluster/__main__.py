@@ -20,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.support.cluster")
     parser.add_argument("command", choices=["build", "up", "down"])
     parser.add_argument("--name", default=NAME, help="which cluster under .gatehouse/clusters/ (default: %(default)s)")
+    parser.add_argument("--owner-pid", type=int, help="up: the cluster is a leftover once this process is gone")
     args = parser.parse_args(argv)
     if args.command == "down":
         launcher.stop(launcher.CLUSTERS / args.name)
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"control plane {binaries.KUBERNETES_VERSION}: {built.bin}")
         return 0
     started = time.monotonic()
-    cluster = launcher.start(owned=False, name=args.name)
+    cluster = launcher.start(owned=False, name=args.name, owner_pid=args.owner_pid)
     kubectl, helm = cluster.kubectl_path, cluster.helm_path
     print(f"""control plane {binaries.KUBERNETES_VERSION} up in {time.monotonic() - started:.1f} s at {cluster.server}
   export KUBECONFIG={cluster.kubeconfig()}

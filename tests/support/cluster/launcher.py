@@ -50,6 +50,7 @@ class Cluster:
     kubectl_path: Path
     helm_path: Path
     authority: pki.Authority | None = None  # kept by the process that started the cluster, to make more users
+    owner: list[int] | None = None  # (pid, start time) of the process whose end makes the cluster a leftover
     pids: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -101,15 +102,17 @@ class Cluster:
         return path
 
 
-def start(*, owned: bool = True, name: str | None = None, timeout: float = 120.0) -> Cluster:
+def start(*, owned: bool = True, name: str | None = None, timeout: float = 120.0,
+          owner_pid: int | None = None) -> Cluster:
     """Start a cluster (building nothing: :func:`binaries.built` must find the binaries) and wait until it serves
-    and its controllers have made the ``default`` ServiceAccount. ``owned``: this process owns it (tests);
-    otherwise it lives until :func:`stop` (``make cluster-up``)."""
+    and its controllers have made the ``default`` ServiceAccount. ``owned``: this process owns it and it dies with
+    this process (tests); otherwise it lives until :func:`stop` (``make cluster-up``), and is a leftover once
+    ``owner_pid`` (if given) is gone."""
     stop_leftovers()
     binaries = bins.built()
     for attempt in (1, 2):
         try:
-            return _start(binaries, owned, name, timeout)
+            return _start(binaries, owned, name, timeout, os.getpid() if owned else owner_pid)
         except ClusterFailed as exc:
             # A free port picked here can be taken by another process before the component binds it: once more.
             if attempt == 2 or "address already in use" not in str(exc):
@@ -117,14 +120,15 @@ def start(*, owned: bool = True, name: str | None = None, timeout: float = 120.0
     raise AssertionError("unreachable")
 
 
-def _start(binaries: bins.Binaries, owned: bool, name: str | None, timeout: float) -> Cluster:
+def _start(binaries: bins.Binaries, owned: bool, name: str | None, timeout: float, owner_pid: int | None) -> Cluster:
     root = CLUSTERS / (name or f"run-{uuid.uuid4().hex[:8]}")
     if root.exists():
         stop(root)
     layout = components.Layout(root, *(free_port() for _ in range(5)))
     cluster = Cluster(layout, bins.kubectl_binary(), bins.helm_binary())
+    cluster.owner = None if owner_pid is None else _identity(owner_pid)
     root.mkdir(parents=True)
-    _write_state(cluster, owned)  # first, so that no other run takes this directory for leftovers
+    _write_state(cluster)  # first, so that no other run takes this directory for leftovers
     for sub in ("pki", "logs", "etcd", "controller-manager"):
         (root / sub).mkdir(mode=0o700)
     cluster.authority = _make_credentials(layout)
@@ -179,7 +183,7 @@ def _launch(cluster: Cluster, component: str, args: list[str], owned: bool) -> N
                             start_new_session=True, preexec_fn=_die_with_parent if owned else None)
     log.close()
     cluster.pids[component] = proc.pid
-    _write_state(cluster, owned)
+    _write_state(cluster)
 
 
 _LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: the forked child must not import or load anything
@@ -243,10 +247,10 @@ def _tails(cluster: Cluster, lines: int = 15) -> str:
     return "\n".join(out)
 
 
-def _write_state(cluster: Cluster, owned: bool) -> None:
+def _write_state(cluster: Cluster) -> None:
     layout = cluster.layout
     state = {
-        "owner": _identity(os.getpid()) if owned else None, "pids": cluster.pids, "server": layout.server,
+        "owner": cluster.owner, "pids": cluster.pids, "server": layout.server,
         "ports": [layout.etcd_port, layout.etcd_peer_port, layout.apiserver_port, layout.controller_manager_port,
                   layout.scheduler_port],
     }

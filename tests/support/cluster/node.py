@@ -58,7 +58,7 @@ class Node:
     def heartbeat(self) -> None:
         """Renew the Lease (created the first time) and report the node Ready, with room for pods."""
         lease_path = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{self.name}"
-        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        lease: dict[str, Any] = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                  "metadata": {"name": self.name, "namespace": "kube-node-lease"},
                  "spec": {"holderIdentity": self.name, "leaseDurationSeconds": LEASE_SECONDS, "renewTime": _now()}}
         current = self._client.get(lease_path)
