@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 BENCH_STAMP := $(VENV)/.bench-stamp
 LLM_STAMP := $(VENV)/.litellm-stamp
 
-.PHONY: demo test check lint render e2e-kind e2e-llm bench bench-quick soak postgres-bin chromium screenshots clean
+.PHONY: demo test check lint render e2e-kind e2e-llm bench bench-quick soak postgres-bin chromium cluster-bin cluster-up cluster-down screenshots clean
 
 # `make soak` counts (each overridable: `make soak GATEHOUSE_SOAK_CYCLES=20`)
 GATEHOUSE_SOAK_CYCLES ?= 100
@@ -30,7 +30,7 @@ render: $(STAMP)
 		-f examples/file-manager/modelconfig.yaml -f examples/file-manager/mcp-server.yaml
 
 ## test: ruff, the package layers (lint-imports), mypy, the docs site (mkdocs --strict), then every test
-test: $(STAMP) postgres-bin chromium check
+test: $(STAMP) postgres-bin chromium cluster-bin check
 	$(PY) -m pytest -q
 
 ## check: the fast checks alone (ruff, import-linter contracts, mypy, docs build with broken links failing)
@@ -72,6 +72,19 @@ chromium:
 		echo "      'chromium' package or set GATEHOUSE_CHROMIUM to a Chromium binary; under CI=true the browser"; \
 		echo "      tests then fail instead of being skipped."; \
 	fi
+
+## cluster-bin: etcd, kube-apiserver, kube-controller-manager, kube-scheduler built from their Go modules (hack/cluster/)
+## into .cache/cluster/<stamp of the inputs>/bin, once per machine (cold: see docs/cluster.md); without Go a NOTE
+## (the real-cluster tests then skip, or fail under CI=true)
+cluster-bin: $(STAMP)
+	$(PY) -m tests.support.cluster build
+
+## cluster-up: a real control plane on 127.0.0.1 (prints its admin kubeconfig and users); cluster-down stops it
+cluster-up: $(STAMP) cluster-bin
+	$(PY) -m tests.support.cluster up
+
+cluster-down: $(STAMP)
+	$(PY) -m tests.support.cluster down
 
 ## screenshots: docs/images/{inbox,detail,chat}.png from a real runtime in Debian's Chromium, with a fixed browser clock
 screenshots: $(STAMP) chromium

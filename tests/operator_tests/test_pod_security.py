@@ -122,16 +122,19 @@ def _add_bare_init_container(d: dict[str, Any]) -> None:
 
 # control -> one way to break it (a mutation of a compliant Deployment)
 BREAKS: dict[str, list[Callable[[dict[str, Any]], None]]] = {
-    "hostProcess": [_set(_pod_sc, windowsOptions={"hostProcess": True})],
+    # Each break is a pod the API server's own validation accepts (tests/cluster/test_pod_security.py sends them to a
+    # real one), so that it is Pod Security that refuses it: a hostProcess pod uses the host's network, a privileged
+    # container may escalate, an Unmasked /proc needs a user namespace.
+    "hostProcess": [lambda d: (_pod_sc(d).update(windowsOptions={"hostProcess": True}), _pod(d).update(hostNetwork=True))],
     "host namespaces": [_set(_pod, hostNetwork=True), _set(_pod, hostPID=True), _set(_pod, hostIPC=True)],
-    "privileged containers": [_set(_container_sc, privileged=True)],
+    "privileged containers": [_set(_container_sc, privileged=True, allowPrivilegeEscalation=True)],
     "capabilities (baseline)": [_set(_container_sc, capabilities={"drop": ["ALL"], "add": ["SYS_ADMIN"]})],
     "hostPath volumes": [_add_volume],
     "host ports": [lambda d: _container(d)["ports"][0].update(hostPort=8080)],
     "AppArmor": [_set(_pod_sc, appArmorProfile={"type": "Unconfined"}),
                  _set(_annotations, **{"container.apparmor.security.beta.kubernetes.io/runtime": "unconfined"})],
     "SELinux": [_set(_container_sc, seLinuxOptions={"type": "spc_t"}), _set(_pod_sc, seLinuxOptions={"user": "system_u"})],
-    "/proc mount type": [_set(_container_sc, procMount="Unmasked")],
+    "/proc mount type": [lambda d: (_container_sc(d).update(procMount="Unmasked"), _pod(d).update(hostUsers=False))],
     "seccomp (baseline)": [_set(_container_sc, seccompProfile={"type": "Unconfined"})],
     "sysctls": [_set(_pod_sc, sysctls=[{"name": "kernel.msgmax", "value": "65536"}])],
     "volume types": [_add_nfs, _add_volume],

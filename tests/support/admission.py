@@ -41,13 +41,19 @@ def admission_request(
     group: str = "gatehouse.dev", version: str = "v1alpha1", resource: str = "toolapprovals",
     kind: str = "ToolApproval", subresource: str = "",
 ) -> dict[str, Any]:
-    """The ``request`` variable of a policy's CEL: a subset of the AdmissionRequest the API server builds."""
-    return {
-        "uid": str(uuid.uuid4()), "operation": operation, "userInfo": user,
-        "namespace": namespace or "", "name": name or "", "subResource": subresource, "dryRun": False,
+    """The ``request`` variable of a policy's CEL: a subset of the AdmissionRequest the API server builds.
+
+    Its empty ``name``, ``namespace`` and ``subResource`` are absent, as in the API server's (``omitempty``): there
+    ``request.subResource != 'status'`` on a write to the main resource is an error (no such key), not true. Found
+    by running the same cases on a real API server (tests/cluster/test_admission_policy.py)."""
+    request: dict[str, Any] = {
+        "uid": str(uuid.uuid4()), "operation": operation, "userInfo": user, "dryRun": False,
         "kind": {"group": group, "version": version, "kind": kind},
         "resource": {"group": group, "version": version, "resource": resource},
     }
+    optional = {"namespace": namespace, "name": name, "subResource": subresource}
+    request.update({key: value for key, value in optional.items() if value})
+    return request
 
 
 @dataclass(frozen=True)

@@ -198,4 +198,29 @@ def validate(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[str
 
 def problems(defaulted: dict[str, Any], old: dict[str, Any] | None = None) -> list[str]:
     """:func:`validate` for an object whose defaults are already applied (it is not copied or changed)."""
-    return schema_errors(defaulted) + cel_errors(defaulted, old)
+    return schema_errors(defaulted) + list_errors(defaulted) + cel_errors(defaulted, old)
+
+
+def list_errors(obj: dict[str, Any]) -> list[str]:
+    """Duplicates in ``x-kubernetes-list-type: set`` and ``map`` lists, worded as the API server words them (it
+    refuses them before any CEL rule could; found by running the same documents on a real one, tests/cluster)."""
+    out: list[str] = []
+    _duplicates(schema_for(obj["kind"]), obj, "", out)
+    return out
+
+
+def _duplicates(schema: dict[str, Any], value: Any, path: str, out: list[str]) -> None:
+    if isinstance(value, dict):
+        for name, sub in schema.get("properties", {}).items():
+            if name in value:
+                _duplicates(sub, value[name], f"{path}.{name}" if path else name, out)
+    elif isinstance(value, list) and "items" in schema:
+        kind, keys = schema.get("x-kubernetes-list-type"), schema.get("x-kubernetes-list-map-keys") or []
+        seen: set[str] = set()
+        for i, item in enumerate(value):
+            identity = {k: item.get(k) for k in keys} if kind == "map" and isinstance(item, dict) else item
+            text = json.dumps(identity, separators=(",", ":"), sort_keys=True, default=str)
+            if kind in ("set", "map") and text in seen:
+                out.append(f"{path}[{i}]: Duplicate value: {text}")
+            seen.add(text)
+            _duplicates(schema["items"], item, f"{path}[{i}]", out)

