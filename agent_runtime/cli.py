@@ -379,6 +379,12 @@ def slack(
         help="A Slack user whose profile e-mail is in this domain is that e-mail's principal (repeatable)."),
     api_url: str | None = typer.Option(None, "--slack-api-url", envvar="GATEHOUSE_SLACK_API_URL",
                                        help="The Slack Web API base URL (default https://slack.com/api/)."),
+    replay_namespace: str | None = typer.Option(
+        None, "--replay-namespace", envvar="GATEHOUSE_SLACK_REPLAY_NAMESPACE",
+        help="Namespace of the replay memory shared by every bridge process (default: in a pod, its own; else default)."),
+    replay_configmap: str = typer.Option(
+        "gatehouse-slack-replays", "--replay-configmap", envvar="GATEHOUSE_SLACK_REPLAY_CONFIGMAP",
+        help="The ConfigMap holding the replay memory (created when missing, if the bridge may)."),
     log_level: str = typer.Option("info", "--log-level"),
 ) -> None:
     """The Slack bridge: post every Agent's approval requests to its Slack channel (spec.approval.notify.slack) and decide
@@ -405,8 +411,12 @@ def slack(
     if kubeconfig is None and not in_cluster and os.environ.get("KUBECONFIG"):
         kubeconfig = Path(os.environ["KUBECONFIG"].split(os.pathsep)[0])
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings = SlackSettings(token, secret, tuple(spaces), users, kubeconfig, in_cluster, api_url)
+    if replay_namespace is None:
+        own = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")  # a pod's own namespace
+        replay_namespace = own.read_text().strip() if in_cluster and own.is_file() else "default"
+    settings = SlackSettings(token, secret, tuple(spaces), users, kubeconfig, in_cluster, api_url,
+                             replay_namespace=replay_namespace, replay_configmap=replay_configmap)
     starlette = build_app(settings)
-    err.print(f"gatehouse slack: watching {', '.join(spaces)}; interactions at http://{host}:{port}/slack/interactions",
-              soft_wrap=True)
+    err.print(f"gatehouse slack: watching {', '.join(spaces)}; interactions at http://{host}:{port}/slack/interactions; "
+              f"replays remembered in configmap {replay_namespace}/{replay_configmap}", soft_wrap=True)
     uvicorn.run(starlette, host=host, port=port, log_level=log_level, access_log=False)

@@ -1,6 +1,7 @@
 """``gatehouse slack``, assembled: settings read once at start-up → the Kubernetes clients (the bridge's own identity),
-the Slack Web API client, the :class:`~agent_runtime.slack.keeper.MessageKeeper` and the interactions endpoint, in one
-Starlette app whose lifespan starts and stops the keeper.
+the Slack Web API client, the :class:`~agent_runtime.slack.keeper.MessageKeeper`, the shared
+:class:`~agent_runtime.slack.replays.ReplayMemory` and the interactions endpoint, in one Starlette app whose lifespan
+starts and stops the keeper and the memory's sweep.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from agent_runtime.slack.api import SlackApi
 from agent_runtime.slack.decisions import Decider
 from agent_runtime.slack.endpoint import Interactions
 from agent_runtime.slack.keeper import MessageKeeper
+from agent_runtime.slack.replays import NAME as REPLAYS_NAME
+from agent_runtime.slack.replays import ReplayMemory
 from agent_runtime.slack.signature import RequestCheck
 from agent_runtime.slack.users import UserMap
 
@@ -32,6 +35,8 @@ class SlackSettings:
     in_cluster: bool = False
     api_url: str | None = None  # the Slack Web API (default https://slack.com/api/); tests point it at a stand-in
     vote_wait: float = 10.0  # how long a click waits for the runtime's verdict before the person is told it was sent
+    replay_namespace: str = "default"  # where the replay memory (a ConfigMap) lives: the bridge's own namespace
+    replay_configmap: str = REPLAYS_NAME
 
 
 def build_app(settings: SlackSettings) -> Starlette:
@@ -39,16 +44,19 @@ def build_app(settings: SlackSettings) -> Starlette:
     votes = toolapproval_client.connect(config_file=str(settings.kubeconfig) if settings.kubeconfig else None)
     slack = SlackApi.connect(settings.bot_token, settings.api_url)
     keeper = MessageKeeper(kube, slack, list(settings.namespaces))
-    interactions = Interactions(RequestCheck(settings.signing_secret),
+    memory = ReplayMemory(kube, settings.replay_namespace, settings.replay_configmap)
+    interactions = Interactions(RequestCheck(settings.signing_secret, memory),
                                 Decider(kube, votes, slack, settings.users, settings.vote_wait))
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         keeper.start()
+        memory.start()
         try:
             yield
         finally:
             await interactions.drain()
+            await memory.stop()
             await keeper.stop()
             await kube.aclose()
 

@@ -1,9 +1,11 @@
 """The interactions endpoint Slack posts to (the Slack app's Interactivity Request URL): ``POST /slack/interactions``.
 
 Every request is checked first (:class:`~agent_runtime.slack.signature.RequestCheck`: signature, age, replay) and
-refused with 401 before anything is read from it. Slack wants an answer within three seconds, so the work (reading the
-ToolApproval, voting, waiting for the runtime's verdict) runs in the background and the person is answered with an
-ephemeral message; a Deny dialog sent without a reason is answered at once with the field's error.
+refused with 401 before anything is read from it; when the shared replay memory cannot be reached it is refused with
+503 (Slack shows the person an error, and a new click is a new request), never let through unchecked. Slack wants an
+answer within three seconds, so the work (reading the ToolApproval, voting, waiting for the runtime's verdict) runs in
+the background and the person is answered with an ephemeral message; a Deny dialog sent without a reason is answered
+at once with the field's error.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ from starlette.routing import Route
 
 from agent_runtime.slack import messages
 from agent_runtime.slack.decisions import Decider
+from agent_runtime.slack.replays import ReplayMemoryUnavailable
 from agent_runtime.slack.signature import RequestCheck
 
 log = logging.getLogger(__name__)
 
 PATH = "/slack/interactions"
 REASON_NEEDED = "Say why: the agent's model is told the reason."
+UNCHECKED = "cannot tell whether this request was seen before; nothing was done, try again"
 
 
 class Interactions:
@@ -40,7 +44,11 @@ class Interactions:
 
     async def post(self, request: Request) -> Response:
         body = await request.body()
-        refused = self._check.refusal(body, request.headers)
+        try:
+            refused = await self._check.refusal(body, request.headers)
+        except ReplayMemoryUnavailable as exc:
+            log.error("slack: interaction refused: the replay memory is unavailable: %s", exc)
+            return PlainTextResponse(UNCHECKED, status_code=503)
         if refused:
             log.warning("slack: interaction refused: %s", refused)
             return PlainTextResponse(refused, status_code=401)
@@ -94,4 +102,4 @@ async def _healthz(_: Request) -> Response:
     return PlainTextResponse("ok")
 
 
-__all__ = ["PATH", "REASON_NEEDED", "Interactions"]
+__all__ = ["PATH", "REASON_NEEDED", "UNCHECKED", "Interactions"]

@@ -27,18 +27,20 @@ def test_on_it_runs_gatehouse_slack_with_its_secret_users_and_namespaces(render:
     kinds = sorted((d["kind"], d["metadata"].get("namespace")) for d in docs)
     assert kinds == sorted([
         ("ServiceAccount", RELEASE_NAMESPACE), ("ConfigMap", RELEASE_NAMESPACE), ("Deployment", RELEASE_NAMESPACE),
-        ("Service", RELEASE_NAMESPACE), ("Role", "team-a"), ("RoleBinding", "team-a"), ("Role", "team-b"),
+        ("Service", RELEASE_NAMESPACE), ("ConfigMap", RELEASE_NAMESPACE), ("Role", RELEASE_NAMESPACE),
+        ("RoleBinding", RELEASE_NAMESPACE), ("Role", "team-a"), ("RoleBinding", "team-a"), ("Role", "team-b"),
         ("RoleBinding", "team-b")])
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["command"] == ["gatehouse", "slack"]
-    assert container["args"] == ["--port=3000", "--users-file=/etc/gatehouse-slack/users.yaml", "--namespace=team-a",
-                                 "--namespace=team-b"]
+    assert container["args"] == ["--port=3000", "--users-file=/etc/gatehouse-slack/users.yaml",
+                                 f"--replay-namespace={RELEASE_NAMESPACE}", f"--replay-configmap={BRIDGE}-replays",
+                                 "--namespace=team-a", "--namespace=team-b"]
     env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"]}
     assert env == {"SLACK_BOT_TOKEN": {"name": "gatehouse-slack", "key": "bot-token"},
                    "SLACK_SIGNING_SECRET": {"name": "gatehouse-slack", "key": "signing-secret"}}
     assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == BRIDGE
-    (users,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    (users,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == f"{BRIDGE}-users"]
     from agent_runtime.slack.users import Person, UserMap
 
     mapping = UserMap.load(users["data"]["users.yaml"])  # what the bridge reads
@@ -49,7 +51,8 @@ def test_on_it_runs_gatehouse_slack_with_its_secret_users_and_namespaces(render:
 
 
 def test_its_rbac_reads_agents_and_votes_on_toolapprovals_only(render: Render) -> None:
-    roles = [d for d in _slack(render(*ON)) if d["kind"] == "Role"]
+    roles = [d for d in _slack(render(*ON)) if d["kind"] == "Role" and d["metadata"]["namespace"] != RELEASE_NAMESPACE]
+    assert {r["metadata"]["namespace"] for r in roles} == {"team-a", "team-b"}
     for role in roles:
         assert role["rules"] == [
             {"apiGroups": ["gatehouse.dev"], "resources": ["agents"], "verbs": ["get", "list", "watch"]},
@@ -57,6 +60,19 @@ def test_its_rbac_reads_agents_and_votes_on_toolapprovals_only(render: Render) -
         ]  # no create (only runtimes create ToolApprovals), no Secrets, no status
     bindings = [d for d in _slack(render(*ON)) if d["kind"] == "RoleBinding"]
     assert {b["subjects"][0]["name"] for b in bindings} == {BRIDGE}
+
+
+def test_its_replay_memory_is_one_configmap_it_may_only_read_and_patch(render: Render) -> None:
+    docs = _slack(render(*ON))
+    (memory,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == f"{BRIDGE}-replays"]
+    assert memory["metadata"]["namespace"] == RELEASE_NAMESPACE
+    assert "data" not in memory  # the bridge's entries: an upgrade renders none, so it leaves them be
+    (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["namespace"] == RELEASE_NAMESPACE]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [f"{BRIDGE}-replays"],
+                              "verbs": ["get", "patch"]}]  # no create, no delete: nothing else in the namespace
+    (binding,) = [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["namespace"] == RELEASE_NAMESPACE]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": BRIDGE, "namespace": RELEASE_NAMESPACE}]
 
 
 def test_on_without_namespaces_fails_with_why(helm: Path) -> None:

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -67,20 +68,25 @@ class Stack:
 
     # -- the bridge process ---------------------------------------------------------------------------------------
     def start_bridge(self) -> None:
+        self.bridge, self.bridge_url = self.spawn_bridge()
+
+    def spawn_bridge(self) -> tuple[subprocess.Popen[bytes], str]:
+        """One more ``gatehouse slack`` process (its own port), once its /healthz answers."""
         port = free_port()
         log = (self.base / "bridge.log").open("ab")
-        self.bridge = subprocess.Popen([*self.bridge_args, "--port", str(port)], env=self.bridge_env, stdout=log,
-                                       stderr=subprocess.STDOUT)
-        self.bridge_url = f"http://127.0.0.1:{port}"
+        proc = subprocess.Popen([*self.bridge_args, "--port", str(port)], env=self.bridge_env, stdout=log,
+                                stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
 
         def up() -> bool:
-            assert self.bridge is not None and self.bridge.poll() is None, self.log()
+            assert proc.poll() is None, self.log()
             try:
-                return httpx.get(f"{self.bridge_url}/healthz", timeout=1).status_code == 200
+                return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
             except httpx.HTTPError:
                 return False
 
         wait_for(up, 60, "the bridge's /healthz")
+        return proc, url
 
     def stop_bridge(self) -> None:
         if self.bridge is not None:
@@ -200,9 +206,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             "--api-token-file", str(base / "tokens")])
         proc.start(timeout=90)
         env = {**os.environ, "SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": SECRET, "KUBECONFIG": str(bridge_config)}
-        args = [str(Path(sys.executable).parent / "gatehouse"), "slack", "-n", "default", "--host", "127.0.0.1",
+        # `python -c` from the cwd, as the runtime is run: the code under test, not whichever the `gatehouse` script finds
+        args = [sys.executable, "-c", "from agent_runtime.cli import main; main()", "slack", "-n", "default",
+                "--host", "127.0.0.1",
                 "--kubeconfig", str(bridge_config), "--users-file", str(base / "users.yaml"), "--email-domain", "example.com",
-                "--slack-api-url", slack.url]
+                "--slack-api-url", slack.url, "--replay-namespace", "gatehouse-system"]
         s = Stack(api, admin, tools, proc, slack, bob, f"{plugin.parent}{os.pathsep}{os.environ.get('PATH', '')}", base,
                   args, env)
         s.start_bridge()
@@ -340,3 +348,63 @@ def test_slack_down_and_a_restart_lose_nothing_and_post_once(stack: Stack) -> No
     assert [json.dumps(c.args["blocks"]).count(name) > 0 for c in posts] == [True]
     s.cancel(task)
     s.shown(name, lambda t: "Canceled" in t, "the message showing the cancel")
+
+
+def test_a_deny_click_replayed_after_a_restart_opens_no_second_dialog(stack: Stack) -> None:
+    s = stack
+    task, _rid, name = s.pause("replayed.txt")
+    message = s.posted(name)
+    value = next(e["value"] for b in message["blocks"] if b["type"] == "actions" for e in b["elements"])
+    deny = slack_api.block_action(ALICE, message["channel"], message["ts"], messages.DENY, value)
+    headers = slack_api.signed(deny, SECRET)  # captured once, sent again within its five minutes
+
+    def dialogs() -> list[slack_api.Call]:
+        return [c for c in s.slack.of("views.open") if name in c.args["view"]["private_metadata"]]
+
+    assert httpx.post(f"{s.bridge_url}/slack/interactions", content=deny, headers=headers, timeout=10).status_code == 200
+    wait_for(dialogs, 30, "the Deny dialog opened")
+    s.stop_bridge()
+    s.start_bridge()  # a new process: what the old one remembered in memory is gone
+    again = httpx.post(f"{s.bridge_url}/slack/interactions", content=deny, headers=headers, timeout=10)
+    assert (again.status_code, again.text) == (401, "replayed request")
+    time.sleep(1.5)  # time for a second dialog, were one coming
+    assert len(dialogs()) == 1 and not s.approval(name)["spec"].get("votes")
+    assert s.waiting(task)
+    s.cancel(task)
+
+
+def test_the_same_signed_request_sent_to_two_bridges_is_accepted_once(stack: Stack) -> None:
+    s = stack
+    task, _rid, name = s.pause("twice.txt")
+    message = s.posted(name)
+    value = next(e["value"] for b in message["blocks"] if b["type"] == "actions" for e in b["elements"])
+    approve = slack_api.block_action(ALICE, message["channel"], message["ts"], messages.APPROVE, value)
+    headers = slack_api.signed(approve, SECRET)
+    other, other_url = s.spawn_bridge()  # a second replica behind the same Request URL
+    before = len(s.slack.calls)
+
+    def answered() -> list[slack_api.Call]:
+        return [c for c in s.slack.calls[before:] if c.method == "chat.postEphemeral" and c.args.get("user") == ALICE]
+
+    try:
+        start, answers = threading.Barrier(2), dict[str, httpx.Response]()
+
+        def send(url: str) -> None:
+            start.wait()
+            answers[url] = httpx.post(f"{url}/slack/interactions", content=approve, headers=headers, timeout=10)
+
+        senders = [threading.Thread(target=send, args=(url,)) for url in (s.bridge_url, other_url)]
+        for t in senders:
+            t.start()
+        for t in senders:
+            t.join(30)
+        assert sorted((a.status_code, a.text) for a in answers.values()) == [(200, ""), (401, "replayed request")]
+        wait_for(lambda: s.status(name).get("approvals") == "1/2", 30, "alice's one approval counted")
+        wait_for(answered, 30, "alice answered")
+        time.sleep(1.0)
+        assert len(s.approval(name)["spec"]["votes"]) == 1 and s.waiting(task)
+        assert len(answered()) == 1  # and she is answered once
+    finally:
+        other.terminate()
+        other.wait(10)
+    s.cancel(task)

@@ -1,4 +1,5 @@
-"""The bridge's pure parts: the message (golden files), the user mapping, the request check."""
+"""The bridge's pure parts: the message (golden files), the user mapping, the signature check (the replay memory:
+test_replays.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from agent_runtime.slack import messages
-from agent_runtime.slack.signature import RequestCheck
+from agent_runtime.slack.signature import Refused, Signed, verify
 from agent_runtime.slack.users import Person, UserMap
 from tests.support import slack_api
 from tests.support.golden import assert_golden
@@ -64,23 +65,27 @@ def test_users_by_id_by_email_domain_and_nobody() -> None:
         UserMap.load("users:\n  U1: {groups: [sre]}\n")
 
 
-def test_the_request_check_signature_age_and_replay() -> None:
-    now = [time.time()]
-    check = RequestCheck("secret", clock=lambda: now[0])
-    body = slack_api.block_action("U1", "C1", "1.1", messages.APPROVE, "{}")
+def test_the_signature_and_its_age() -> None:
+    now = time.time()
+    body = slack_api.block_action("U1", "C1", "1.1", messages.APPROVE, "{}").encode()
 
     def headers(**kw: Any) -> dict[str, str]:
-        return {k.lower(): v for k, v in slack_api.signed(body, **kw).items()}
+        return {k.lower(): v for k, v in slack_api.signed(body.decode(), **kw).items()}
 
-    assert check.refusal(body.encode(), headers(secret="other")) == "bad signature"
-    assert check.refusal(body.encode(), {}) == "unsigned request"
-    assert check.refusal(body.encode(), {**headers(secret="secret"), "x-slack-request-timestamp": "soon"}) == \
-        "malformed timestamp"
-    assert check.refusal(body.encode(), headers(secret="secret", timestamp=int(now[0]) - 301)).startswith("stale")
-    assert check.refusal(body.encode(), headers(secret="secret", timestamp=int(now[0]) + 301)).startswith("stale")
-    good = headers(secret="secret", timestamp=int(now[0]))
-    assert check.refusal((body + "&x=1").encode(), good) == "bad signature"  # the body is signed
-    assert check.refusal(body.encode(), good) == ""
-    assert check.refusal(body.encode(), good) == "replayed request"
-    now[0] += 400  # and once it is older than five minutes, the age refuses it
-    assert check.refusal(body.encode(), good).startswith("stale")
+    def refused(content: bytes, sent: dict[str, str]) -> str:
+        with pytest.raises(Refused) as caught:
+            verify("secret", content, sent, now)
+        return str(caught.value)
+
+    assert refused(body, headers(secret="other")) == "bad signature"
+    assert refused(body, {}) == "unsigned request"
+    assert refused(body, {**headers(secret="secret"), "x-slack-request-timestamp": "soon"}) == "malformed timestamp"
+    assert refused(body, headers(secret="secret", timestamp=int(now) - 301)).startswith("stale")
+    assert refused(body, headers(secret="secret", timestamp=int(now) + 301)).startswith("stale")
+    good = headers(secret="secret", timestamp=int(now))
+    assert refused(body + b"&x=1", good) == "bad signature"  # the body is signed
+    assert verify("secret", body, good, now) == Signed(good["x-slack-signature"], int(now) + 300)
+    # a timestamp five minutes ahead is valid for ten: the replay memory keeps it that long (from its timestamp)
+    ahead = headers(secret="secret", timestamp=int(now) + 299)
+    assert verify("secret", body, ahead, now).expires == int(now) + 599
+    assert verify("secret", body, ahead, now + 590).signature == ahead["x-slack-signature"]  # still valid 590 s on
