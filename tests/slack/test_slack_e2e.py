@@ -29,6 +29,7 @@ import yaml
 from agent_runtime.kube.objects import approval_name
 from agent_runtime.slack import messages
 from agent_runtime.slack.decisions import NOT_THIS_REQUEST, UNMAPPED
+from agent_runtime.slack.endpoint import UNCHECKED
 from agent_runtime.slack.keeper import ANNOTATION
 from tests.support import helm as helm_support
 from tests.support import slack_api
@@ -407,4 +408,20 @@ def test_the_same_signed_request_sent_to_two_bridges_is_accepted_once(stack: Sta
     finally:
         other.terminate()
         other.wait(10)
+    s.cancel(task)
+
+
+def test_without_its_replay_memory_a_click_is_refused_not_let_through(stack: Stack) -> None:
+    s = stack
+    task, _rid, name = s.pause("unchecked.txt")
+    message = s.posted(name)
+    s.api.call(lambda: s.api.emulator.forbid("GET", r"/configmaps/gatehouse-slack-replays$"))  # RBAC gone, say
+    try:
+        value = next(e["value"] for b in message["blocks"] if b["type"] == "actions" for e in b["elements"])
+        reply = s.interact(slack_api.block_action(ALICE, message["channel"], message["ts"], messages.APPROVE, value))
+        assert (reply.status_code, reply.text) == (503, UNCHECKED)
+        time.sleep(1.0)
+        assert not s.approval(name)["spec"].get("votes") and s.waiting(task)
+    finally:
+        s.api.call(s.api.emulator.allow_all)
     s.cancel(task)
