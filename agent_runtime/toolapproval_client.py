@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agent_runtime.channels import BALLOT_CHANNELS
 from agent_runtime.resources import GROUP, VERSION
 from agent_runtime.resources.tool_approval import KIND_APPROVAL, KIND_HITL, LABEL_KIND, PLURAL
 
@@ -281,7 +282,8 @@ def my_vote(status: dict[str, Any], username: str) -> dict[str, Any] | None:
     mine = None
     for vote in status.get("votes") or []:
         if vote.get("seenAs") is not None:
-            if vote.get("seenAs") == username and vote.get("via", "kubectl") == "kubectl":
+            # a ballot on the ToolApproval: kubectl's, or a bridge's (slack) since channels are named truly
+            if vote.get("seenAs") == username and vote.get("via", "kubectl") in BALLOT_CHANNELS:
                 mine = vote
         elif vote.get("by") == username:  # a runtime from before seenAs
             mine = vote

@@ -241,7 +241,7 @@ def test_a_gated_call_is_posted_and_two_slack_approvals_run_it_once(stack: Stack
     assert "approval recorded: 1 of 2 approvals" in s.told(ALICE, name)
     s.shown(name, lambda t: "1 of 2 approvals (alice)" in t and messages.APPROVE in t, "the message showing 1 of 2")
     (vote,) = s.status(name)["votes"]
-    assert vote == {"by": "alice", "action": "Approve", "counted": True, "note": "", "via": "kubectl",
+    assert vote == {"by": "alice", "action": "Approve", "counted": True, "note": "", "via": "slack",
                     "seenAs": f"alice@example.com via {BRIDGE}"}  # the human and the bridge, both
     assert s.waiting(task) and not s.tools.executions("delete_file", "two.txt")
 
