@@ -40,7 +40,8 @@ EXAMPLE = ROOT / "examples" / "file-manager"
 AGENT = "file-manager"
 TA = "gatehouse.dev/v1alpha1/toolapprovals"
 POLICY = "gh-gatehouse-toolapproval-decision"
-APPROVER = "alice@example.com"
+APPROVER = "alice@example.com"  # in group sre, the example Agent's approvers
+CLIENT = "chat-client"
 
 
 def chart_policy() -> list[dict[str, Any]]:
@@ -64,8 +65,8 @@ def policy(kube_api: RunningEmulator, kubectl: Kubectl, tmp_path: Path, monkeypa
 class Story:
     def __init__(self, api: RunningEmulator, kubectl: Kubectl, kubelet: Kubelet, base: Path) -> None:
         self.api, self.kubectl, self.kubelet, self.base = api, kubectl, kubelet, base
-        self.caller = api.emulator.add_service_account("default", "chat-client")  # an A2A client in the cluster
-        self.approver = kubectl.as_user(api.user_kubeconfig(base, APPROVER, ["approvers"]))
+        self.caller = api.emulator.add_service_account("default", CLIENT)  # an A2A client in the cluster
+        self.approver = kubectl.as_user(api.user_kubeconfig(base, APPROVER, ["sre", "approvers"]))
         self.path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
     def agent(self) -> dict[str, Any]:
@@ -174,8 +175,11 @@ def test_apply_the_example_approve_with_kubectl_roll_out_and_move_to_postgres(
                   "data": {"url": base64.b64encode(url.encode()).decode()}}
         (tmp_path / "db.yaml").write_text(yaml.safe_dump(secret))
         kubectl("apply", "--validate=false", "-f", str(tmp_path / "db.yaml"))
+        # The in-cluster client decides its own calls over A2A here: a ServiceAccount decides only where named.
+        approvers = {"groups": ["sre"], "users": [f"system:serviceaccount:default:{CLIENT}"]}
         kubectl("patch", "agent", AGENT, "--type=merge", "-p", json.dumps({"spec": {
-            "state": {"postgres": {"urlSecretRef": {"name": "agent-db", "key": "url"}}}, "deployment": {"replicas": 2}}}))
+            "state": {"postgres": {"urlSecretRef": {"name": "agent-db", "key": "url"}}}, "deployment": {"replicas": 2},
+            "approval": {"approvers": approvers}}}))
         try:
             pods = kubelet.wait_ready(AGENT, replicas=2, timeout=180)
         except TimeoutError:
