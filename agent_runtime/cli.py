@@ -175,8 +175,17 @@ def serve(
     # Idle keep-alive connections stay open longer than clients' and load balancers' own idle timeouts (uvicorn's
     # 5 s default): the server closing one just as a client reuses it reads as a reset (bench: lost pauses at 60).
     cert, key = tls or (None, None)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, timeout_keep_alive=75,
-                ssl_certfile=cert, ssl_keyfile=key)
+    from agent_runtime.app.announce import AnnouncingServer
+
+    server = AnnouncingServer(uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
+                                             timeout_keep_alive=75, ssl_certfile=cert, ssl_keyfile=key),
+                              agent_config.name, public_url)
+    try:
+        server.run()  # what uvicorn.run does for one process, with the URLs printed once it listens
+    except KeyboardInterrupt:
+        pass
+    if not server.started:
+        raise typer.Exit(3)  # uvicorn's STARTUP_FAILURE: it has logged why
 
 
 def _otel(flag: bool) -> bool:

@@ -47,7 +47,7 @@ from a2a.server.context import ServerCallContext
 from sqlalchemy import Connection
 
 from agent_runtime import redaction
-from agent_runtime.agent_config import AgentConfig
+from agent_runtime.agent_config import AgentConfig, ApprovalPolicy
 from agent_runtime.approvals import ApprovalRecord, ApprovalService, Voted
 from agent_runtime.authority import Judgement, Vote, refusal
 from agent_runtime.edits import EditPlan, EditRefused
@@ -110,12 +110,13 @@ class DecideOne:
         """Cast ``vote`` on ``request_id`` (:meth:`ApprovalService.vote`); raises :class:`UnknownRequest` or
         :class:`~agent_runtime.approvals.AlreadyDecided`. A vote that is refused or does not yet decide is recorded
         and answered as such. ``also(conn, decided_at, results)`` adds writes to the same transaction. ``scope``
-        ``session`` makes an approval that decides the request a session grant (the inbox offers it where the Agent
-        allows session grants). ``arguments``: approve the call with these arguments instead (edit and approve), edited from
-        the arguments as shown (redacted); raises :class:`~agent_runtime.edits.EditRefused` where the policy does not
-        allow it or a redacted field was changed. ``seen``: the arguments' hash the
-        voter saw; raises :class:`~agent_runtime.approvals.ArgumentsChanged` when an edit changed them since. ``record``:
-        the request as the caller has just read it (the vote re-reads it under its lock), to spare a read."""
+        ``session`` makes an approval that decides the request a session grant lasting the Agent's ``grantTTL`` (the
+        inbox offers it where the Agent allows session grants). ``arguments``: approve the call with these arguments
+        instead (edit and approve), edited from the arguments as shown (redacted); raises
+        :class:`~agent_runtime.edits.EditRefused` where the policy does not allow it or a redacted field was changed.
+        ``seen``: the arguments' hash the voter saw; raises :class:`~agent_runtime.approvals.ArgumentsChanged` when an
+        edit changed them since. ``record``: the request as the caller has just read it (the vote re-reads it under its
+        lock), to spare a read."""
         if record is None or record.id != request_id:
             record = await self.approvals.get(request_id)
         if record is None:
@@ -124,8 +125,11 @@ class DecideOne:
         planners = None
         if arguments is not None:
             planners = {request_id: self._planner(request_id, arguments, planned)}
+        # A session grant lasts the Agent's grantTTL, as one made over A2A does (not the service's default hour).
+        ttl = (self.config.approval if self.config is not None else ApprovalPolicy()).grant_ttl_seconds
         (voted,) = await self.approvals.vote(record.task_id, {request_id: vote}, also=also, scope=scope,
-                                             planners=planners, seen={request_id: seen} if seen is not None else None)
+                                             planners=planners, seen={request_id: seen} if seen is not None else None,
+                                             grant_ttl=ttl)
         edited = request_id in planned and voted.record.args == planned[request_id].args
         if not voted.decided:
             if edited:

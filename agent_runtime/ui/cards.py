@@ -64,6 +64,8 @@ class Card:
     waiting_for: str = ""
     votes: Sequence[VoteLine] = ()
     session_allowed: bool = False
+    task_waits: int = 0  # pending calls of this card's task, this one included (0: not counted by the source)
+    session_ttl: float = 0.0  # seconds a session grant lasts (the Agent's grantTTL): what "Approve for this session" says
     args_hash: str = ""
     name: str = ""  # the ToolApproval object, where there is one
     editable: bool = False  # pending, and the policy lets approvers approve it with changed arguments (edit and approve)
@@ -101,6 +103,36 @@ class Card:
     def key(self) -> str:
         """What the page's forms name the request by: ``namespace/name`` for a ToolApproval, else the request id."""
         return f"{self.namespace}/{self.name}" if self.name else self.id
+
+
+@dataclass(frozen=True)
+class TaskGroup:
+    """The pending calls of one task, shown together: the task resumes only once each of them is decided."""
+
+    task_id: str
+    cards: Sequence[Card]
+
+    @property
+    def waits(self) -> int:
+        """How many calls of the task still wait (the source's count, which may include calls the viewer cannot see)."""
+        return max([len(self.cards), *(c.task_waits for c in self.cards)])
+
+
+def by_task(cards: Sequence[Card]) -> list[Card | TaskGroup]:
+    """``cards`` in their order, the calls of one task gathered into one :class:`TaskGroup` where the first of them
+    stands, when the task waits on more than one call; any other card stays on its own."""
+    members: dict[str, list[Card]] = {}
+    for c in cards:
+        if c.task_id:
+            members.setdefault(c.task_id, []).append(c)
+    out: list[Card | TaskGroup] = []
+    for c in cards:
+        together = members.get(c.task_id, []) if c.task_id else []
+        if len(together) < 2 and c.task_waits < 2:
+            out.append(c)
+        elif together[0] is c:
+            out.append(TaskGroup(c.task_id, tuple(together)))
+    return out
 
 
 @dataclass(frozen=True)
@@ -212,6 +244,15 @@ def remaining(expires_at: float, now: float) -> str:
     return f"{hours}h {minutes}m" if hours else f"{minutes}m {seconds}s" if minutes else f"{seconds}s"
 
 
+def span(seconds: float) -> str:
+    """A duration for a person: ``1 h``, ``1 h 30 min``, ``45 min``, ``30 s``."""
+    whole = max(0, round(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{hours} h" if hours else "", f"{minutes} min" if minutes else "", f"{secs} s" if secs and not hours else ""]
+    return " ".join(p for p in parts if p) or "0 s"
+
+
 def newest_first(cards: Sequence[Card]) -> list[Card]:
     return sorted(cards, key=lambda c: (c.created_at, c.id), reverse=True)
 
@@ -226,6 +267,6 @@ def last_user_text(messages: Sequence[tuple[str, str]]) -> str:
 
 
 __all__ = [
-    "FOLD_AT", "ONE_LINE_AT", "Card", "Field", "Filters", "Outcome", "Question", "Status", "VoteLine", "fields",
-    "hidden_fields", "iso", "last_user_text", "newest_first", "remaining", "when",
+    "FOLD_AT", "ONE_LINE_AT", "Card", "Field", "Filters", "Outcome", "Question", "Status", "TaskGroup", "VoteLine",
+    "by_task", "fields", "hidden_fields", "iso", "last_user_text", "newest_first", "remaining", "span", "when",
 ]

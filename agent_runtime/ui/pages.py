@@ -75,7 +75,7 @@ class DecisionsBody(BaseModel):
 
 def _environment() -> Environment:
     env = Environment(loader=PackageLoader("agent_runtime.ui", "templates"), autoescape=select_autoescape(["html"]))
-    env.filters.update(when=cards.when, iso=cards.iso, fields=cards.fields)
+    env.filters.update(when=cards.when, iso=cards.iso, fields=cards.fields, span=cards.span, by_task=cards.by_task)
     env.globals.update(remaining=cards.remaining)
     return env
 

@@ -20,7 +20,9 @@ page never holds a redacted value.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from a2a.server.context import ServerCallContext
@@ -62,7 +64,9 @@ class RuntimeInbox:
     # --- reading --------------------------------------------------------------------------------
 
     async def pending(self, viewer: Principal) -> list[Card]:
-        return newest_first(await self._cards(await self._approvals.by_status("pending"), viewer))
+        records = await self._approvals.by_status("pending")
+        waits = Counter(r.task_id for r in records)  # a task goes on once each of its calls is decided
+        return newest_first([replace(c, task_waits=waits[c.task_id]) for c in await self._cards(records, viewer)])
 
     async def history(self, viewer: Principal, filters: Filters) -> list[Card]:
         now = self._clock()
@@ -139,7 +143,8 @@ class RuntimeInbox:
                 waiting_for=who_may_decide(record.approvers, record.requested_by)
                 if record.approvers is not None and record.status == "pending" else "",
                 votes=tuple(VoteLine(v.vote.principal, v.vote.ballot, v.vote.channel, v.counted, v.note) for v in votes),
-                session_allowed=self._allow_session, args_hash=record.args_hash, editable=self._editable(record),
+                session_allowed=self._allow_session, session_ttl=self._grant_ttl(), args_hash=record.args_hash,
+                editable=self._editable(record),
                 edited_by=edited.by if edited is not None else "",
                 original_args=original.args if original is not None else None,
                 original_redacted=original.paths if original is not None else (),
@@ -147,6 +152,11 @@ class RuntimeInbox:
                 execution=record.exec_outcome, execution_error=record.exec_error,
             ))
         return cards
+
+    def _grant_ttl(self) -> float:
+        """How long a session grant made here lasts: the Agent's ``grantTTL`` (DecideOne makes it with that)."""
+        config = self._decide.config
+        return config.approval.grant_ttl_seconds if config is not None else 0.0
 
     def _editable(self, record: ApprovalRecord) -> bool:
         """Whether the page offers "Edit and approve": a pending call with arguments that the policy lets approvers
@@ -237,7 +247,10 @@ class RuntimeInbox:
             return Outcome(key, False, "refused", f"your vote does not count: {judgement.refused}")
         if one.voted.decided:
             how = f" with your edit ({changed})" if edited and after.status == "approved" else ""
-            return Outcome(key, True, "decided", f"{after.tool}: {after.status}{how} (decided by {judgement.tally.decided_by})")
+            left = len(await self._approvals.for_task(after.task_id, pending_only=True))
+            waits = f"; this task still waits on {left} more call{'s' if left > 1 else ''}" if left else ""
+            return Outcome(key, True, "decided", f"{after.tool}: {after.status}{how} (decided by "
+                                                 f"{judgement.tally.decided_by}){waits}")
         if edited:
             return Outcome(key, True, "edited", f"{after.tool}: your edit ({changed}) was applied and your approval counted, "
                                                 f"{judgement.tally.progress()}; waiting for "
@@ -249,7 +262,10 @@ class RuntimeInbox:
         by = (await self._approvals.deciders_of([record.id])).get(record.id) or record.source or "?"
         if record.status == "expired":
             return f"{record.tool}: already timed out; nothing was decided"
-        return f"{record.tool}: already {record.status} by {by}" + (f" ({record.reason})" if record.reason else "")
+        # The channel and the reason each say what they are: "(decided over REST)" read like the channel.
+        via = f" via {record.source}" if record.source and record.source != by else ""
+        reason = f"; the reason given: “{record.reason}”" if record.reason else ""
+        return f"{record.tool}: already {record.status} by {by}{via}{reason}"
 
 
 def _messages(task: Task) -> list[tuple[str, str]]:

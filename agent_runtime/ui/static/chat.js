@@ -100,18 +100,39 @@
     }
   }
 
+  // What a pause asks, as one key: the same requests (or question and stage) on the same task are the same card.
+  function pauseKey(taskId, data) {
+    const asked = data.interrupt_type === "tool_approval"
+      ? (data.action_requests || []).map((r) => r.id)
+      : (data.requests || []).map((q) => `${q.id}:${q.stage || "answer"}`);
+    return `${taskId} ${data.interrupt_type} ${asked.sort().join(",")}`;
+  }
+
   function onStatus(taskId, status) {
     const message = status?.message;
     if (message && !shown.has(message.messageId)) {
       shown.add(message.messageId);
       const text = texts(message.parts);
       const paused = status.state === "TASK_STATE_INPUT_REQUIRED";
-      if (text && !paused) bubble("agent", text);
+      let carded = false;  // a new card shows the pause: its text (which describes the same requests) is not repeated
       for (const data of datas(message.parts)) {
+        if (!["tool_approval", "hitl_request"].includes(data.interrupt_type)) continue;
+        const key = pauseKey(taskId, data);
+        const cards = [...list.querySelectorAll("li[data-pause]")].filter((li) => li.dataset.task === taskId && !li.classList.contains("decided"));
+        if (cards.some((li) => li.dataset.pause === key)) continue;  // restated (a message decided nothing): already here
+        for (const old of cards) {  // the pause changed (part of it decided, a question's next stage): the new card replaces it
+          for (const control of old.querySelectorAll("button, textarea")) control.disabled = true;
+          old.classList.add("decided");
+        }
+        carded = true;
+        const before = list.children.length;
         if (data.interrupt_type === "tool_approval") approvalCard(taskId, data);
-        else if (data.interrupt_type === "hitl_request") questionCard(taskId, data);
+        else questionCard(taskId, data);
+        for (const li of [...list.children].slice(before)) li.dataset.pause = key;
       }
-      if (paused && !datas(message.parts).length && text) bubble("agent", text);
+      // Otherwise the text is what the agent says now: a reply, or why a message decided nothing ("Could not read a
+      // decision …": the request is still pending).
+      if (text && !(paused && carded)) bubble("agent", text);
     }
     pausedTask = status?.state === "TASK_STATE_INPUT_REQUIRED" ? taskId : null;
     if (!pausedTask) {  // decided (here or elsewhere): its cards take no more clicks

@@ -15,12 +15,15 @@
     statusBox.replaceChildren(p);
   }
 
+  const ENDED = "Your session has ended (signed out, here or in another tab, or expired): sign in again. Nothing was sent.";
+
   async function post(url, body) {
     const reply = await fetch(url, {
       method: "POST", credentials: "same-origin",
       headers: { "content-type": "application/json", "x-csrf-token": csrf },
       body: JSON.stringify(body),
     });
+    if (reply.status === 401) { sessionEnded(); throw new Error(ENDED); }
     let data = {};
     try { data = await reply.json(); } catch (_) { /* not JSON */ }
     if (!reply.ok) throw new Error(data.error || `${reply.status} ${reply.statusText}`);
@@ -47,6 +50,7 @@
                  "accept": onEvent ? "text/event-stream" : "application/json" },
       body: JSON.stringify({ jsonrpc: "2.0", id: newId(), method, params }),
     });
+    if (reply.status === 401) { sessionEnded(); throw new Error(ENDED); }
     if (!reply.ok) {
       let error = `${reply.status} ${reply.statusText}`;
       try { error = (await reply.json()).error || error; } catch (_) { /* keep the status */ }
@@ -156,6 +160,53 @@
     line.hidden = !text;
   }
 
+  // What the last decision from this page came to, per request, shown on its card; a card that has left the list
+  // (decided) leaves its note where it stood: before the card that followed it then (``before``), else at the end.
+  const notes = new Map();  // key -> { text, ok, before }
+
+  function noteOn(key, text, ok) {
+    const cards = [...document.querySelectorAll("#items .card")];
+    const at = cards.findIndex((c) => c.dataset.key === key);
+    const before = at >= 0 ? cards.slice(at + 1).map((c) => c.dataset.key).find((k) => !notes.has(k)) ?? null : null;
+    notes.set(key, { text, ok, before: notes.get(key)?.before ?? before });
+  }
+
+  function placeNotes(root) {
+    for (const old of root.querySelectorAll(".card-note")) old.remove();
+    const cardOf = (key) => key && root.querySelector(`.card[data-key="${CSS.escape(key)}"]`);
+    for (const [key, note] of notes) {
+      const line = document.createElement("p");
+      line.className = `card-note ${note.ok ? "ok" : "err"}`;
+      line.setAttribute("role", "status");
+      line.dataset.for = key;
+      line.textContent = note.text;
+      const card = cardOf(key);
+      if (card) {
+        (card.querySelector(".actions") || card.querySelector(".result") || card.lastElementChild).after(line);
+        continue;
+      }
+      line.classList.add("gone");
+      let next = note.before;  // the card that followed it; if that one left too, the one that followed that
+      const seen = new Set();
+      while (next && !cardOf(next) && notes.has(next) && !seen.has(next)) { seen.add(next); next = notes.get(next).before; }
+      const anchor = cardOf(next);
+      if (anchor) anchor.before(line);
+      else root.append(line);
+    }
+  }
+
+  function newNotes() { notes.clear(); }
+
+  // The batch toolbar only where there is something to select; "Select all" ticked only while all are.
+  function toolbar() {
+    const batch = document.querySelector(".batch");
+    if (!batch || !items) return;
+    const boxes = [...items.querySelectorAll(".select")];
+    batch.hidden = !boxes.length;
+    const all = document.getElementById("select-all");
+    if (all) all.checked = boxes.length > 0 && boxes.every((box) => box.checked);
+  }
+
   let refreshing = null;
   async function refresh() {
     if (!live) { await rerender(); return; }
@@ -171,6 +222,7 @@
         // Taken now, after the awaits, so that no keystroke is lost: the selection, the focused card, open forms.
         const keep = new Set(selectedKeys());
         const focused = document.activeElement?.closest?.(".card")?.dataset.key;
+        const focusedAt = [...items.querySelectorAll(".card")].findIndex((c) => c.dataset.key === focused);
         const work = keepWork(items);
         items.innerHTML = html;
         for (const box of items.querySelectorAll(".select")) {
@@ -178,7 +230,14 @@
           box.closest(".card").classList.toggle("selected", box.checked);
         }
         const typing = restoreWork(items, work);
-        if (focused && !typing) items.querySelector(`.card[data-key="${CSS.escape(focused)}"]`)?.focus();
+        placeNotes(items);
+        toolbar();
+        if (focused && !typing) {
+          // The focused card left (decided): the focus goes to the card that took its place, not to the top.
+          const cards = [...items.querySelectorAll(".card")];
+          const same = cards.find((c) => c.dataset.key === focused);
+          (same || cards[Math.min(focusedAt, cards.length - 1)])?.focus();
+        }
         document.title = document.title.replace(/\(\d+\)/, `(${items.querySelectorAll(".card").length})`);
         tick();
       } while (refreshing.again);
@@ -201,6 +260,7 @@
         const work = keepWork(main);
         main.replaceChildren(...fresh.childNodes);
         restoreWork(main, work);
+        placeNotes(main.querySelector("#items") || main);
         tick();
       }
     } catch (error) {
@@ -218,17 +278,26 @@
     }
   }
 
+  // Returns whether the runtime answered (each request's outcome is then on its card and in the status line).
   async function decide(keys, decision, reason, session) {
-    if (!keys.length) { say("Select one or more requests first.", false); return; }
+    if (!keys.length) { say("Select one or more requests first.", false); return false; }
+    let answered = false;
     await withButtonsOff(async () => {
       try {
         const data = await post("/ui/api/decisions", { ids: keys, decision, reason, session });
+        newNotes();
+        for (const r of data.results) noteOn(r.id, r.message, r.ok);
         say(data.results.map((r) => r.message).join(" · "), data.results.every((r) => r.ok));
+        answered = true;
       } catch (error) {
+        newNotes();
+        for (const key of keys) noteOn(key, error.message, false);
         say(error.message, false);
       }
     });
+    placeNotes(items || document);
     await refresh();
+    return answered;
   }
 
   // Edit and approve: only the fields the person changed are sent (the others keep their values on the server,
@@ -269,6 +338,8 @@
         const data = await post("/ui/api/decisions", { ids: [key], decision: "approve", reason: "", session: false,
                                                        arguments: changes, args_hash: form.dataset.argsHash });
         const result = data.results[0];
+        newNotes();
+        noteOn(key, result.message, result.ok);
         say(result.message, result.ok);
         const now = current();
         if (result.ok) now.hidden = true;  // done with it: the card shows the edit, or leaves
@@ -287,10 +358,13 @@
   }
 
   async function answerQuestion(card, data) {
+    newNotes();
     try {
       await a2a({ taskId: card.dataset.task, contextId: card.dataset.context, parts: [{ data }] });
+      noteOn(card.dataset.key, "Answer sent.", true);
       say("Answer sent.", true);
     } catch (error) {
+      noteOn(card.dataset.key, `The answer was not taken: ${error.message}`, false);
       say(`The answer was not taken: ${error.message}`, false);
     }
     await refresh();
@@ -335,8 +409,11 @@
     event.preventDefault();
     const reason = form.querySelector("textarea").value.trim();
     if (!reason) { say("A denial needs a reason: the agent is told why its call did not run.", false); return; }
-    const keys = form.classList.contains("batch-deny-form") ? selectedKeys() : [form.closest(".card").dataset.key];
-    decide(keys, "deny", reason, false);
+    const batch = form.classList.contains("batch-deny-form");
+    const keys = batch ? selectedKeys() : [form.closest(".card").dataset.key];
+    decide(keys, "deny", reason, false).then((answered) => {
+      if (batch && answered) { form.reset(); form.hidden = true; }  // done: the next batch starts with an empty reason
+    });
   });
 
   document.addEventListener("change", (event) => {
@@ -361,12 +438,26 @@
     if (event.key === "j") focus(at + 1);
     else if (event.key === "k") focus(at < 0 ? 0 : at - 1);
     else if (!current) return;
+    else if (event.key === "a" && current.matches(".question") && !current.querySelector('[data-action="confirm"]')) {
+      tell(current, "A question has no approve: choose one of its options (or Cancel).");
+    }
     else if (event.key === "a") current.querySelector('[data-action="approve"], [data-action="confirm"]')?.click();
     else if (event.key === "d") { const form = current.querySelector(".deny-form"); if (form) { event.preventDefault(); openDeny(form); } }
     else if (event.key === "e") { const form = current.querySelector(".edit-form"); if (form) { event.preventDefault(); openEdit(form); } }
-    else if (event.key === "x") current.querySelector(".select")?.click();
+    else if (event.key === "x") {
+      const box = current.querySelector(".select");
+      if (box) box.click();
+      else tell(current, "A question cannot be selected: it is answered on its own, with one of its options.");
+    }
     else return;
   });
+  // A key that does nothing on this card says why, on the card and in the status line.
+  function tell(card, text) {
+    newNotes();
+    noteOn(card.dataset.key, text, false);
+    placeNotes(items || document);
+    say(text, false);
+  }
   document.addEventListener("focusin", (event) => {
     for (const c of document.querySelectorAll(".card.focused")) c.classList.remove("focused");
     event.target.closest?.(".card")?.classList.add("focused");
@@ -376,6 +467,9 @@
   // The session is gone (the runtime restarted with a new session key, or it expired): reconnecting cannot help.
   // The banner says so and links to the login page, which brings the person back here; nothing typed is lost.
   function sessionEnded() {
+    const who = document.querySelector(".top .who");
+    if (who) { who.textContent = "Signed out"; who.classList.add("ended"); }
+    document.querySelector('[data-action="logout"]')?.remove();
     const link = document.createElement("a");
     link.href = `/ui/login?next=${encodeURIComponent(location.pathname)}`;
     link.textContent = "Sign in again";
