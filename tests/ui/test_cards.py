@@ -5,7 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_runtime.ui.cards import FOLD_AT, ONE_LINE_AT, Card, Filters, fields, hidden_fields, last_user_text, remaining
+from agent_runtime.ui.cards import (
+    FOLD_AT, ONE_LINE_AT, Card, Filters, TaskGroup, by_task, fields, hidden_fields, last_user_text, remaining, span,
+)
 from agent_runtime.ui.pages import _environment
 
 
@@ -97,3 +99,31 @@ def test_countdown_text_and_progress() -> None:
 def test_the_context_is_the_last_thing_a_person_wrote() -> None:
     assert last_user_text([("user", "delete old.txt"), ("agent", "ok?"), ("user", ""), ("agent", "paused")]) == "delete old.txt"
     assert last_user_text([("agent", "hi")]) == ""
+
+
+def test_the_calls_of_one_task_are_gathered_where_the_first_stands() -> None:
+    a, b, c, d = (card(id=i, status="pending", task_id=t) for i, t in (("a", "t1"), ("b", "t2"), ("c", "t1"), ("d", "")))
+    lone = card(id="e", status="pending", task_id="t3", task_waits=2)  # its sibling is someone else's to see
+    grouped = by_task([a, b, c, d, lone])
+    assert [g.cards if isinstance(g, TaskGroup) else g for g in grouped] == [(a, c), b, d, (lone,)]
+    assert [g.waits for g in grouped if isinstance(g, TaskGroup)] == [2, 2]
+
+
+def test_approve_for_this_session_says_its_scope_with_the_agents_grant_ttl() -> None:
+    macro = _environment().from_string('{% from "_card.html" import approval %}{{ approval(c, 0) }}')
+    html = macro.render(c=card(status="pending", session_allowed=True, session_ttl=1800.0))
+    assert ("later calls of <span class=\"tool\">delete_file</span> with these exact arguments in this conversation run "
+            "without asking, for 30 min.") in html
+    assert 'aria-describedby="scope-r1"' in html and 'id="scope-r1"' in html
+    assert span(3600) == "1 h" and span(5400) == "1 h 30 min" and span(45) == "45 s" and span(0) == "0 s"
+
+
+def test_the_history_shows_the_arguments_as_approvers_see_them() -> None:
+    page = _environment().get_template("history.html")
+    shown = card(args={"path": "/srv/a.txt", "token": "«redacted»", "body": "x" * 200}, redacted=["$.token"])
+    html = page.render(cards=[shown], filters=Filters(), since="", source=type("S", (), {"title": "t", "agents": ()})(),
+                       viewer=type("V", (), {"id": "alice"})(), csrf="", now=0, path="/ui/history")
+    args = html[html.index('data-testid="history-args"'):html.index("</td>", html.index('data-testid="history-args"'))]
+    assert "<code>/srv/a.txt</code>" in args
+    assert 'token</span> <span class="tag">redacted</span> <code>«redacted»</code>' in args
+    assert f"<code>{'x' * 80}…</code>" in args  # long values cut short: the detail page has them in full
