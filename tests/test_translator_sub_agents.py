@@ -23,6 +23,7 @@ from agent_runtime.resources import Agent, ModelConfig, RemoteMCPServer
 from agent_runtime.translator import (
     SERVICE_ACCOUNT_TOKEN_FILE,
     agent_url,
+    env_name,
     referenced_secrets,
     secret_env,
     translate,
@@ -395,7 +396,7 @@ def test_an_acyclic_agent_is_refused_exactly_when_its_longest_chain_is_too_deep(
 def test_the_two_agent_example_in_the_docs_is_valid_and_translates() -> None:
     """docs/operator.md's orchestrator/files example passes the CRD (schema and CEL) and translates as it says."""
     text = (Path(__file__).resolve().parents[1] / "docs" / "operator.md").read_text()
-    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if "name: orchestrator" in b]
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if "name: orchestrator, namespace: team" in b]
     docs = [d for d in yaml.safe_load_all(block) if d]
     assert [validate(d) for d in docs] == [[], []]
     agents = {a.name: a for a in (Agent.model_validate(d) for d in docs)}
@@ -408,6 +409,29 @@ def test_the_two_agent_example_in_the_docs_is_valid_and_translates() -> None:
     assert search.token == SecretEnvRef(env="GATEHOUSE_AGENT_WEB_SEARCH_TOKEN", secret="search-credentials", key="token")
     child = translate(agents["files"], models, servers, in_cluster=True, agents=agents)
     assert child.access.delegators == ["system:serviceaccount:team:orchestrator"]
+
+
+def test_the_two_runtimes_recipe_in_the_docs_is_valid_and_names_the_token_variable(tmp_path: Path) -> None:
+    """docs/operator.md's "Two runtimes on one machine": the orchestrator's manifests pass the CRDs and translate to a
+    remote agent at the card URL whose token is read from GATEHOUSE_AGENT_FILES_TOKEN; the example file manager with
+    the access lines added trusts the orchestrator as a delegator."""
+    from agent_runtime.manifests import select_agent_config
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "docs" / "operator.md").read_text()
+    recipe = text[text.index("#### Two runtimes on one machine"):text.index("## Manifests")]
+    access, parent = re.findall(r"```yaml\n(.*?)```", recipe, re.S)
+    docs = [d for d in yaml.safe_load_all(parent) if d]
+    assert [validate(d) for d in docs] == [[], []]
+    (tmp_path / "orchestrator.yaml").write_text(parent)
+    (sub,) = select_agent_config([tmp_path / "orchestrator.yaml"]).sub_agents
+    assert (sub.name, sub.card_url) == ("files", "http://127.0.0.1:8081/")
+    assert sub.token == SecretEnvRef(env="GATEHOUSE_AGENT_FILES_TOKEN", secret="files-credentials", key="token")
+    assert env_name("AGENT", "web-search.v2", "TOKEN") == "GATEHOUSE_AGENT_WEB_SEARCH_V2_TOKEN"  # as the docs say
+    example = root / "examples" / "file-manager"
+    (tmp_path / "files.yaml").write_text((example / "agent.yaml").read_text().rstrip("\n") + "\n" + access)
+    child = select_agent_config([tmp_path / "files.yaml", example / "modelconfig.yaml", example / "local" / "mcp-server.yaml"])
+    assert child.access.delegators == ["orchestrator"]
 
 
 def test_an_mcp_tool_may_not_take_the_name_of_the_built_in_human_tool() -> None:

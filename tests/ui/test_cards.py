@@ -6,7 +6,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_runtime.ui.cards import (
-    FOLD_AT, ONE_LINE_AT, Card, Filters, TaskGroup, by_task, fields, hidden_fields, last_user_text, remaining, span,
+    FOLD_AT,
+    ONE_LINE_AT,
+    Card,
+    Filters,
+    TaskGroup,
+    by_task,
+    fields,
+    hidden_fields,
+    last_user_text,
+    remaining,
+    span,
 )
 from agent_runtime.ui.pages import _environment
 
