@@ -122,7 +122,7 @@ def test_the_calls_of_one_task_are_gathered_where_the_first_stands() -> None:
 def test_approve_for_this_session_says_its_scope_with_the_agents_grant_ttl() -> None:
     macro = _environment().from_string('{% from "_card.html" import approval %}{{ approval(c, 0) }}')
     html = macro.render(c=card(status="pending", session_allowed=True, session_ttl=1800.0))
-    assert ("later calls of <span class=\"tool\">delete_file</span> with these exact arguments in this conversation run "
+    assert ("later calls of <code>delete_file</code> with these exact arguments in this conversation run "
             "without asking, for 30 min.") in html
     assert 'aria-describedby="scope-r1"' in html and 'id="scope-r1"' in html
     assert span(3600) == "1 h" and span(5400) == "1 h 30 min" and span(45) == "45 s" and span(0) == "0 s"

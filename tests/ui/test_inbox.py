@@ -332,8 +332,7 @@ def test_keyboard_moves_approves_and_opens_the_deny_form_and_375px_does_not_scro
     card(page, k2).wait_for(state="detached")
     assert ran_once(gatehouse, "delete_file", "k2.txt")
     assert pending(gatehouse, k1) and not gatehouse.tools.executions("delete_file", "k1.txt")
-    page.keyboard.press("j")
-    assert page.evaluate(focused) == k1
+    assert page.evaluate(focused) == k1  # the card that took k2's place (tests/ui/test_first_use.py)
     page.keyboard.press("d")
     form = card(page, k1).locator(".deny-form")
     assert form.is_visible()
