@@ -122,6 +122,22 @@ async def test_decide_one_directly(make_app: Callable[..., Any]) -> None:
         assert len(app.tools.executions("delete_file", "direct.txt")) == 1
 
 
+async def test_a_session_grant_made_through_decide_one_lasts_the_agents_grant_ttl(make_app: Callable[..., Any]) -> None:
+    """The inbox's (and REST's) "approve for the session" goes through DecideOne: its grant lasts spec.approval.grantTTL,
+    what the inbox's card says, not a fixed hour."""
+    from sqlalchemy import select
+
+    from agent_runtime.approvals.tables import grants
+
+    async with make_app(grantTTL="20m") as app:
+        task = await app.pause("grant.txt")
+        (rid,) = request_ids(task)
+        await app.runtime.decide_one(rid, Vote("alice", frozenset(), "approve", "", "inbox"), scope="session", wait=True)
+        rows = await app.runtime.db.run(lambda conn: conn.execute(select(grants.c.created_at, grants.c.expires_at)).all(),
+                                        write=False)
+        assert [round(expires - created) for created, expires in rows] == [20 * 60]
+
+
 async def test_slack_webhook_and_timeouts_in_metrics(make_app: Callable[..., Any]) -> None:
     receiver: Receiver
     with webhook_receiver() as receiver:
