@@ -132,7 +132,9 @@ async def test_a_session_grant_made_through_decide_one_lasts_the_agents_grant_tt
     async with make_app(grantTTL="20m") as app:
         task = await app.pause("grant.txt")
         (rid,) = request_ids(task)
-        await app.runtime.decide_one(rid, Vote("alice", frozenset(), "approve", "", "inbox"), scope="session", wait=True)
+        one = await app.runtime.decide_one(rid, Vote("anonymous", frozenset(), "approve", "", "inbox"), scope="session",
+                                           wait=True)  # auth off: the requester, anonymous, decides
+        assert one.record.status == "approved", one.judgement
         rows = await app.runtime.db.run(lambda conn: conn.execute(select(grants.c.created_at, grants.c.expires_at)).all(),
                                         write=False)
         assert [round(expires - created) for created, expires in rows] == [20 * 60]
