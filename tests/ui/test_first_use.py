@@ -7,6 +7,7 @@ scripted model's "clean up <a> and <b>" asks for two ``delete_file`` calls in on
 from __future__ import annotations
 
 import re
+import time
 from typing import TYPE_CHECKING
 
 import pytest
@@ -15,7 +16,7 @@ from tests.support.runtime import state, wait_for
 from tests.ui.conftest import Gatehouse, SignIn, card, open_inbox, status_line
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Page
+    from playwright.sync_api import Page, Route
 
 pytestmark = pytest.mark.e2e
 
@@ -59,8 +60,16 @@ def test_feedback_shows_where_the_decision_was_made_and_a_batch_denial_starts_em
     page = open_inbox(sign_in("alice"), gatehouse.url)
     assert page.eval_on_selector_all("#items .card", "cs => cs.map(c => c.dataset.key)") == [f3, f2, f1]
 
+    def late(route: Route) -> None:  # the live update takes the card away before the runtime's answer arrives
+        answer = route.fetch()
+        time.sleep(1.5)
+        route.fulfill(response=answer)
+
+    page.route("**/ui/api/decisions", late)
     card(page, f2).locator("[data-action=approve]").click()
     card(page, f2).wait_for(state="detached")
+    page.locator(f'#items .card-note.gone[data-for="{f2}"]').wait_for()
+    page.unroute("**/ui/api/decisions")
     # Where f2 stood, between f3 and f1, the page says what became of it.
     note = page.locator(f'#items .card-note.gone[data-for="{f2}"]')
     assert "delete_file: approved (decided by alice)" in note.inner_text()

@@ -164,11 +164,18 @@
   // (decided) leaves its note where it stood: before the card that followed it then (``before``), else at the end.
   const notes = new Map();  // key -> { text, ok, before }
 
-  function noteOn(key, text, ok) {
-    const cards = [...document.querySelectorAll("#items .card")];
-    const at = cards.findIndex((c) => c.dataset.key === key);
-    const before = at >= 0 ? cards.slice(at + 1).map((c) => c.dataset.key).find((k) => !notes.has(k)) ?? null : null;
-    notes.set(key, { text, ok, before: notes.get(key)?.before ?? before });
+  // For each of ``keys``, the card that follows it now, not among ``keys``: taken when the person acts, since a live
+  // update may take the decided cards away before the runtime's answer arrives.
+  function followers(keys) {
+    const cards = [...document.querySelectorAll("#items .card")].map((c) => c.dataset.key);
+    return new Map(keys.map((key) => {
+      const at = cards.indexOf(key);
+      return [key, at >= 0 ? cards.slice(at + 1).find((k) => !keys.includes(k)) ?? null : null];
+    }));
+  }
+
+  function noteOn(key, text, ok, before = null) {
+    notes.set(key, { text, ok, before });
   }
 
   function placeNotes(root) {
@@ -282,16 +289,17 @@
   async function decide(keys, decision, reason, session) {
     if (!keys.length) { say("Select one or more requests first.", false); return false; }
     let answered = false;
+    const next = followers(keys);
     await withButtonsOff(async () => {
       try {
         const data = await post("/ui/api/decisions", { ids: keys, decision, reason, session });
         newNotes();
-        for (const r of data.results) noteOn(r.id, r.message, r.ok);
+        for (const r of data.results) noteOn(r.id, r.message, r.ok, next.get(r.id));
         say(data.results.map((r) => r.message).join(" · "), data.results.every((r) => r.ok));
         answered = true;
       } catch (error) {
         newNotes();
-        for (const key of keys) noteOn(key, error.message, false);
+        for (const key of keys) noteOn(key, error.message, false, next.get(key));
         say(error.message, false);
       }
     });
@@ -333,13 +341,14 @@
       return;
     }
     showError(form, "");
+    const next = followers([key]);
     await withButtonsOff(async () => {
       try {
         const data = await post("/ui/api/decisions", { ids: [key], decision: "approve", reason: "", session: false,
                                                        arguments: changes, args_hash: form.dataset.argsHash });
         const result = data.results[0];
         newNotes();
-        noteOn(key, result.message, result.ok);
+        noteOn(key, result.message, result.ok, next.get(key));
         say(result.message, result.ok);
         const now = current();
         if (result.ok) now.hidden = true;  // done with it: the card shows the edit, or leaves
@@ -358,13 +367,14 @@
   }
 
   async function answerQuestion(card, data) {
+    const next = followers([card.dataset.key]).get(card.dataset.key);
     newNotes();
     try {
       await a2a({ taskId: card.dataset.task, contextId: card.dataset.context, parts: [{ data }] });
-      noteOn(card.dataset.key, "Answer sent.", true);
+      noteOn(card.dataset.key, "Answer sent.", true, next);
       say("Answer sent.", true);
     } catch (error) {
-      noteOn(card.dataset.key, `The answer was not taken: ${error.message}`, false);
+      noteOn(card.dataset.key, `The answer was not taken: ${error.message}`, false, next);
       say(`The answer was not taken: ${error.message}`, false);
     }
     await refresh();
