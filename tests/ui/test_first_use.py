@@ -49,9 +49,7 @@ def test_the_chat_shows_why_a_message_decided_nothing_and_keeps_one_card(sign_in
     assert len(gatehouse.tools.executions("delete_file", "chat.txt")) == 1
 
 
-def test_feedback_shows_where_the_decision_was_made_and_a_batch_denial_starts_empty(
-    sign_in: SignIn, gatehouse: Gatehouse
-) -> None:
+def test_feedback_shows_where_the_decision_was_made(sign_in: SignIn, gatehouse: Gatehouse) -> None:
     seed(gatehouse, "f1.txt", "f2.txt", "f3.txt")
     alice_rpc = gatehouse.rpc("alice")
     for name in ("f1.txt", "f2.txt", "f3.txt"):
@@ -68,60 +66,83 @@ def test_feedback_shows_where_the_decision_was_made_and_a_batch_denial_starts_em
     page.route("**/ui/api/decisions", late)
     card(page, f2).locator("[data-action=approve]").click()
     card(page, f2).wait_for(state="detached")
-    page.locator(f'#items .card-note.gone[data-for="{f2}"]').wait_for()
+    note = page.locator(f'#items .card-note.gone[data-for="{f2}"]')
+    note.wait_for()
     page.unroute("**/ui/api/decisions")
     # Where f2 stood, between f3 and f1, the page says what became of it.
-    note = page.locator(f'#items .card-note.gone[data-for="{f2}"]')
     assert "delete_file: approved (decided by alice)" in note.inner_text()
     assert note.evaluate("n => n.nextElementSibling.dataset.key") == f1
     assert note.evaluate("n => n.previousElementSibling.dataset.key") == f3
 
-    # A batch denial: the form closes and forgets its reason once the runtime answered.
+
+def test_a_batch_denial_closes_its_form_and_the_next_starts_empty(sign_in: SignIn, gatehouse: Gatehouse) -> None:
+    seed(gatehouse, "d1.txt", "d2.txt", "d3.txt")
+    alice_rpc = gatehouse.rpc("alice")
+    alice_rpc.send("delete d1.txt")
+    alice_rpc.send("delete d2.txt")
+    d1, d2 = gatehouse.request_for("delete_file", "d1.txt"), gatehouse.request_for("delete_file", "d2.txt")
+    page = open_inbox(sign_in("alice"), gatehouse.url)
     page.check("#select-all")
     page.click("[data-action=batch-deny]")
     form = page.locator(".batch-deny-form")
     form.locator("textarea").fill("not today")
     form.locator("button[type=submit]").click()
-    page.wait_for_selector("[data-testid=empty]")
-    for rid in (f1, f3):
-        assert page.locator(f'#items .card-note.gone[data-for="{rid}"]', has_text="denied").is_visible()
-    assert page.locator(".batch").is_hidden()  # nothing to select: no batch toolbar
-    assert form.is_hidden()
-    seed(gatehouse, "f4.txt")
-    alice_rpc.send("delete f4.txt")
-    f4 = gatehouse.request_for("delete_file", "f4.txt")
-    card(page, f4).wait_for()
-    assert page.locator(".batch").is_visible()
+    for rid in (d1, d2):
+        card(page, rid).wait_for(state="detached")
+    form.wait_for(state="hidden")
+    alice_rpc.send("delete d3.txt")
+    d3 = gatehouse.request_for("delete_file", "d3.txt")
+    card(page, d3).wait_for()
+    assert not page.is_checked("#select-all")  # "Select all" was of the cards that left
     page.check("#select-all")
     page.click("[data-action=batch-deny]")
     assert form.is_visible() and form.locator("textarea").input_value() == ""
 
 
-def test_the_keyboard_keeps_its_place_and_x_on_a_question_says_why(sign_in: SignIn, gatehouse: Gatehouse) -> None:
-    seed(gatehouse, "q1.txt", "q2.txt", "q3.txt")
+def test_an_empty_inbox_has_no_batch_toolbar(sign_in: SignIn, gatehouse: Gatehouse) -> None:
+    page = open_inbox(sign_in("alice"), gatehouse.url)
+    assert page.is_visible("[data-testid=empty]") and page.locator(".batch").is_hidden()
+    seed(gatehouse, "e1.txt")
+    gatehouse.rpc("alice").send("delete e1.txt")
+    e1 = gatehouse.request_for("delete_file", "e1.txt")
+    card(page, e1).wait_for()
+    assert page.locator(".batch").is_visible()
+    card(page, e1).locator("[data-action=approve]").click()
+    page.wait_for_selector("[data-testid=empty]")
+    page.locator(".batch").wait_for(state="hidden")
+
+
+def test_after_a_the_focus_stays_in_place(sign_in: SignIn, gatehouse: Gatehouse) -> None:
+    seed(gatehouse, "k1.txt", "k2.txt", "k3.txt")
     alice_rpc = gatehouse.rpc("alice")
-    for name in ("q1.txt", "q2.txt", "q3.txt"):
+    for name in ("k1.txt", "k2.txt", "k3.txt"):
         alice_rpc.send(f"delete {name}")
-    q1, q2, q3 = (gatehouse.request_for("delete_file", n) for n in ("q1.txt", "q2.txt", "q3.txt"))
-    alice_rpc.send("ask which region?")
+    k1, k2, k3 = (gatehouse.request_for("delete_file", n) for n in ("k1.txt", "k2.txt", "k3.txt"))
+    page = open_inbox(sign_in("alice"), gatehouse.url)
+    assert page.eval_on_selector_all("#items .card", "cs => cs.map(c => c.dataset.key)") == [k3, k2, k1]
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    assert page.evaluate(FOCUSED) == k2
+    page.keyboard.press("a")
+    card(page, k2).wait_for(state="detached")
+    wait_for(lambda: page.evaluate(FOCUSED) == k1, 10)  # the card that took its place, not the top of the list
+    page.keyboard.press("k")
+    assert page.evaluate(FOCUSED) == k3
+
+
+def test_x_or_a_on_a_question_says_why_it_does_nothing(sign_in: SignIn, gatehouse: Gatehouse) -> None:
+    gatehouse.rpc("alice").send("ask which region?")
     page = open_inbox(sign_in("alice"), gatehouse.url)
     question = page.locator("#items .card.question")
     question.wait_for()
-    assert page.eval_on_selector_all("#items .card:not(.question)", "cs => cs.map(c => c.dataset.key)") == [q3, q2, q1]
-
-    page.keyboard.press("j")  # the question (questions come first)
+    page.keyboard.press("j")
     page.keyboard.press("x")
     note = question.locator(".card-note")
     assert "A question cannot be selected" in note.inner_text()
     assert "A question cannot be selected" in status_line(page)
-    page.keyboard.press("j")
-    page.keyboard.press("j")
-    assert page.evaluate(FOCUSED) == q2
     page.keyboard.press("a")
-    card(page, q2).wait_for(state="detached")
-    wait_for(lambda: page.evaluate(FOCUSED) == q1, 10)  # the card that took its place, not the top of the list
-    page.keyboard.press("k")
-    assert page.evaluate(FOCUSED) == q3
+    assert "A question has no approve: choose one of its options" in note.inner_text()
+    assert question.locator("[data-action=answer]").count() == 2  # nothing was answered
 
 
 def test_the_calls_of_one_task_show_together_with_what_the_task_still_waits_on(sign_in: SignIn, gatehouse: Gatehouse) -> None:
@@ -144,9 +165,7 @@ def test_the_calls_of_one_task_show_together_with_what_the_task_still_waits_on(s
     assert len(gatehouse.tools.executions("delete_file", "g1.txt")) == 1
 
 
-def test_approve_for_the_session_says_its_scope_and_the_history_shows_the_arguments(
-    sign_in: SignIn, gatehouse: Gatehouse
-) -> None:
+def test_approve_for_the_session_says_its_scope(sign_in: SignIn, gatehouse: Gatehouse) -> None:
     seed(gatehouse, "s1.txt")
     gatehouse.rpc("alice").send("delete s1.txt")
     rid = gatehouse.request_for("delete_file", "s1.txt")
@@ -155,15 +174,21 @@ def test_approve_for_the_session_says_its_scope_and_the_history_shows_the_argume
     text = scope.inner_text()
     for words in ("this conversation", "these exact arguments", "delete_file", "for 1 h"):  # grantTTL: the default 1h
         assert words in text, text
-    button = card(page, rid).locator("[data-action=approve-session]")
-    assert button.get_attribute("aria-describedby") == scope.get_attribute("id")
-    button.click()
-    card(page, rid).wait_for(state="detached")
+    assert card(page, rid).locator("[data-action=approve-session]").get_attribute("aria-describedby") == scope.get_attribute("id")
 
+
+def test_the_history_shows_the_arguments(sign_in: SignIn, gatehouse: Gatehouse) -> None:
+    seed(gatehouse, "h1.txt")
+    gatehouse.rpc("alice").send("delete h1.txt")
+    rid = gatehouse.request_for("delete_file", "h1.txt")
+    with gatehouse.rest("alice") as rest:
+        rest.post(f"/approvals/{rid}/decision", json={"decision": "approve"},
+                  headers={"Idempotency-Key": f"h-{rid}"}).raise_for_status()
+    page = sign_in("alice").new_page()
     page.goto(f"{gatehouse.url}/ui/history")
-    row = page.locator(f'tr[data-key="{rid}"]')
     assert page.locator("th", has_text="Arguments").is_visible()
-    assert re.search(r"path\s+s1\.txt", row.locator("[data-testid=history-args]").inner_text())
+    args = page.locator(f'tr[data-key="{rid}"] [data-testid=history-args]').inner_text()
+    assert re.search(r"path\s+h1\.txt", args), args
 
 
 def test_a_late_click_names_the_channel_and_the_reason_apart(sign_in: SignIn, gatehouse: Gatehouse) -> None:
