@@ -113,11 +113,11 @@ def test_an_empty_inbox_has_no_batch_toolbar(sign_in: SignIn, gatehouse: Gatehou
 
 
 def test_after_a_the_focus_stays_in_place(sign_in: SignIn, gatehouse: Gatehouse) -> None:
-    seed(gatehouse, "k1.txt", "k2.txt", "k3.txt")
+    seed(gatehouse, "p1.txt", "p2.txt", "p3.txt")
     alice_rpc = gatehouse.rpc("alice")
-    for name in ("k1.txt", "k2.txt", "k3.txt"):
+    for name in ("p1.txt", "p2.txt", "p3.txt"):
         alice_rpc.send(f"delete {name}")
-    k1, k2, k3 = (gatehouse.request_for("delete_file", n) for n in ("k1.txt", "k2.txt", "k3.txt"))
+    k1, k2, k3 = (gatehouse.request_for("delete_file", n) for n in ("p1.txt", "p2.txt", "p3.txt"))
     page = open_inbox(sign_in("alice"), gatehouse.url)
     assert page.eval_on_selector_all("#items .card", "cs => cs.map(c => c.dataset.key)") == [k3, k2, k1]
     page.keyboard.press("j")
