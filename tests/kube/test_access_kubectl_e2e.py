@@ -34,7 +34,7 @@ import yaml
 from agent_runtime.kube.objects import approval_name
 from agent_runtime.rest.models import ApprovalView, DecisionResult
 from tests.support import helm as helm_support
-from tests.support.kube_fixtures import Kubectl, kubectl_and_plugin, wait_for
+from tests.support.kube_fixtures import Kubectl, kubectl_and_plugin, table, wait_for
 from tests.support.kube_server import RunningEmulator, serve
 from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, request_ids, state, status_text, write_manifests
 
@@ -238,8 +238,8 @@ def test_two_of_two_needs_two_principals_on_kubectl_and_the_call_runs_once(stack
                      "seenAs": "alice@example.com"}  # alice@example.com is alice
     status = s.status(name)
     assert (status["phase"], status["approvals"]) == ("Pending", "1/2")
-    assert [r.split()[:6] for r in s.users["bob"]("get", "toolapproval", name).splitlines()][1] == \
-        [name, AGENT, "tool_approval", "delete_file", "Pending", "1/2"]
+    (row,) = table(s.users["bob"]("get", "toolapproval", name))
+    assert [row[c] for c in ("NAME", "AGENT", "TOOL", "PHASE", "APPROVALS")] == [name, AGENT, "delete_file", "Pending", "1/2"]
     assert s.waiting("carol", task) and not s.tools.executions("delete_file", "two.txt")
     assert s.approve("bob", name, "second") == f'toolapproval "{name}" approved (2 of 2)'
     assert s.status(name).get("phase") == "Approved"  # the plugin returned once the runtime said so

@@ -23,7 +23,7 @@ import pytest
 
 from agent_runtime import wire
 from agent_runtime.kube.objects import approval_name
-from tests.support.kube_fixtures import Kubectl, kubectl_and_plugin
+from tests.support.kube_fixtures import Kubectl, kubectl_and_plugin, table
 from tests.support.kube_server import RunningEmulator, serve, write_kubeconfig
 from tests.support.runtime import (
     Rpc,
@@ -126,9 +126,12 @@ def test_approve_from_kubectl_resumes_the_task(shared: Stack) -> None:
     s = shared
     task, rid = _gated(s, "x.txt")
     name = approval_name("file-manager", rid)
-    rows = [line.split() for line in s.kubectl("get", "toolapprovals").splitlines()]
-    assert rows[0] == ["NAME", "AGENT", "KIND", "TOOL", "PHASE", "APPROVALS", "AGE"]
-    assert [name, "file-manager", "tool_approval", "delete_file", "Pending"] in [r[:5] for r in rows]
+    rows = table(s.kubectl("get", "toolapprovals"))
+    assert list(rows[0]) == ["NAME", "AGENT", "TOOL", "SUMMARY", "REQUESTED BY", "PHASE", "APPROVALS", "EXPIRES",
+                             "EXECUTION", "AGE"]
+    (mine,) = [r for r in rows if r["NAME"] == name]  # what a triager sees at a glance
+    assert (mine["AGENT"], mine["TOOL"], mine["SUMMARY"], mine["PHASE"]) == ("file-manager", "delete_file", "path=x.txt",
+                                                                            "Pending")
     wait_for(lambda: s.pending_count() == 1, timeout=30)
     assert "1" in s.kubectl("get", "agents", "file-manager", "-o", "jsonpath={.status.pendingApprovals}")
     listed = s.gatehouse("approvals")
@@ -147,7 +150,7 @@ def test_approve_from_kubectl_resumes_the_task(shared: Stack) -> None:
     wait_for(lambda: s.pending_count() == 0, timeout=30)
     events = json.loads(s.kubectl("get", "events", "-o", "json"))["items"]
     mine = [e["reason"] for e in events if e.get("reportingComponent") == "gatehouse.dev" and name in e["message"]]
-    assert sorted(mine) == ["ApprovalApproved", "ApprovalRequested"]
+    assert sorted(mine) == ["ApprovalApproved", "ApprovalRequested", "ToolCallRan"]  # and then what became of it
 
 
 def test_deny_from_kubectl_tells_the_model_why(shared: Stack) -> None:

@@ -23,6 +23,7 @@ from agent_runtime.kube.objects import approval_name
 from agent_runtime.rest.models import ApprovalView
 from agent_runtime.slack import messages
 from tests.kube.test_e2e import Stack, _gated, stack
+from tests.support.kube_fixtures import table
 from tests.support.runtime import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -34,8 +35,8 @@ def execution(s: Stack, request_id: str) -> dict[str, Any]:
 
 def column(s: Stack, request_id: str) -> str:
     """The EXECUTION column of ``kubectl get toolapprovals`` for this request."""
-    table = s.kubectl("get", "toolapprovals", approval_name("file-manager", request_id)).splitlines()
-    return table[1].split()[table[0].split().index("EXECUTION")]
+    (row,) = table(s.kubectl("get", "toolapprovals", approval_name("file-manager", request_id)))
+    return row["EXECUTION"]
 
 
 def events(s: Stack, reason: str) -> list[str]:

@@ -24,7 +24,7 @@ import kubernetes
 import pytest
 
 from agent_runtime import kubectl_plugin, toolapproval_client
-from tests.support.kube_fixtures import Kubectl
+from tests.support.kube_fixtures import Kubectl, table
 from tests.support.kube_server import RunningEmulator
 
 pytestmark = pytest.mark.e2e  # the emulated API server on 127.0.0.1, and the real kubectl
@@ -195,10 +195,8 @@ def test_a_hitl_question_is_listed_with_its_kind_and_cannot_be_approved_or_denie
         code, out, err = plugin(capsys, *args)
         assert code == 1 and "this is a question from the model; answer it in the chat (A2A)" in err, err
     assert not {"decision", "votes"} & set(cluster.emulator.get_object(TA, "default", "fm-q")["spec"])
-    # kubectl's own table has the KIND column too (the CRD's printer column on the label).
-    table = lines(kubectl("get", "toolapprovals"))
-    assert table[0][:3] == ["NAME", "AGENT", "KIND"]
-    assert {r[0]: r[2] for r in table[1:]}["fm-q"] == "hitl_request"
+    # kubectl's own table has the KIND column too, under -o wide (the CRD's printer column on the label).
+    assert {r["NAME"]: r["KIND"] for r in table(kubectl("get", "toolapprovals", "-o", "wide"))}["fm-q"] == "hitl_request"
 
 
 def test_identity_errors_are_clear(cluster: RunningEmulator, capsys: Cap) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,7 +30,16 @@ import pytest
 
 from tests.support.kube_server import RunningEmulator, serve, write_kubeconfig
 
-__all__ = ["Kubectl", "kube", "kube_api", "kubectl", "kubectl_and_plugin", "until", "wait_for"]
+__all__ = ["Kubectl", "kube", "kube_api", "kubectl", "kubectl_and_plugin", "table", "until", "wait_for"]
+
+
+def table(text: str) -> list[dict[str, str]]:
+    """kubectl's table output as one dict per row, read by the header's column positions (a cell may be empty, and a
+    header may have a space in it: ``REQUESTED BY``)."""
+    header, *rows = text.splitlines()
+    starts = [m.start() for m in re.finditer(r"(?<!\S)\S+(?: \S+)*", header)]
+    names = [header[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+    return [{n: row[a:b].strip() for n, a, b in zip(names, starts, [*starts[1:], None], strict=True)} for row in rows]
 
 
 def wait_for(check: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
