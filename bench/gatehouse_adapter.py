@@ -4,10 +4,11 @@ It plugs in by itself once the runtime exists. :func:`availability` runs ``gateh
 that fails, every Gatehouse row says "gatehouse runtime not available yet" and the ADK rows still run. Once it
 works, the bench starts (``--host 127.0.0.1`` only if ``--help`` lists it):
 
-    gatehouse-runtime serve -f examples/file-manager/agent.yaml -f examples/file-manager/modelconfig.yaml \\
+    gatehouse-runtime serve -f WORK/agent.yaml -f examples/file-manager/modelconfig.yaml \\
         -f WORK/mcp.yaml --port P --state-dir D [--host 127.0.0.1]
 
-where ``WORK/mcp.yaml`` is ``examples/file-manager/mcp-server.yaml`` pointed at the bench's demo-tools server. It
+where ``WORK/mcp.yaml`` is ``examples/file-manager/mcp-server.yaml`` pointed at the bench's demo-tools server, and
+``WORK/agent.yaml`` the example Agent with the bench's principal added to its approvers. It
 expects: readiness at ``GET /readyz`` (200), A2A JSON-RPC at ``/``, a pause as ``TASK_STATE_INPUT_REQUIRED`` with a
 data part ``{"interrupt_type": "tool_approval", "action_requests": [{"id": "apr-…", …}]}``, a decision as a data
 part ``{"decision_type": "approve"}`` on the same task/context, and ``gatehouse_model_calls_total`` in
@@ -110,9 +111,16 @@ class GatehouseTarget(Target):
         mcp["spec"]["url"] = tools_url
         mcp_file = work / "mcp.yaml"
         mcp_file.write_text(yaml.safe_dump(mcp, sort_keys=False))
+        # The example names its approvers (group sre, and anonymous for local mode); the bench's one principal decides
+        # the calls it asks for, so it is named too (deciding belongs to named approvers: docs/security.md).
+        agent = yaml.safe_load((EXAMPLE / "agent.yaml").read_text())
+        approvers = agent["spec"]["approval"].setdefault("approvers", {})
+        approvers["users"] = [*approvers.get("users", []), AUTH_PRINCIPAL]
+        agent_file = work / "agent.yaml"
+        agent_file.write_text(yaml.safe_dump(agent, sort_keys=False))
         cmd = [
             *avail.executable, "serve",
-            "-f", str(EXAMPLE / "agent.yaml"), "-f", str(EXAMPLE / "modelconfig.yaml"), "-f", str(mcp_file),
+            "-f", str(agent_file), "-f", str(EXAMPLE / "modelconfig.yaml"), "-f", str(mcp_file),
             "--port", str(port), "--state-dir", str(state_dir),
         ]
         if "--host" in avail.help_text:

@@ -182,6 +182,9 @@ def _manifests(tools_url: str) -> list[tuple[str, dict[str, Any]]]:
     server = yaml.safe_load((EXAMPLE / "mcp-server.yaml").read_text())
     server["spec"]["url"] = tools_url
     agent = yaml.safe_load((EXAMPLE / "agent.yaml").read_text())
+    # The bench votes as the emulated API's admin (group system:masters): named among the approvers, as deciding needs.
+    approvers = agent["spec"]["approval"].setdefault("approvers", {})
+    approvers["groups"] = [*approvers.get("groups", []), "system:masters"]
     return [("modelconfigs", model), ("remotemcpservers", server), ("agents", agent)]
 
 

@@ -192,7 +192,7 @@ def test_an_approved_call_that_then_asks_runs_exactly_once(rpc: Rpc, env: tuple[
         (exec_state,) = db.execute("SELECT exec_state FROM gatehouse_approvals WHERE id = ?", (approval_id,)).fetchone()
         events = db.execute("SELECT event, outcome FROM gatehouse_audit_events WHERE request_id = ? AND event IN "
                             "('started', 'executed', 'refused') ORDER BY at", (approval_id,)).fetchall()
-    assert exec_state == "done" and events == [("started", "started"), ("executed", "ok")], events
+    assert exec_state == "done" and events == [("started", "started"), ("executed", "ran")], events
     for replay in ({"decision_type": "approve"}, _answer("accept", {"overwrite": True})):
         explained = rpc.send_finished(data=replay, task=task)
         assert "Already answered" in explained and prompt.id in explained

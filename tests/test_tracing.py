@@ -33,7 +33,7 @@ async def test_each_decided_wait_is_one_span_with_outcome_channel_and_wait(tmp_p
     exporter = InMemorySpanExporter()
     spans = tracing.start("file-manager", exporter)
     service.events.subscribe(spans.on_approval_event)
-    await service.add_pending([record("apr-1", "t1", DAY), record("apr-2", "t2", DAY)])
+    await service.add_pending([record("apr-1", "t1", DAY, owner="alice"), record("apr-2", "t2", DAY)])
     clock.now = DAY + 12.5
     await service.vote("t1", {"apr-1": Vote("alice", frozenset(), "approve", "", "rest", "alice")})
     clock.now = DAY + 900
