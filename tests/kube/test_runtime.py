@@ -66,8 +66,8 @@ async def _app(
     """The runtime in-process with its state in ``tmp_path/state`` (another ``state``: a pod that lost its volume),
     the demo tools (or ``mcp_url`` instead: e.g. one nothing listens on), and the kube settings ``kube``."""
     with demo_tools(tmp_path / "tools") as tools:
-        # alice decides with kubectl on the anonymous caller's tasks (auth off): name both, as approvers must be
-        files = write_manifests(tmp_path / "m", mcp_url or tools.url, approvers={"users": ["alice", "anonymous"]})
+        # alice and bob decide with kubectl on the anonymous caller's tasks (auth off): name them, as deciding needs
+        files = write_manifests(tmp_path / "m", mcp_url or tools.url, approvers={"users": ["alice", "bob", "anonymous"]})
         if edit_agent is not None:  # e.g. another toolNames
             (agent_file,) = [f for f in files if f.name == "agent.yaml"]
             doc = yaml.safe_load(agent_file.read_text())
