@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 
 from tests.support.cluster import binaries as bins
-from tests.support.cluster import rest
+from tests.support.cluster import launcher, rest
 from tests.support.cluster.binaries import ClusterUnavailable
 from tests.support.cluster.launcher import Cluster, ClusterFailed
 from tests.support.processes import free_port
@@ -111,6 +111,9 @@ state = "{root}/containerd/state"
   address = "{root}/containerd.sock"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "{PAUSE_IMAGE}"
+  # This machine refuses any process, root included, a lower oom_score_adj than its own ("failed to update
+  # /proc/self/oom_score_adj: Permission denied" from runc for the sandbox's -998): clamp it to containerd's.
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "default"
@@ -184,8 +187,9 @@ class RealNode:
 
     def _spawn(self, component: str, args: list[str]) -> None:
         log = self.log(component).open("ab")
+        # Dies with this process (PR_SET_PDEATHSIG), like the control plane's components.
         self.procs[component] = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                                 start_new_session=True)
+                                                 start_new_session=True, preexec_fn=launcher._die_with_parent)
         log.close()
 
     def ctr(self, *args: str) -> str:
@@ -211,6 +215,15 @@ class RealNode:
 
     def _start_kubelet(self, timeout: float) -> None:
         started = time.monotonic()
+        # What kubeadm binds: the API server's client certificate may read logs and exec through the kubelet.
+        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": "kube-apiserver-kubelet-api-admin"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                               "name": "system:kubelet-api-admin"},
+                   "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "kube-apiserver"}]}
+        made = self.cluster.kubectl("apply", "-f", "-", stdin=json.dumps(binding))
+        if made.returncode != 0:
+            raise ClusterFailed(f"the kubelet API binding was refused: {made.stderr}")
         kubeconfig = self.cluster.user(f"system:node:{self.name}", ["system:nodes"])
         config = self.root / "kubelet.yaml"
         config.write_text(json.dumps(kubelet_config(self.root, self.cluster, free_port(), free_port())))
