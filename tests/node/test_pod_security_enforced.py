@@ -74,7 +74,31 @@ def test_the_node_is_ready_with_the_real_runtime(node: realnode.RealNode) -> Non
     assert info["containerRuntimeVersion"].startswith("containerd://")
 
 
+def _runs_pods(node: realnode.RealNode) -> None:
+    if node.runtime == "crun" and (why := realnode.crun_limit()):
+        pytest.skip(why)  # test_crun_refuses_this_machines_cgroups shows it
+
+
+def test_crun_refuses_this_machines_cgroups(node: realnode.RealNode) -> None:
+    """What crun does with a pod on this machine's hybrid cgroups: the exact error, as the kubelet reports it."""
+    why = realnode.crun_limit()
+    if node.runtime != "crun" or why is None:
+        pytest.skip("crun on a machine it can run pods on")
+    _ensure_namespace(node.cluster)
+    pod = _pod("crun-probe", node.name, "id")
+    node.cluster.kubectl("delete", "pod", "crun-probe", "-n", "restricted", "--ignore-not-found", "--wait=true")
+    assert node.cluster.kubectl("create", "-f", "-", stdin=json.dumps(pod)).returncode == 0
+    deadline = time.monotonic() + 60
+    events = ""
+    while time.monotonic() < deadline and "FailedCreatePodSandBox" not in events:
+        events = node.cluster.kubectl("get", "events", "-n", "restricted", "--field-selector",
+                                      "involvedObject.name=crun-probe", "-o", "json").stdout
+        time.sleep(1)
+    assert "cgroups in hybrid mode not supported, drop all controllers from cgroupv2" in events, events
+
+
 def test_a_restricted_pod_runs_as_10001_read_only_without_capabilities(node: realnode.RealNode) -> None:
+    _runs_pods(node)
     _ensure_namespace(node.cluster)
     phase, logs, elapsed = run_to_completion(node.cluster, _pod(f"probe-{node.runtime}", node.name, PROBE))
     print(f"\n{node.runtime}: pod created to Succeeded in {elapsed:.1f} s\n{logs}")
@@ -93,6 +117,7 @@ def test_a_restricted_pod_runs_as_10001_read_only_without_capabilities(node: rea
 
 
 def test_a_write_outside_the_volumes_fails(node: realnode.RealNode) -> None:
+    _runs_pods(node)
     _ensure_namespace(node.cluster)
     phase, logs, _ = run_to_completion(node.cluster, _pod(f"writer-{node.runtime}", node.name,
                                                           "echo x > /etc/owned && echo WROTE"))

@@ -100,6 +100,17 @@ def _image(tarball: Path, reference: str, fill: object, config: list[str]) -> No
         partial.rename(tarball)
 
 
+def crun_limit() -> str | None:
+    """Why crun cannot run a pod here, or None. crun 1.8 refuses a hybrid cgroup layout whose v2 hierarchy has
+    controllers (here ``hugetlb`` is on cgroup v2 while the others are on v1)."""
+    unified = Path("/sys/fs/cgroup/unified/cgroup.controllers")
+    controllers = unified.read_text().split() if unified.exists() else []
+    if controllers:
+        return (f"crun: hybrid cgroups with controllers on v2 ({' '.join(controllers)}): \"OCI runtime create failed: "
+                "cgroups in hybrid mode not supported, drop all controllers from cgroupv2\"")
+    return None
+
+
 def containerd_config(root: Path, runtime: str) -> str:
     """containerd 1.6's configuration (version 2): its own root, state and socket, the CRI plugin with the node's
     sandbox image, cgroupfs (no systemd here), ``runtime`` (runc or crun) as the OCI runtime, Debian's CNI plugins."""
