@@ -12,6 +12,7 @@ cluster's directory, whose removal must never descend into a pod's mounts.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -28,11 +29,13 @@ from tests.support.cluster.binaries import ClusterUnavailable
 from tests.support.cluster.launcher import Cluster, ClusterFailed
 from tests.support.processes import free_port
 
-__all__ = ["BUSYBOX_IMAGE", "PAUSE_IMAGE", "RealNode", "prepare"]
+__all__ = ["BUSYBOX_IMAGE", "GATEHOUSE_IMAGE", "PAUSE_IMAGE", "RealNode", "gatehouse_image", "prepare"]
 
 CACHE = bins.REPO / ".cache" / "node"
 PAUSE_IMAGE = "gatehouse.local/pause:3.10"
 BUSYBOX_IMAGE = "gatehouse.local/busybox:1"
+GATEHOUSE_IMAGE = "gatehouse.local/gatehouse:dev"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
 CNI_BIN = Path("/usr/lib/cni")
 # Debian packages the node needs (`make e2e-node` installs them): the tool each provides.
 PACKAGES = {"containerd": "containerd", "runc": "runc", "crun": "crun", "umoci": "umoci",
@@ -72,6 +75,65 @@ def prepare() -> dict[str, Path]:
         _image(images[BUSYBOX_IMAGE], BUSYBOX_IMAGE, _busybox, ["--config.entrypoint", "/bin/sh", "--config.env",
                                                                 "PATH=/bin"])
     return images
+
+
+def _inputs_stamp() -> str:
+    """A hash of what the image is built from: the Dockerfile and what .dockerignore lets through."""
+    digest = hashlib.sha256()
+    paths = [bins.REPO / "Dockerfile", bins.REPO / "pyproject.toml", bins.REPO / "README.md", bins.REPO / "LICENSE"]
+    for top in ("agent_runtime", "operator"):
+        paths += sorted(p for p in (bins.REPO / top).rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                        and ".egg-info" not in str(p) and p.suffix != ".pyc")
+    for path in paths:
+        if path.is_file():
+            digest.update(path.relative_to(bins.REPO).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def gatehouse_image() -> tuple[Path, dict[str, float]]:
+    """The project's image, built from its Dockerfile by buildah on a Debian bookworm base made by debootstrap
+    (``--build-arg BASE``), as an OCI archive tagged :data:`GATEHOUSE_IMAGE` in ``.cache/node/``; made once per
+    input stamp. Returns the archive and the seconds each step took (empty when it was there)."""
+    prepare()
+    for tool in ("debootstrap", "buildah"):
+        if not shutil.which(tool):
+            raise ClusterUnavailable(f"Debian package {tool} missing (`make e2e-node` installs it)")
+    archive = CACHE / f"gatehouse-{_inputs_stamp()}.tar"
+    if archive.exists():
+        return archive, {}
+    times: dict[str, float] = {}
+    rootfs = CACHE / "bookworm-rootfs"
+    storage = ["--root", str(CACHE / "buildah" / "storage"), "--runroot", str(CACHE / "buildah" / "run")]
+    if not (rootfs / "usr" / "bin" / "python3").exists():
+        started = time.monotonic()
+        shutil.rmtree(rootfs, ignore_errors=True)
+        _run("debootstrap", "--variant=minbase", "--include=python3,python3-venv,ca-certificates", "bookworm",
+             str(rootfs), DEBIAN_MIRROR)
+        for cache in ("var/cache/apt/archives", "var/lib/apt/lists"):
+            for leftover in (rootfs / cache).glob("*"):
+                if leftover.is_file():
+                    leftover.unlink()
+        times["debootstrap"] = time.monotonic() - started
+        started = time.monotonic()
+        container = _run("buildah", *storage, "from", "scratch").strip()
+        _run("buildah", *storage, "copy", container, str(rootfs), "/")
+        _run("buildah", *storage, "config", "--env", "LANG=C.UTF-8", container)
+        _run("buildah", *storage, "commit", "-q", container, "localhost/gatehouse-base:bookworm")
+        _run("buildah", *storage, "rm", container)
+        times["base image"] = time.monotonic() - started
+    started = time.monotonic()
+    # The machine's CA bundle (it may trust an egress proxy's CA) over the base's during RUN only: pip reaches PyPI,
+    # and the image keeps Debian's bundle (a RUN's volume is not part of its layer).
+    ca = os.environ.get("SSL_CERT_FILE") or "/etc/ssl/certs/ca-certificates.crt"
+    _run("buildah", *storage, "bud", "--isolation", "chroot", "--layers",
+         "--volume", f"{ca}:/etc/ssl/certs/ca-certificates.crt:ro", "--build-arg",
+         "BASE=localhost/gatehouse-base:bookworm", "-t", "localhost/gatehouse:dev", str(bins.REPO))
+    times["buildah bud"] = time.monotonic() - started
+    partial = archive.with_suffix(".partial")
+    partial.unlink(missing_ok=True)
+    _run("buildah", *storage, "push", "-q", "localhost/gatehouse:dev", f"oci-archive:{partial}:{GATEHOUSE_IMAGE}")
+    partial.rename(archive)
+    return archive, times
 
 
 def _busybox(root: Path) -> None:
@@ -202,6 +264,12 @@ class RealNode:
         self.procs[component] = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                                  start_new_session=True, preexec_fn=launcher._die_with_parent)
         log.close()
+
+    def load(self, archive: Path) -> float:
+        """Import an OCI archive (one image, tagged with its full reference) into the node; the seconds it took."""
+        started = time.monotonic()
+        self.ctr("images", "import", str(archive))
+        return time.monotonic() - started
 
     def ctr(self, *args: str) -> str:
         return _run("ctr", "--address", str(self.root / "containerd.sock"), "-n", "k8s.io", *args)
