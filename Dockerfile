@@ -24,7 +24,7 @@ COPY . .
 # exporter): approval waits become spans wherever OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/audit.md). The litellm
 # extra: a ModelConfig for OpenAI, Anthropic, Ollama or any OpenAI-compatible server (docs/models.md); it is
 # imported on an Agent's first model call, so an Agent on another provider does not load it.
-RUN python3 -m venv /opt/gatehouse \
+RUN python3 -m venv --upgrade-deps /opt/gatehouse \
     && pip install ".[postgres,otel,litellm]" \
     && rm -rf /src \
     && useradd --uid 10001 --user-group --create-home --home-dir /home/gatehouse gatehouse
