@@ -354,8 +354,11 @@ class RealNode:
 
     def stop(self) -> None:
         """The kubelet first (it would restart what is stopped), then every container of the node, containerd, the
-        pods' mounts, the bridge; the state directory is removed unless ``$GATEHOUSE_KEEP_NODE`` is set."""
+        pods' mounts, the bridge; the state directory is removed unless ``$GATEHOUSE_KEEP_NODE`` is set. The Node
+        object goes too: a stopped node stays Ready in the API for the node controller's grace period (40 s), and the
+        scheduler bound the next test's operator pods to such a node (`make e2e-node`: crun's node, then runc's)."""
         self._kill("kubelet")
+        self.cluster.kubectl("delete", "node", self.name, "--ignore-not-found", "--wait=false")
         if "containerd" in self.procs and self.procs["containerd"].poll() is None:
             try:
                 for task in self.ctr("tasks", "ls", "-q").split():
