@@ -6,12 +6,17 @@
 #                       = kopf run -m gatehouse_operator ...   (the Helm chart sets command: [kopf] and these args)
 #
 # Build: docker build -t gatehouse:dev .     Only what .dockerignore lets through is copied.
-FROM python:3.11-slim
+# BASE: any image with Python 3.11+ and its venv module, e.g. a Debian bookworm made with debootstrap
+# (`buildah bud --build-arg BASE=... .`, docs/control-plane.md "The real node"). The project goes into a virtual
+# environment: a Debian base's system Python refuses `pip install` (PEP 668), and python:3.11-slim accepts both.
+ARG BASE=python:3.11-slim
+FROM ${BASE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PATH=/opt/gatehouse/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 WORKDIR /src
 COPY . .
@@ -19,7 +24,8 @@ COPY . .
 # exporter): approval waits become spans wherever OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/audit.md). The litellm
 # extra: a ModelConfig for OpenAI, Anthropic, Ollama or any OpenAI-compatible server (docs/models.md); it is
 # imported on an Agent's first model call, so an Agent on another provider does not load it.
-RUN pip install ".[postgres,otel,litellm]" \
+RUN python3 -m venv --upgrade-deps /opt/gatehouse \
+    && pip install ".[postgres,otel,litellm]" \
     && rm -rf /src \
     && useradd --uid 10001 --user-group --create-home --home-dir /home/gatehouse gatehouse
 

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 BENCH_STAMP := $(VENV)/.bench-stamp
 LLM_STAMP := $(VENV)/.litellm-stamp
 
-.PHONY: demo test check lint render e2e-kind e2e-llm bench bench-quick soak postgres-bin chromium cluster-bin cluster-up cluster-down screenshots clean
+.PHONY: demo test check lint render e2e-kind e2e-llm bench bench-quick soak postgres-bin chromium cluster-bin cluster-up cluster-down node-deps e2e-node screenshots clean
 
 # `make soak` counts (each overridable: `make soak GATEHOUSE_SOAK_CYCLES=20`)
 GATEHOUSE_SOAK_CYCLES ?= 100
@@ -85,6 +85,28 @@ cluster-up: $(STAMP) cluster-bin
 
 cluster-down: $(STAMP)
 	$(PY) -m tests.support.cluster down
+
+## node-deps: Debian's containerd, runc, crun, CNI plugins, busybox-static, umoci, debootstrap and buildah for the
+## real node (tests/node), only when one is missing; needs root (or sudo) and apt-get
+NODE_PACKAGES := containerd runc crun containernetworking-plugins iptables busybox-static umoci debootstrap buildah
+node-deps:
+	@if command -v containerd >/dev/null && command -v runc >/dev/null && command -v crun >/dev/null \
+		&& [ -x /usr/lib/cni/bridge ] && [ -x /bin/busybox ] && command -v umoci >/dev/null \
+		&& command -v debootstrap >/dev/null && command -v buildah >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's packages for the real node: $(NODE_PACKAGES)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(NODE_PACKAGES) >/dev/null; \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's packages for the real node (sudo): $(NODE_PACKAGES)"; \
+		sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(NODE_PACKAGES) >/dev/null; \
+	else \
+		echo "NOTE: the real node needs Debian's $(NODE_PACKAGES) and root"; \
+	fi
+
+## e2e-node: pods under the real kubelet (built with the control plane) with containerd and runc/crun, images made
+## here without a registry (docs/control-plane.md "The real node"; root; not part of `make test`)
+e2e-node: $(STAMP) cluster-bin node-deps
+	GATEHOUSE_E2E_NODE=1 $(PY) -m pytest -m e2e_node -rs -v --durations=0 tests/node
 
 ## screenshots: docs/images/{inbox,detail,chat}.png from a real runtime in Debian's Chromium, with a fixed browser clock
 screenshots: $(STAMP) chromium

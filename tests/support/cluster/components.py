@@ -87,6 +87,8 @@ def apiserver(binary: Path, layout: Layout, advertise_address: str | None = None
         f"--client-ca-file={pki / 'ca.crt'}",
         f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
         f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+        # A node's name need not resolve (the real node's does not): reach kubelets at their InternalIP first.
+        "--kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP",
         f"--service-account-key-file={pki / 'sa.pub'}", f"--service-account-signing-key-file={pki / 'sa.key'}",
         f"--service-account-issuer={ISSUER}",
         f"--service-cluster-ip-range={SERVICE_CIDR}",

@@ -93,9 +93,14 @@ def from_dockerfile(path: Path = DOCKERFILE) -> Image:
     cmd: tuple[str, ...] = ()
     workdir, user, home = "/", "0", "/root"
     env: dict[str, str] = {}
+    build_args: dict[str, str] = {}
     for keyword, args in _instructions(path.read_text()):
-        if keyword == "FROM":  # a new stage: the base image's settings, where the stand-in knows them
-            base = BASES.get(repository(args.split()[0]), Image())
+        if keyword == "ARG" and "=" in args:  # the default of a build argument (FROM ${BASE})
+            name, _, default = args.partition("=")
+            build_args[name.strip()] = default.strip()
+        elif keyword == "FROM":  # a new stage: the base image's settings, where the stand-in knows them
+            ref = re.sub(r"\$\{?(\w+)\}?", lambda m: build_args.get(m.group(1), ""), args.split()[0])
+            base = BASES.get(repository(ref), Image())
             entrypoint, cmd, workdir, user, env = base.entrypoint, base.cmd, base.workdir, base.user, dict(base.env)
         elif keyword == "ENTRYPOINT":
             entrypoint, cmd = _exec_form(args), ()  # Docker: a new ENTRYPOINT resets an inherited CMD
@@ -104,7 +109,8 @@ def from_dockerfile(path: Path = DOCKERFILE) -> Image:
         elif keyword == "WORKDIR":
             workdir = args if args.startswith("/") else f"{workdir.rstrip('/')}/{args}"
         elif keyword == "ENV":
-            env.update(_env_pairs(args))
+            # PATH is the stand-in's own (path_env: the venv's bin stands in for the image's /opt/gatehouse/bin).
+            env.update({k: v for k, v in _env_pairs(args).items() if k != "PATH"})
         elif keyword == "USER":
             user = args
         elif keyword == "RUN" and (m := re.search(r"--home-dir\s+(\S+)", args)):

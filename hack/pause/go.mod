@@ -1,0 +1,3 @@
+module gatehouse.dev/hack/pause
+
+go 1.26.0
