@@ -104,6 +104,7 @@ class GatehouseTarget(Target):
     protocol: Protocol = "gatehouse"
     ready_path: str = "/readyz"
     api_token: str = field(default="", repr=False)  # "" = local mode, no credential configured
+    approver_groups: tuple[str, ...] = ()  # named among the approvers too (the kubectl path's voter's group)
 
     def command(self, port: int, state_dir: Path, tools_url: str, work: Path) -> list[str]:
         avail = availability()
@@ -116,6 +117,7 @@ class GatehouseTarget(Target):
         agent = yaml.safe_load((EXAMPLE / "agent.yaml").read_text())
         approvers = agent["spec"]["approval"].setdefault("approvers", {})
         approvers["users"] = [*approvers.get("users", []), AUTH_PRINCIPAL]
+        approvers["groups"] = [*approvers.get("groups", []), *self.approver_groups]
         agent_file = work / "agent.yaml"
         agent_file.write_text(yaml.safe_dump(agent, sort_keys=False))
         cmd = [

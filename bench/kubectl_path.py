@@ -86,6 +86,9 @@ def lag_stats(answered: dict[str, float], created: dict[str, float], names: dict
             "missing": sum(1 for n in names.values() if n not in created)}
 
 
+ADMIN_GROUP = "system:masters"  # the emulated API's admin, as whom the bench votes: named among the approvers
+
+
 @dataclass
 class KubeGatehouseTarget(GatehouseTarget):
     """The default target (``api_token`` set) with the ToolApproval mirror on, against ``kubeconfig``."""
@@ -182,9 +185,6 @@ def _manifests(tools_url: str) -> list[tuple[str, dict[str, Any]]]:
     server = yaml.safe_load((EXAMPLE / "mcp-server.yaml").read_text())
     server["spec"]["url"] = tools_url
     agent = yaml.safe_load((EXAMPLE / "agent.yaml").read_text())
-    # The bench votes as the emulated API's admin (group system:masters): named among the approvers, as deciding needs.
-    approvers = agent["spec"]["approval"].setdefault("approvers", {})
-    approvers["groups"] = [*approvers.get("groups", []), "system:masters"]
     return [("modelconfigs", model), ("remotemcpservers", server), ("agents", agent)]
 
 
@@ -414,7 +414,8 @@ async def measure(target: Target, work: Path, tools: ToolsServer, iterations: in
     out: dict[str, Any] = {"iterations": iterations, "warmup": warmup, "held": held}
     with _cluster(base, tools.url) as (api, kubeconfig, tap):
         kube_target = KubeGatehouseTarget(key=target.key, label=f"{target.label} + ToolApproval mirror",
-                                          api_token=getattr(target, "api_token", ""), kubeconfig=str(kubeconfig))
+                                          api_token=getattr(target, "api_token", ""), kubeconfig=str(kubeconfig),
+                                          approver_groups=(ADMIN_GROUP,))
         name = f"{target.key}-kubectl"
         shutil.rmtree(work / name, ignore_errors=True)  # a fresh state: a kept --work holds an earlier run's pauses
         with running(kube_target, work, tools.url, name) as server:
