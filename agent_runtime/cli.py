@@ -107,7 +107,29 @@ def serve(
         None, "--ui-session-key-file",
         help="Key (32+ bytes) signing the inbox's session cookies (default: one kept in the database, shared by replicas).",
     ),
+    ui_trusted_proxy_secret_file: Path | None = typer.Option(
+        None, "--ui-trusted-proxy-secret-file", envvar="GATEHOUSE_UI_TRUSTED_PROXY_SECRET_FILE",
+        help="A shared secret (32+ characters) the trusted proxy must also send in X-Gatehouse-Proxy-Secret; required "
+        "when a trusted network contains a loopback address (a sidecar proxy).",
+    ),
     ui_session_ttl: str = typer.Option("8h", "--ui-session-ttl", help="How long an inbox login lasts."),
+    ui_secure_cookie: bool = typer.Option(
+        False, "--ui-secure-cookie", envvar="GATEHOUSE_UI_SECURE_COOKIE",
+        help="Mark the inbox's session cookie Secure on every request (behind TLS that the runtime cannot see).",
+    ),
+    allowed_hosts: list[str] = typer.Option(
+        [], "--allowed-host", envvar="GATEHOUSE_ALLOWED_HOSTS",
+        help="A Host name to answer besides loopback and the --public-url host, where the DNS-rebinding check is on "
+        "(local mode, loopback binds); repeatable; '*' turns the check off where a credential is configured.",
+    ),
+    metrics_token_file: Path | None = typer.Option(
+        None, "--metrics-token-file", envvar="GATEHOUSE_METRICS_TOKEN_FILE",
+        help="/metrics answers only 'Authorization: Bearer <this file's token>'.",
+    ),
+    metrics_port: int | None = typer.Option(
+        None, "--metrics-port", envvar="GATEHOUSE_METRICS_PORT", min=1, max=65535,
+        help="Serve /metrics on this port of --host instead of the main port.",
+    ),
 ) -> None:
     """Serve one agent over A2A with the approval gate (JSON-RPC at /, card, /healthz, /readyz, /metrics, /approvals,
     the approvals inbox at /ui/)."""
@@ -125,13 +147,20 @@ def serve(
         from agent_runtime.durations import parse_duration as _duration
 
         proxies = tuple(p.strip() for item in ui_trusted_proxies for p in item.split(",") if p.strip())
+        hosts = tuple(h.strip() for item in allowed_hosts for h in item.split(",") if h.strip())
         access = load_access_settings(
             agent_config.access, token_file=api_token_file, insecure_allow_anonymous=insecure_allow_anonymous,
             trusted_proxies=proxies, session_key_file=ui_session_key_file, session_ttl=_duration(ui_session_ttl),
+            trusted_proxy_secret_file=ui_trusted_proxy_secret_file, secure_cookies=ui_secure_cookie, allowed_hosts=hosts,
         )
         rest = load_rest_settings(webhooks=webhooks, webhook_format=webhook_format, webhook_secret_file=webhook_secret_file,
                                   idempotency_ttl=idempotency_ttl)
         tls = _tls_files(tls_cert, tls_key)
+        from agent_runtime.app.metrics_endpoint import read_token
+
+        metrics_token = read_token(metrics_token_file) if metrics_token_file is not None else None
+        if metrics_port == port:
+            raise ValueError(f"--metrics-port {metrics_port} is the main --port: give it a port of its own")
     except (TranslationError, FileNotFoundError, ValueError) as exc:
         _fail(exc)
     from agent_runtime.database import LocationError, check_location, default_database_url
@@ -163,7 +192,8 @@ def serve(
     settings = RuntimeSettings(
         config=agent_config, host=host, port=port, state_dir=state_dir, database_url=database_url, public_url=public_url,
         rest=rest, access=access, kube=kube, tls=tls is not None,
-        otel=_otel(otel), max_body_bytes=max_body_bytes, tools_check_interval=tools_check,
+        otel=_otel(otel), max_body_bytes=max_body_bytes, tools_check_interval=tools_check, metrics_token=metrics_token,
+        metrics_port=metrics_port,
     )
     from agent_runtime.kube.client import KubeConfigError
 
@@ -177,8 +207,12 @@ def serve(
     cert, key = tls or (None, None)
     from agent_runtime.app.announce import AnnouncingServer
 
+    # proxy_headers=False, whatever $FORWARDED_ALLOW_IPS says: uvicorn would otherwise take the client address and
+    # scheme from X-Forwarded-For/-Proto sent by 127.0.0.1 (a sidecar, a port-forward: anyone local), before the
+    # trusted-proxy check looks at them (agent_runtime.access.proxy reads those headers itself, from a trusted proxy).
     server = AnnouncingServer(uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                                             timeout_keep_alive=75, ssl_certfile=cert, ssl_keyfile=key),
+                                             timeout_keep_alive=75, ssl_certfile=cert, ssl_keyfile=key,
+                                             proxy_headers=False),
                               agent_config.name, public_url)
     try:
         server.run()  # what uvicorn.run does for one process, with the URLs printed once it listens
@@ -428,4 +462,5 @@ def slack(
     starlette = build_app(settings)
     err.print(f"gatehouse slack: watching {', '.join(spaces)}; interactions at http://{host}:{port}/slack/interactions; "
               f"replays remembered in configmap {replay_namespace}/{replay_configmap}", soft_wrap=True)
-    uvicorn.run(starlette, host=host, port=port, log_level=log_level, access_log=False)
+    uvicorn.run(starlette, host=host, port=port, log_level=log_level, access_log=False,
+                proxy_headers=False)  # never X-Forwarded-For/-Proto from 127.0.0.1 (see `serve`)

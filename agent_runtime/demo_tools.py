@@ -220,7 +220,7 @@ async def serve_async(
     import uvicorn
 
     app = build_app(sandbox, journal, host=host, state_key=state_key)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", proxy_headers=False))
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():

@@ -336,7 +336,9 @@ def serve(
     say("Only this URL opens it (it carries a secret made for this launch); Ctrl-C stops it.")
     if browser and can_open_browser():
         threading.Thread(target=webbrowser.open, args=(url,), name="open-browser", daemon=True).start()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=2)
+    # proxy_headers=False: any local process could otherwise set the scheme the page sees (X-Forwarded-Proto)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=2,
+                            proxy_headers=False)
     try:
         uvicorn.Server(config).run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn shut down, then raised the Ctrl-C it caught again

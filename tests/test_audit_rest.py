@@ -43,7 +43,7 @@ def client(api: AuditApi, token: str | None) -> httpx.AsyncClient:
     authenticator = Authenticator([TokenFileMethod(parse_tokens(TOKENS, "nobody"))])
     app = Starlette(routes=api.routes, middleware=[Middleware(RequirePrincipal, authenticator=authenticator)])
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://audit", headers=headers)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1", headers=headers)
 
 
 async def test_only_auditors_read_it(db: Database) -> None:

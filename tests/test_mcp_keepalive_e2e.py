@@ -124,7 +124,7 @@ async def runtime_behind_proxy(base: Path) -> AsyncIterator[tuple[InProcessApp, 
                     await asyncio.sleep(0.05)
                 transport = httpx.ASGITransport(app=starlette)
                 async with httpx.AsyncClient(
-                    transport=transport, base_url="http://t", headers={"A2A-Version": "1.0"}, timeout=60
+                    transport=transport, base_url="http://127.0.0.1", headers={"A2A-Version": "1.0"}, timeout=60
                 ) as client:
                     yield InProcessApp(client, runtime, tools), proxy
 

@@ -10,8 +10,14 @@ Browsers (the web inbox, :mod:`agent_runtime.ui`) authenticate with the session 
 :mod:`agent_runtime.access.sessions` instead, or through a trusted proxy's identity headers
 (:mod:`agent_runtime.access.proxy`); a state-changing request authenticated that way must carry the session's CSRF
 token. A bearer header always wins over a cookie. Any state-changing request that a browser marks as coming from
-another site (an ``Origin`` that is not this host) is refused, whatever it carries: in local mode that is what keeps
-a web page from deciding through ``127.0.0.1``. Unauthenticated page loads under ``/ui/`` are sent to the login page.
+another site (an ``Origin`` that is not this host) is refused, whatever it carries: in local mode that, with the Host
+check of :mod:`agent_runtime.access.hosts`, is what keeps a web page from deciding through ``127.0.0.1``.
+Unauthenticated page loads under ``/ui/`` are sent to the login page.
+
+This is the only place ``X-Forwarded-*`` headers are read, and only on a request the trusted proxy vouches for
+(:meth:`~agent_runtime.access.proxy.TrustedProxy.vouches`), public paths included: ``X-Forwarded-User``/``-Groups``
+name the person, ``X-Forwarded-Proto: https`` makes the request's scheme ``https`` (so the session cookie is
+``Secure`` behind a proxy that terminates TLS), ``X-Forwarded-Host`` counts as this host for the ``Origin`` check.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent_runtime.access.authenticator import Authenticator
 from agent_runtime.access.methods import Unavailable
-from agent_runtime.access.proxy import TrustedProxy
+from agent_runtime.access.proxy import HOST_HEADER, TrustedProxy, forwarded_https, named
 from agent_runtime.access.sessions import COOKIE, CSRF_HEADER, UNSAFE_METHODS, Session, Sessions, csrf_ok
 from agent_runtime.principals import Principal, anonymous
 from agent_runtime.server.owners import CallerUser
@@ -38,22 +44,23 @@ UI_PUBLIC = ("/ui/static/", "/ui/login")  # the inbox's assets and its login for
 UI_NOT_PAGES = ("/ui/events", "/ui/fragments/", "/ui/api/")  # what the page's script fetches: 401, not the login page
 SCOPE_KEY = "gatehouse.principal"
 SESSION_KEY = "gatehouse.session"  # the session cookie the request carried, if any
+PROXIED_KEY = "gatehouse.proxied"  # True: the trusted proxy vouches for this request
 
 
 def _public(path: str) -> bool:
     return path in PUBLIC_PATHS or path.startswith(UI_PUBLIC)
 
 
-def foreign_origin(headers: Headers) -> bool:
+def foreign_origin(headers: Headers, proxied: bool = False) -> bool:
     """Whether a browser says this request comes from a page of another site (a CSRF attempt). Non-browser clients
-    send no ``Origin``. ``X-Forwarded-Host`` counts as ours too: an ingress may rewrite ``Host``, and a cross-site
-    page cannot set that header without a CORS preflight, which this server never grants."""
+    send no ``Origin``. On a request the trusted proxy vouches for (``proxied``), ``X-Forwarded-Host`` counts as ours
+    too: the proxy may rewrite ``Host``."""
     origin = headers.get("origin")
     if origin is None:
         return False
     if origin == "null":  # sandboxed frames, opaque origins
         return True
-    ours = {headers.get("host", "").lower(), headers.get("x-forwarded-host", "").lower()} - {""}
+    ours = {headers.get("host", "").lower(), headers.get(HOST_HEADER, "").lower() if proxied else ""} - {""}
     return origin.split("://", 1)[-1].rstrip("/").lower() not in ours
 
 
@@ -68,18 +75,25 @@ class RequirePrincipal:
         self.proxy = proxy or TrustedProxy()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or _public(scope["path"]):
+        if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = Headers(scope=scope)
+        client = scope.get("client")
+        peer = client[0] if client else None
+        vouched = self.proxy.vouches(peer, headers)
+        scope[PROXIED_KEY] = vouched
+        if vouched and forwarded_https(headers):
+            scope["scheme"] = "https"  # the browser's side of the proxy is HTTPS: the session cookie is Secure
+        if _public(scope["path"]):
+            return await self.app(scope, receive, send)
         unsafe = scope["method"] in UNSAFE_METHODS
-        if unsafe and foreign_origin(headers):
+        if unsafe and foreign_origin(headers, vouched):
             return await _answer(send, 403, "a request from another site's page is refused (Origin does not match Host)", {})
         authorization = headers.get("authorization")
         if authorization is not None:
             return await self._bearer(scope, receive, send, authorization)
-        session = self.sessions.read(_cookie(headers)) if self.sessions is not None else None
-        client = scope.get("client")
-        proxied = self.proxy.identity(client[0] if client else None, headers)
+        session = await self.sessions.read(_cookie(headers)) if self.sessions is not None else None
+        proxied = named(headers) if vouched else None
         if proxied is not None:
             principal = self.authenticator.identities.resolve(proxied.name, proxied.groups, proxied.via)
             if session is not None and (session.principal.id, session.principal.groups) != (principal.id, principal.groups):
@@ -146,6 +160,11 @@ def principal_of(request: Request) -> Principal:
     return found if isinstance(found, Principal) else anonymous()
 
 
+def proxied(request: Request) -> bool:
+    """Whether the trusted proxy vouches for this request (:class:`RequirePrincipal` looked)."""
+    return request.scope.get(PROXIED_KEY) is True
+
+
 def session_of(request: Request) -> Session | None:
     """The session cookie this request was authenticated with (None: a bearer token, a proxy, local mode)."""
     found = request.scope.get(SESSION_KEY)
@@ -160,4 +179,4 @@ class PrincipalContextBuilder(DefaultServerCallContextBuilder):
 
 
 __all__ = ["PUBLIC_PATHS", "SESSION_KEY", "UI_PREFIX", "PrincipalContextBuilder", "RequirePrincipal", "foreign_origin",
-           "principal_of", "session_of"]
+           "principal_of", "proxied", "session_of"]

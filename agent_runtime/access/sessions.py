@@ -12,6 +12,10 @@ a ``<meta>`` tag of the HTML it was served.
 
 The signing key is the one stored in the runtime's database (:mod:`agent_runtime.access.session_keys`: replicas share
 it, restarts keep it), unless ``--ui-session-key-file`` names one; until the database is open, a key of this process.
+Signing out revokes the session's id (:mod:`agent_runtime.access.revocations`): in the runtime, in that database too.
+
+The cookie is ``Secure`` when the request came over HTTPS: served so (``--tls-cert``), or through a trusted proxy
+that says so in ``X-Forwarded-Proto`` (:mod:`agent_runtime.access.middleware`), or always with ``--ui-secure-cookie``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 
 import jwt
 
+from agent_runtime.access.revocations import MemoryRevocations, Revocations
 from agent_runtime.principals import Principal
 
 COOKIE = "gatehouse_session"
@@ -45,22 +50,27 @@ class Session:
 class Sessions:
     """Issues and reads session cookies."""
 
-    def __init__(self, key: bytes | None = None, ttl: float = DEFAULT_TTL, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, key: bytes | None = None, ttl: float = DEFAULT_TTL, clock: Callable[[], float] = time.time, *,
+        revocations: Revocations | None = None, always_secure: bool = False,
+    ) -> None:
         self._key = key or secrets.token_bytes(32)
         self.ttl = ttl
         self._clock = clock
-        # Signed-out sessions until they would have expired. Per process: a replica sharing the key file still
-        # honours a copied cookie of a signed-out session until it expires (--ui-session-ttl bounds that).
-        self._revoked: dict[str, float] = {}
+        self.revocations = revocations or MemoryRevocations()  # signed-out sessions, until they would have expired
+        self.always_secure = always_secure  # --ui-secure-cookie: Secure even on a request that came over HTTP
 
     @classmethod
-    def from_key_file(cls, path: Path | None, ttl: float = DEFAULT_TTL) -> Sessions:
-        if path is None:
-            return cls(None, ttl)
-        key = path.read_bytes().strip()
-        if len(key) < 32:
-            raise ValueError(f"--ui-session-key-file {path}: the key must be at least 32 bytes, it has {len(key)}")
-        return cls(key, ttl)
+    def from_key_file(
+        cls, path: Path | None, ttl: float = DEFAULT_TTL, *, revocations: Revocations | None = None,
+        always_secure: bool = False,
+    ) -> Sessions:
+        key = None
+        if path is not None:
+            key = path.read_bytes().strip()
+            if len(key) < 32:
+                raise ValueError(f"--ui-session-key-file {path}: the key must be at least 32 bytes, it has {len(key)}")
+        return cls(key, ttl, revocations=revocations, always_secure=always_secure)
 
     def use_key(self, key: bytes) -> None:
         """Sign with ``key`` from now on (the database's shared key, once it is open)."""
@@ -79,8 +89,14 @@ class Sessions:
         }
         return jwt.encode(claims, self._key, algorithm="HS256"), session
 
-    def read(self, value: str | None) -> Session | None:
-        """The session a cookie value holds; None when absent, forged, altered or expired."""
+    async def read(self, value: str | None) -> Session | None:
+        """The session a cookie value holds; None when absent, forged, altered, expired or signed out."""
+        session = self._decode(value)
+        if session is None or (session.id and await self.revocations.revoked(session.id)):
+            return None
+        return session
+
+    def _decode(self, value: str | None) -> Session | None:
         if not value:
             return None
         try:
@@ -92,32 +108,28 @@ class Sessions:
             return None
         if float(claims["exp"]) <= self._clock():  # our clock, so tests with a fixed clock agree
             return None
-        if str(claims.get("jti", "")) in self._revoked:
-            return None
         groups = claims.get("grp") or []
         principal = Principal(str(claims["sub"]), frozenset(str(g) for g in groups), str(claims.get("via", "")),
                               str(claims.get("seen", "")))
         return Session(principal, str(claims["csrf"]), float(claims["exp"]), str(claims.get("jti", "")))
 
-    def valid(self, session: Session) -> bool:
+    async def valid(self, session: Session) -> bool:
         """Whether ``session`` still holds (not expired, not signed out): long-lived streams ask now and then."""
-        return session.expires_at > self._clock() and session.id not in self._revoked
+        return session.expires_at > self._clock() and not (session.id and await self.revocations.revoked(session.id))
 
-    def revoke(self, session: Session) -> None:
+    async def revoke(self, session: Session) -> None:
         """Sign out: this session's cookie is refused from now on, even if someone kept a copy."""
-        now = self._clock()
-        self._revoked = {jti: exp for jti, exp in self._revoked.items() if exp > now}  # forget what expired anyway
         if session.id:
-            self._revoked[session.id] = session.expires_at
+            await self.revocations.revoke(session.id, session.expires_at, self._clock())
 
     def cookie(self, value: str, *, secure: bool) -> str:
-        """The ``Set-Cookie`` header value for a session (HttpOnly, SameSite=Strict, the whole site)."""
-        flags = "; Secure" if secure else ""
+        """The ``Set-Cookie`` header value for a session (HttpOnly, SameSite=Strict, the whole site; ``Secure`` over
+        HTTPS or with ``always_secure``)."""
+        flags = "; Secure" if secure or self.always_secure else ""
         return f"{COOKIE}={value}; Path=/; Max-Age={int(self.ttl)}; HttpOnly; SameSite=Strict{flags}"
 
-    @staticmethod
-    def clear_cookie(*, secure: bool) -> str:
-        flags = "; Secure" if secure else ""
+    def clear_cookie(self, *, secure: bool) -> str:
+        flags = "; Secure" if secure or self.always_secure else ""
         return f"{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict{flags}"
 
 

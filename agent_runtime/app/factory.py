@@ -11,10 +11,12 @@ Routes: A2A JSON-RPC at ``/``, the agent card at ``/.well-known/agent-card.json`
 ``/readyz`` (200 once the stores are open, the MCP tools listed and the tasks a restart interrupted resumed,
 while the database stays usable; else 503
 with the reason: :mod:`agent_runtime.app.readiness`, which the Kubernetes side also reports on the Agent as
-``RuntimeReady``), ``/metrics`` (Prometheus), the REST approvals API with its event stream
+``RuntimeReady``), ``/metrics`` (Prometheus; behind a token or on a port of its own when told:
+:mod:`agent_runtime.app.metrics_endpoint`), the REST approvals API with its event stream
 (:mod:`agent_runtime.rest`), the audit log at ``/audit`` (:mod:`agent_runtime.rest.audit`) and the approvals
-inbox at ``/ui/`` (:mod:`agent_runtime.ui`). Every request
-body is capped first (:mod:`agent_runtime.app.limits`).
+inbox at ``/ui/`` (:mod:`agent_runtime.ui`). In local mode and on loopback, a request addressed to another host is
+refused first (:mod:`agent_runtime.access.hosts`: DNS rebinding); every request body is capped
+(:mod:`agent_runtime.app.limits`).
 """
 
 from __future__ import annotations
@@ -61,15 +63,17 @@ from starlette.routing import Route
 
 from agent_runtime import policy, tracing
 from agent_runtime.access.authenticator import Authenticator
+from agent_runtime.access.hosts import HostCheck, runtime_hosts
 from agent_runtime.access.jwt_tokens import JwtMethod
 from agent_runtime.access.methods import BearerMethod, TokenFileMethod
 from agent_runtime.access.middleware import PrincipalContextBuilder, RequirePrincipal
-from agent_runtime.access.proxy import TrustedProxy
+from agent_runtime.access.revocations import StoredRevocations
 from agent_runtime.access.session_keys import shared_key
 from agent_runtime.access.sessions import Sessions
 from agent_runtime.access.settings import is_loopback
 from agent_runtime.app.card import agent_card
 from agent_runtime.app.limits import BodyLimit
+from agent_runtime.app.metrics_endpoint import MetricsServer, metrics_route
 from agent_runtime.app.readiness import (
     RECOVERING,
     STARTING,
@@ -419,7 +423,17 @@ def build_app(settings: RuntimeSettings) -> Starlette:
         decide_one=runtime.decide_one,
     )
     audit = AuditApi(settings.config.audit, db=runtime.db, agent=settings.config.name)  # GET /audit, retention
-    sessions = Sessions.from_key_file(settings.access.session_key_file, settings.access.session_ttl)
+    revocations = StoredRevocations(runtime.db)  # signing out holds for every replica, and across restarts
+    sessions = Sessions.from_key_file(settings.access.session_key_file, settings.access.session_ttl,
+                                      revocations=revocations, always_secure=settings.access.secure_cookies)
+    allowed = runtime_hosts(  # the DNS-rebinding guard (local mode, loopback binds); None: off
+        settings.access.allowed_hosts, local_mode=not authenticator.required, loopback_bind=is_loopback(settings.host),
+        public_url=settings.public_url, anonymous_remote=settings.access.allow_anonymous_remote,
+    )
+    host_check = [] if allowed is None else [Middleware(HostCheck, allowed=allowed, exempt=frozenset({"/healthz", "/readyz"}))]
+    metrics = metrics_route(runtime.metrics.render, settings.metrics_token)
+    metrics_server = None if settings.metrics_port is None else MetricsServer(
+        Starlette(routes=[metrics], middleware=host_check), settings.host, settings.metrics_port)
     inbox = InboxPages(RuntimeInbox(
         settings.config.name, approvals=runtime.approvals, decide_one=runtime.decide_one, tasks=runtime.task_store,
         questions=runtime.hitl.store if runtime.hitl is not None else None,
@@ -441,10 +455,6 @@ def build_app(settings: RuntimeSettings) -> Starlette:
         body = {"status": status, "reason": readiness.reason, "problems": [readiness.message], **warning}
         return JSONResponse(body, status_code=503)
 
-    async def metrics(_: Request) -> Response:
-        body, content_type = runtime.metrics.render()
-        return Response(body, media_type=content_type)
-
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         try:
@@ -455,12 +465,17 @@ def build_app(settings: RuntimeSettings) -> Starlette:
             raise
         if settings.access.session_key_file is None:  # the inbox's sessions: one key for every replica and restart
             sessions.use_key(await shared_key(runtime.db))
+        await revocations.open()
         await rest.start()
         await audit.start()
         runtime.serve()
         try:
+            if metrics_server is not None:
+                await metrics_server.start()
             yield
         finally:
+            if metrics_server is not None:
+                await metrics_server.stop()
             await audit.stop()
             await rest.stop()
             await runtime.close()
@@ -468,17 +483,18 @@ def build_app(settings: RuntimeSettings) -> Starlette:
     routes = [
         Route("/healthz", healthz),
         Route("/readyz", readyz),
-        Route("/metrics", metrics),
+        *([metrics] if metrics_server is None else []),  # else on a port of its own
         *rest.routes,
         *audit.routes,
         *inbox.routes,
         *create_agent_card_routes(agent_card(settings.config, settings.url, authenticator.security_schemes())),
         *create_jsonrpc_routes(runtime.handler, rpc_url="/", context_builder=PrincipalContextBuilder()),
     ]
-    middleware = [  # outermost first: a body over the cap is refused before anything reads it
+    middleware = [  # outermost first: a misdirected request (DNS rebinding) or a body over the cap is refused first
+        *host_check,
         Middleware(BodyLimit, max_bytes=settings.max_body_bytes),
         Middleware(RequirePrincipal, authenticator=authenticator, sessions=sessions,
-                   proxy=TrustedProxy.of(settings.access.trusted_proxies)),
+                   proxy=settings.access.proxy),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     app.state.runtime = runtime

@@ -30,6 +30,8 @@ class RuntimeSettings:
     tls: bool = False  # served over HTTPS (--tls-cert/--tls-key): the card's default URL says https
     otel: bool = False  # approval waits exported as OpenTelemetry spans (agent_runtime.tracing.enabled)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES  # request bodies over this are refused (agent_runtime.app.limits), A2A and REST
+    metrics_token: str | None = None  # --metrics-token-file: /metrics needs it as a bearer token
+    metrics_port: int | None = None  # --metrics-port: /metrics there (same --host), not on the main port
 
     @property
     def db_url(self) -> str:

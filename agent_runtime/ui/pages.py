@@ -33,7 +33,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from agent_runtime.access.middleware import foreign_origin, principal_of, session_of
+from agent_runtime.access.middleware import foreign_origin, principal_of, proxied, session_of
 from agent_runtime.access.sessions import Session, Sessions
 from agent_runtime.principals import Principal
 from agent_runtime.ui import cards
@@ -174,7 +174,7 @@ class InboxPages:
             stop = self.source.subscribe(listener)
             try:
                 yield ServerSentEvent(event="hello", data="")
-                while session is None or self.sessions.valid(session):  # a signed-out session's stream ends
+                while session is None or await self.sessions.valid(session):  # a signed-out session's stream ends
                     try:
                         changed = await asyncio.wait_for(changes.get(), SESSION_CHECK)
                     except TimeoutError:
@@ -223,7 +223,7 @@ class InboxPages:
             return await self._exchange(request, credential, target)
         if request.method == "GET":
             return self._login_form(request, "")
-        if foreign_origin(request.headers):
+        if foreign_origin(request.headers, proxied(request)):
             return self._login_form(request, "a login from another site's page is refused", 403)
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
         return await self._exchange(request, (form.get("token") or [""])[0], _local_path((form.get("next") or [target])[0]))
@@ -248,7 +248,7 @@ class InboxPages:
     async def logout(self, request: Request) -> Response:
         session = session_of(request)
         if session is not None:
-            self.sessions.revoke(session)
+            await self.sessions.revoke(session)
         response = RedirectResponse("/ui/login", 303, headers=PAGE_HEADERS)
         response.headers.append("set-cookie", self.sessions.clear_cookie(secure=request.url.scheme == "https"))
         return response

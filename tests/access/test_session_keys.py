@@ -31,7 +31,7 @@ async def test_one_key_per_database_made_once_and_kept(tmp_path: Path) -> None:
     before.use_key(first)
     after.use_key(again)
     value, _ = before.issue(Principal("alice"))
-    assert after.read(value) is not None
+    assert await after.read(value) is not None
 
 
 async def test_a_state_written_before_the_inbox_gains_the_key_and_keeps_the_rest(tmp_path: Path) -> None:

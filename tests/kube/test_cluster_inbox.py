@@ -301,7 +301,7 @@ def served(cluster: RunningEmulator) -> Iterator[tuple[subprocess.Popen[str], st
     """``kubectl gatehouse inbox --no-browser`` as a process: it and the URL it printed."""
     code = "from agent_runtime.kubectl_plugin import main; main()"
     proc = subprocess.Popen([sys.executable, "-c", code, "inbox", "--no-browser"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "FORWARDED_ALLOW_IPS": "*"})
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         found = re.fullmatch(r"Inbox for alice@example\.com \(namespace default\): (http://127\.0\.0\.1:\d+/ui/login\?launch=\S+)\n",
@@ -359,6 +359,18 @@ def test_the_command_serves_the_inbox_only_with_the_launch_secret(
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0 and "Inbox stopped." in out and "Traceback" not in err, (out, err)
     assert time.monotonic() - started < 10
+
+
+def test_forwarded_headers_from_local_processes_change_nothing(served: tuple[subprocess.Popen[str], str]) -> None:
+    """The inbox is served over plain HTTP on 127.0.0.1, where any local process connects: an ``X-Forwarded-Proto:
+    https`` (or ``-For``) from there must not make its cookie ``Secure`` (which the browser, on http://, would never
+    send back), whatever ``$FORWARDED_ALLOW_IPS`` says."""
+    _, url = served
+    forwarded = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "10.1.2.3", "X-Forwarded-Host": "evil.example"}
+    opened = httpx.get(url, headers=forwarded, follow_redirects=False)
+    assert opened.status_code == 303 and opened.headers["location"] == "/ui/"
+    cookie = opened.headers["set-cookie"]
+    assert cookie.startswith("gatehouse_session=") and "Secure" not in cookie
 
 
 def test_in_a_browser_the_launch_url_opens_the_inbox_and_a_click_votes_on_the_toolapproval(

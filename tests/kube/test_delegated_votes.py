@@ -91,7 +91,7 @@ async def app(tmp_path: Path, kube_api: RunningEmulator, kubectl: Kubectl, monke
                 await asyncio.sleep(0.05)
             transport = httpx.ASGITransport(app=starlette)
             headers = {"A2A-Version": "1.0", "Authorization": "Bearer tok-carol"}
-            async with httpx.AsyncClient(transport=transport, base_url="http://t", headers=headers) as client:
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", headers=headers) as client:
                 made = App(client, runtime, tools)
                 made.api = kube_api
                 yield made

@@ -86,7 +86,8 @@ async def _app(
             while wait_ready and not runtime.ready:
                 await asyncio.sleep(0.05)
             transport = httpx.ASGITransport(app=starlette)
-            async with httpx.AsyncClient(transport=transport, base_url="http://t", headers={"A2A-Version": "1.0"}) as client:
+            headers = {"A2A-Version": "1.0"}
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", headers=headers) as client:
                 yield App(client, runtime, tools, api)
 
 

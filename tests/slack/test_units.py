@@ -89,3 +89,50 @@ def test_the_signature_and_its_age() -> None:
     ahead = headers(secret="secret", timestamp=int(now) + 299)
     assert verify("secret", body, ahead, now).expires == int(now) + 599
     assert verify("secret", body, ahead, now + 590).signature == ahead["x-slack-signature"]  # still valid 590 s on
+
+
+def test_the_bridge_server_believes_no_forwarded_headers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``gatehouse slack`` runs uvicorn with its proxy-header handling off, whatever ``$FORWARDED_ALLOW_IPS`` says: a
+    request from 127.0.0.1 (a sidecar, a port-forward) cannot choose the client address or scheme the app sees. The
+    command's own server options, served for real with an app that says what it saw."""
+    import threading
+
+    import httpx
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+    from typer.testing import CliRunner
+
+    import agent_runtime.slack
+    from agent_runtime.cli import app
+    from tests.support.processes import free_port
+
+    async def seen(request: Request) -> JSONResponse:
+        return JSONResponse({"client": request.client.host if request.client else None, "scheme": request.url.scheme})
+
+    echo = Starlette(routes=[Route("/", seen)])
+    given: dict[str, Any] = {}
+    monkeypatch.setattr(agent_runtime.slack, "build_app", lambda settings: echo)
+    monkeypatch.setattr(uvicorn, "run", lambda served, **options: given.update(options, app=served))
+    monkeypatch.setenv("FORWARDED_ALLOW_IPS", "*")
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "s" * 32)
+    port = free_port()
+    result = CliRunner().invoke(app, ["slack", "-n", "default", "--host", "127.0.0.1", "--port", str(port)])
+    assert result.exit_code == 0, result.output
+    assert given.pop("app") is echo
+    server = uvicorn.Server(uvicorn.Config(echo, **given))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive()
+            time.sleep(0.02)
+        reply = httpx.get(f"http://127.0.0.1:{port}/", headers={"X-Forwarded-For": "10.1.2.3", "X-Forwarded-Proto": "https"})
+        assert reply.json() == {"client": "127.0.0.1", "scheme": "http"}
+    finally:
+        server.should_exit = True
+        thread.join(10)

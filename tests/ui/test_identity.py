@@ -2,13 +2,16 @@
 after signing out.
 
 ``proxied`` is a second runtime of the example agent (the same tokens and approvers, the same demo tools as
-``gatehouse``) started with ``--ui-trusted-proxy 127.0.0.1`` and without a session key file: its session cookies are
-signed with the key kept in its database. ``gatehouse`` (conftest.py) has no trusted proxy.
+``gatehouse``) started with ``--ui-trusted-proxy 127.0.0.1`` and the proxy's shared secret (a sidecar such as
+oauth2-proxy connects from 127.0.0.1, like every local process: only the secret tells it apart), and without a session
+key file: its session cookies are signed with the key kept in its database. ``gatehouse`` (conftest.py) has no trusted
+proxy.
 """
 
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -23,13 +26,16 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.e2e
 
-AS_ERIN = {"X-Forwarded-User": "erin", "X-Forwarded-Groups": "sre,oncall"}
+PROXY_SECRET = secrets.token_hex(24)
+AS_ERIN = {"X-Forwarded-User": "erin", "X-Forwarded-Groups": "sre,oncall", "X-Gatehouse-Proxy-Secret": PROXY_SECRET}
 
 
 @pytest.fixture(scope="module")
 def proxied(gatehouse: Gatehouse, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gatehouse]:
     base = tmp_path_factory.mktemp("proxied")
-    proc = serve(base, gatehouse.tools, "--ui-trusted-proxy", "127.0.0.1", session_key=False)
+    (base / "proxy.secret").write_text(PROXY_SECRET)
+    proc = serve(base, gatehouse.tools, "--ui-trusted-proxy", "127.0.0.1", "--ui-trusted-proxy-secret-file",
+                 str(base / "proxy.secret"), session_key=False)
     try:
         yield Gatehouse(gatehouse.tools, proc, base)
     finally:
@@ -43,9 +49,12 @@ def test_identity_headers_count_only_from_a_trusted_proxy(proxied: Gatehouse, ga
     assert re.search(r'data-testid="viewer">erin<', page.text)
     cookie = page.headers["set-cookie"]
     assert cookie.startswith("gatehouse_session=") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
-    # No headers: nobody; the inbox sends the browser to sign in.
+    # No headers: nobody; the inbox sends the browser to sign in. Nor do the headers count without the proxy's secret.
     anonymous = httpx.get(f"{proxied.url}/ui/")
     assert (anonymous.status_code, anonymous.headers["location"]) == (303, "/ui/login?next=/ui/")
+    no_secret = {k: v for k, v in AS_ERIN.items() if k != "X-Gatehouse-Proxy-Secret"}
+    local = httpx.get(f"{proxied.url}/ui/", headers=no_secret)
+    assert (local.status_code, local.headers["location"]) == (303, "/ui/login?next=/ui/")
     # A page vouched for by the proxy still needs its CSRF token to decide.
     forged = httpx.post(f"{proxied.url}/ui/api/decisions", headers=AS_ERIN, json={"ids": ["x"], "decision": "approve"})
     assert forged.status_code == 403 and "CSRF" in forged.text
