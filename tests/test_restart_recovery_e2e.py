@@ -15,6 +15,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -72,15 +73,20 @@ def _held(rpc: Rpc, task_id: str, expected: dict[str, Any]) -> None:
 def asking(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Tools, RuntimeProcess]]:
     base = tmp_path_factory.mktemp("restart-elicitation")
     rules = [{"tool": "put_file", "when": {"arg": "path", "glob": "gated/**"}, "action": "require"}]
-    with demo_tools(base / "tools") as tools:
-        (base / "tokens").write_text("alice:tok-alice\n")
-        proc = RuntimeProcess(write_manifests(base / "manifests", tools.url, rules=rules), base / "state",
-                              base / "runtime.log", serve_args=["--api-token-file", str(base / "tokens")])
-        proc.start()
-        try:
-            yield tools, proc
-        finally:
-            proc.stop()
+    with demo_tools(base / "tools") as tools, _alices(base, write_manifests(base / "manifests", tools.url, rules=rules)) as proc:
+        yield tools, proc
+
+
+@contextmanager
+def _alices(base: Path, files: list[Path]) -> Iterator[RuntimeProcess]:
+    """A runtime with tokens on, whose one user, alice, asks and decides."""
+    (base / "tokens").write_text("alice:tok-alice\n")
+    proc = RuntimeProcess(files, base / "state", base / "runtime.log", serve_args=["--api-token-file", str(base / "tokens")])
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
 
 
 @pytest.mark.parametrize("channel", ["a2a", "rest"])
@@ -182,14 +188,8 @@ def questioning(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Tool
         doc = yaml.safe_load(model.read_text())
         doc["spec"]["scripted"]["rules"].insert(0, ASK_AFTER)
         model.write_text(yaml.safe_dump(doc))
-        (base / "tokens").write_text("alice:tok-alice\n")
-        proc = RuntimeProcess(files, base / "state", base / "runtime.log",
-                              serve_args=["--api-token-file", str(base / "tokens")])
-        proc.start()
-        try:
+        with _alices(base, files) as proc:
             yield tools, proc
-        finally:
-            proc.stop()
 
 
 @pytest.mark.parametrize("channel", ["a2a", "rest"])
