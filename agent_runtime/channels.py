@@ -3,7 +3,9 @@
 A decision's channel is recorded with it (``source`` on the approvals table and the ToolApproval's status, the audit
 log's ``channel``) and shown wherever the outcome is (``Denied by bob … (slack)``). It is derived from how the vote
 arrived and who cast it — a ballot written by the configured Slack bridge (a delegator with ``channel: slack``) is
-``slack`` — never from a field the voter writes. ``tests/test_channels.py`` checks the CRD's enum against this list.
+``slack``, one written by any other bridge (:mod:`agent_runtime.bridges`) or person is ``kubectl`` — never from a
+field the voter writes (a REST or A2A decision naming one is refused; a ballot's is not read).
+``tests/test_channels.py`` checks the CRD's enum against this list.
 """
 
 from __future__ import annotations

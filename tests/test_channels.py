@@ -3,6 +3,7 @@ and every channel a decision can come through shows on the ToolApproval."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, get_args
 
@@ -50,3 +51,16 @@ def test_a_decision_shows_the_channel_it_came_through_on_the_toolapproval(channe
                             server="files", args={"path": "x"}, args_hash="h", hint="", created_at=0.5, expires_at=2.0,
                             status="approved", source=channel, decided_at=1.0)
     assert objects.status(record, decided_by="alice")["source"] == channel
+
+
+@pytest.mark.parametrize("field", ["channel", "via", "source"])
+def test_a_channel_the_voter_writes_never_decides_over_rest_or_a2a(field: str) -> None:
+    """REST and A2A name their own channel (``rest``, ``a2a``); a decision that tries to name one is refused whole, so
+    nothing is decided from it. (A ballot on a ToolApproval: tests/bridges/test_port_e2e.py.)"""
+    from agent_runtime import wire
+    from agent_runtime.rest.models import BodyError, DecisionBody
+
+    with pytest.raises(BodyError, match=field):
+        DecisionBody.parse(json.dumps({"decision": "approve", field: "slack"}).encode())
+    with pytest.raises(wire.DecisionError, match=field):
+        wire.parse_payload([{"decision_type": "approve", field: "slack"}], "")

@@ -18,12 +18,14 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from agent_runtime.bridges.notifier import Refused
+
 log = logging.getLogger(__name__)
 
 _PASSING = frozenset({"ratelimited", "internal_error", "fatal_error", "request_timeout", "service_unavailable"})
 
 
-class SlackRefused(Exception):
+class SlackRefused(Refused):
     """Slack answered ``ok: false`` for a reason retrying cannot fix; ``str`` names it."""
 
 

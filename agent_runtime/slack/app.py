@@ -1,5 +1,6 @@
 """``gatehouse slack``, assembled: settings read once at start-up → the Kubernetes clients (the bridge's own identity),
-the Slack Web API client, the :class:`~agent_runtime.slack.keeper.MessageKeeper`, the shared
+the Slack Web API client, the channel-free :class:`~agent_runtime.bridges.keeper.MessageKeeper` and
+:class:`~agent_runtime.bridges.ballots.Ballots` over Slack's notifier and people, the shared
 :class:`~agent_runtime.slack.replays.ReplayMemory` and the interactions endpoint, in one Starlette app whose lifespan
 starts and stops the keeper and the memory's sweep.
 """
@@ -14,11 +15,14 @@ from pathlib import Path
 from starlette.applications import Starlette
 
 from agent_runtime import toolapproval_client
+from agent_runtime.bridges.ballots import Ballots
+from agent_runtime.bridges.keeper import MessageKeeper
 from agent_runtime.kube.client import KubeClient
 from agent_runtime.slack.api import SlackApi
 from agent_runtime.slack.decisions import Decider
 from agent_runtime.slack.endpoint import Interactions
-from agent_runtime.slack.keeper import MessageKeeper
+from agent_runtime.slack.notifier import SlackNotifier
+from agent_runtime.slack.people import SlackPeople
 from agent_runtime.slack.replays import NAME as REPLAYS_NAME
 from agent_runtime.slack.replays import ReplayMemory
 from agent_runtime.slack.signature import RequestCheck
@@ -43,10 +47,11 @@ def build_app(settings: SlackSettings) -> Starlette:
     kube = KubeClient.connect(settings.kubeconfig, settings.in_cluster)
     votes = toolapproval_client.connect(config_file=str(settings.kubeconfig) if settings.kubeconfig else None)
     slack = SlackApi.connect(settings.bot_token, settings.api_url)
-    keeper = MessageKeeper(kube, slack, list(settings.namespaces))
+    notifier = SlackNotifier(slack)
+    keeper = MessageKeeper(kube, notifier, list(settings.namespaces))
     memory = ReplayMemory(kube, settings.replay_namespace, settings.replay_configmap)
-    interactions = Interactions(RequestCheck(settings.signing_secret, memory),
-                                Decider(kube, votes, slack, settings.users, settings.vote_wait))
+    ballots = Ballots(kube, votes, notifier, SlackPeople(settings.users, slack), settings.vote_wait)
+    interactions = Interactions(RequestCheck(settings.signing_secret, memory), Decider(ballots, slack))
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

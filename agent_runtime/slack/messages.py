@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from agent_runtime.approvals import execution
+from agent_runtime.bridges.requests import Ref, already_decided, phase, ref_of
 
 APPROVE = "gatehouse_approve"  # action_id of the Approve button
 DENY = "gatehouse_deny"  # action_id of the Deny button: opens the reason dialog
@@ -26,38 +26,6 @@ MAX_ARGUMENTS = 2500  # characters of arguments shown (Slack: 3000 per text bloc
 _OUTCOME = {"Approved": ":white_check_mark: Approved", "Denied": ":no_entry: Denied", "Expired": ":hourglass: Expired",
             "Canceled": ":heavy_multiplication_x: Canceled", "Granted": ":white_check_mark: Granted",
             "Orphaned": ":warning: Orphaned"}
-
-
-@dataclass(frozen=True)
-class Ref:
-    """Which request a button or dialog is about: the ToolApproval (namespace, name) and its request id, so that a
-    click can never decide another request than the one its message shows."""
-
-    namespace: str
-    name: str
-    request_id: str
-
-    def value(self) -> str:
-        return json.dumps({"ns": self.namespace, "name": self.name, "rid": self.request_id}, separators=(",", ":"))
-
-    @classmethod
-    def parse(cls, text: str) -> Ref | None:
-        try:
-            data = json.loads(text)
-        except (TypeError, ValueError):
-            return None
-        if not isinstance(data, dict) or not all(isinstance(data.get(k), str) and data[k] for k in ("ns", "name", "rid")):
-            return None
-        return cls(data["ns"], data["name"], data["rid"])
-
-
-def ref_of(obj: dict[str, Any]) -> Ref:
-    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-    return Ref(meta.get("namespace", ""), meta.get("name", ""), spec.get("requestId", ""))
-
-
-def phase(obj: dict[str, Any]) -> str:
-    return (obj.get("status") or {}).get("phase") or "Pending"
 
 
 def votes_line(status: dict[str, Any]) -> str:
@@ -163,11 +131,6 @@ def fingerprint(obj: dict[str, Any]) -> str:
     after a restart the bridge knows which messages are behind."""
     rendered = json.dumps([summary(obj), blocks(obj)], sort_keys=True)
     return hashlib.sha256(rendered.encode()).hexdigest()[:16]
-
-
-def already_decided(obj: dict[str, Any]) -> str:
-    status = obj.get("status") or {}
-    return f"This request is already {phase(obj).lower()} by {status.get('decidedBy') or 'someone'}; nothing changed."
 
 
 def dialog_metadata(ref: Ref, channel: str, ts: str) -> str:

@@ -22,13 +22,7 @@ from typing import Any
 
 import yaml
 
-
-@dataclass(frozen=True)
-class Person:
-    """The principal a Slack user acts as, with its groups."""
-
-    principal: str
-    groups: tuple[str, ...] = ()
+from agent_runtime.bridges.people import Person
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from agent_runtime.kube.objects import approval_name
 from agent_runtime.slack import messages
 from agent_runtime.slack.decisions import NOT_THIS_REQUEST, UNMAPPED
 from agent_runtime.slack.endpoint import UNCHECKED
-from agent_runtime.slack.keeper import ANNOTATION
+from agent_runtime.slack.notifier import ANNOTATION
 from tests.support import helm as helm_support
 from tests.support import slack_api
 from tests.support.kube_fixtures import Kubectl, kubectl_and_plugin, wait_for
