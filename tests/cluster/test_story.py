@@ -27,6 +27,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -195,6 +196,11 @@ def _text(task: dict[str, Any]) -> str:
 def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: Release, node: ClusterNode,
                                                       tmp_path: Path) -> None:
     s = Story(cluster, chart, node)
+    started = time.monotonic()
+
+    def mark(what: str) -> None:
+        print(f"\n{time.monotonic() - started:6.1f} s  {what}", flush=True)
+
     # The chart's operator, as pods on the node: two replicas, one leads.
     s.rollout(f"{chart.fullname}-operator", chart.namespace)
     operators = json.loads(s.kubectl("get", "pods", "-n", chart.namespace, "-l", "app.kubernetes.io/component=operator",
@@ -209,6 +215,7 @@ def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: R
     wait("one operator pod leading", leaders, timeout=60)
     assert len(leaders()) == 1, [node.logs(n, namespace=chart.namespace)[-2000:] for n in names]
 
+    mark("operator pods running, one leads")
     s.kubectl("create", "serviceaccount", CLIENT, "-n", NS)
     s.kubectl("create", "rolebinding", "sre-approves", "-n", NS, "--clusterrole=gatehouse-approver", "--group=sre")
     # The example as shipped; its tools server also keeps a journal of the calls it runs, for counting them.
@@ -222,9 +229,11 @@ def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: R
     wait("the Agent Ready", lambda: s.condition("Ready").get("status") == "True", timeout=90)
     assert s.condition("AdmissionPolicy").get("status") == "True", s.condition("AdmissionPolicy")
 
+    mark("example applied, Agent Ready")
     # 1. A pause over A2A from an in-cluster client pod; alice approves with kubectl: the tool runs once.
     first = s.ask("delete old.txt")
     approval = s.paused(first)
+    wait("the ToolApproval Pending", lambda: s.phase(approval) == "Pending", timeout=30)
     listed = s.kubectl("get", "toolapprovals", "-n", NS)
     assert approval in listed and "Pending" in listed, listed
     assert (s.sandbox() / "old.txt").exists()
@@ -236,6 +245,7 @@ def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: R
     assert s.deletes() == ["old.txt"], "the approved call ran exactly once"
     wait("Approved", lambda: s.phase(approval) == "Approved", timeout=30)
 
+    mark("approved over kubectl, ran once")
     # ... and one denied: nothing runs.
     second = s.ask("delete notes.txt")
     denied = s.paused(second)
@@ -246,6 +256,7 @@ def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: R
     assert s.deletes() == ["old.txt"], "the denied call did not run"
     wait("Denied", lambda: s.phase(denied) == "Denied", timeout=30)
 
+    mark("denied")
     # 2. sqlite on its claim, Recreate: a call waits through the rollout, then runs once.
     third = s.ask("delete notes.txt")
     waiting = s.paused(third)
@@ -262,6 +273,7 @@ def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: R
     assert "Delete of notes.txt: deleted" in _text(done), done
     assert s.deletes() == ["old.txt", "notes.txt"]
 
+    mark("Recreate rollout with a call pending")
     # 3. Postgres from a Secret, two replicas, RollingUpdate: a call waits through the rollout, then runs once.
     bin_dir = find_bin_dir()
     if bin_dir is None:
@@ -282,6 +294,7 @@ def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: R
         s.rollout(AGENT, timeout=180)
         strategy = json.loads(s.kubectl("get", "deployment", AGENT, "-n", NS, "-o", "json"))["spec"]["strategy"]
         assert strategy["type"] == "RollingUpdate", strategy
+        mark("on Postgres, 2 replicas")
         fourth = s.ask("delete a.txt")
         pending = s.paused(fourth)
         s.kubectl("patch", "agent", AGENT, "-n", NS, "--type=merge", "-p",
@@ -297,6 +310,7 @@ def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: R
         assert s.deletes() == ["old.txt", "notes.txt", "a.txt"]
         assert not (s.sandbox() / "a.txt").exists()
 
+        mark("RollingUpdate with a call pending")
         # 5. The Slack bridge, switched on by its chart value, runs and is Ready.
         s.kubectl("create", "secret", "generic", "gatehouse-slack", "-n", chart.namespace,
                   "--from-literal=bot-token=xoxb-test", "--from-literal=signing-secret=test-signing-secret")
@@ -307,9 +321,11 @@ def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: R
         (bridge,) = [p for p in node.pods(chart.namespace) if p.deployment == f"{chart.fullname}-slack"]
         assert bridge.ready, bridge
 
+        mark("Slack bridge Ready")
         # 6. The Agent deleted: the real garbage collector removes its children.
         s.kubectl("delete", "agent", AGENT, "-n", NS, "--wait=true")
         wait("the runtime's Deployment and Service collected", lambda: all(
             cluster.kubectl("get", kind, AGENT, "-n", NS).returncode == 1 for kind in ("deployment", "service")),
             timeout=60)
         wait("its pods stopped", lambda: not [p for p in node.pods(NS) if p.deployment == AGENT], timeout=60)
+        mark("the Agent collected")
