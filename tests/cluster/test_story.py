@@ -203,9 +203,12 @@ def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: R
 
     # The chart's operator, as pods on the node: two replicas, one leads.
     s.rollout(f"{chart.fullname}-operator", chart.namespace)
-    operators = json.loads(s.kubectl("get", "pods", "-n", chart.namespace, "-l", "app.kubernetes.io/component=operator",
-                                     "-o", "json"))["items"]
-    assert len(operators) == 2 and {p["spec"]["nodeName"] for p in operators} == {node.name}
+    listed = json.loads(s.kubectl("get", "pods", "-n", chart.namespace, "-l", "app.kubernetes.io/component=operator",
+                                  "-o", "json"))["items"]
+    operators = [p for p in listed if not p["metadata"].get("deletionTimestamp")]
+    replicas = json.loads(s.kubectl("get", "deployment", f"{chart.fullname}-operator", "-n", chart.namespace,
+                                    "-o", "json"))["spec"]["replicas"]
+    assert len(operators) == replicas >= 2 and {p["spec"]["nodeName"] for p in operators} == {node.name}
     names = [p["metadata"]["name"] for p in operators]
 
     def leaders() -> list[str]:
