@@ -300,11 +300,16 @@ def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: R
         mark("on Postgres, 2 replicas")
         fourth = s.ask("delete a.txt")
         pending = s.paused(fourth)
+        old = {p.name for p in node.pods(NS) if p.deployment == AGENT}
         s.kubectl("patch", "agent", AGENT, "-n", NS, "--type=merge", "-p",
                   json.dumps({"spec": {"description": "Edited again: a rolling update."}}))
-        wait("a rolling update started", lambda: json.loads(s.kubectl(
-            "get", "deployment", AGENT, "-n", NS, "-o", "json"))["status"].get("updatedReplicas", 0) >= 1, timeout=60)
-        s.rollout(AGENT, timeout=180)
+
+        def midway() -> bool:  # a new pod Ready, an old one gone or going: decided in the middle of the rollout
+            pods = [p for p in node.pods(NS) if p.deployment == AGENT]
+            return (any(p.name not in old and p.ready for p in pods)
+                    and len([p for p in pods if p.name in old and not p.terminating]) < len(old))
+
+        wait("the rolling update halfway", midway, timeout=120)
         assert s.phase(pending) == "Pending"
         voted = s.vote("approve", pending)
         assert voted.returncode == 0, voted.stdout + voted.stderr + s.runtime_logs()
@@ -313,7 +318,8 @@ def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: R
         assert s.deletes() == ["old.txt", "notes.txt", "a.txt"]
         assert not (s.sandbox() / "a.txt").exists()
 
-        mark("RollingUpdate with a call pending")
+        mark("RollingUpdate with a call pending, decided halfway")
+        s.rollout(AGENT, timeout=180)
         # 5. The Slack bridge, switched on by its chart value, runs and is Ready.
         s.kubectl("create", "secret", "generic", "gatehouse-slack", "-n", chart.namespace,
                   "--from-literal=bot-token=xoxb-test", "--from-literal=signing-secret=test-signing-secret")
