@@ -8,12 +8,13 @@ the Lease. Then, with real tools only:
    server's pods, the stand-in runs them, the Agent turns Ready with the operator's conditions;
 2. an in-cluster client pod (its own ServiceAccount token) asks the Agent, through its Service name, to delete a file:
    the call pauses; ``kubectl get toolapprovals`` lists it; alice (group ``sre``: the Agent's approvers, bound to the
-   chart's ``gatehouse-approver`` role) approves it with ``kubectl gatehouse approve``: the tool runs exactly once;
-   another call is denied with ``kubectl gatehouse deny`` and nothing runs;
-3. a call waits while the Agent is edited (sqlite on its claim: a Recreate rollout by the real Deployment controller);
-   approved on the new pod, it runs once;
-4. the Agent moves to Postgres (a real server, its URL in a Secret) with two replicas; a call waits through a
-   RollingUpdate; approved, it runs once;
+   chart's ``gatehouse-approver`` role) approves it with ``kubectl gatehouse approve``: the tool runs exactly once
+   (the tools server's journal of the calls it ran);
+3. two calls wait while the Agent is edited (sqlite on its claim: a Recreate rollout by the real Deployment
+   controller); on the new pod one is approved with ``kubectl gatehouse approve`` and runs once, the other is
+   denied with ``kubectl gatehouse deny`` and nothing runs;
+4. the Agent moves to Postgres (a real server, its URL in a Secret) with two replicas; a call waits into a
+   RollingUpdate and is approved halfway through it: it runs once;
 5. the Slack bridge, switched on by its chart value, runs and is Ready;
 6. the Agent deleted: the real garbage collector removes its children.
 
@@ -249,34 +250,29 @@ def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: R
     wait("Approved", lambda: s.phase(approval) == "Approved", timeout=30)
 
     mark("approved over kubectl, ran once")
-    # ... and one denied: nothing runs.
-    second = s.ask("delete notes.txt")
-    denied = s.paused(second)
-    refused = s.vote("deny", denied, "--reason", "keep the notes")
-    assert refused.returncode == 0, refused.stdout + refused.stderr
-    done = s.step(second, "done")
-    assert "delete_file" in json.dumps(done) and (s.sandbox() / "notes.txt").exists(), done
-    assert s.deletes() == ["old.txt"], "the denied call did not run"
-    wait("Denied", lambda: s.phase(denied) == "Denied", timeout=30)
-
-    mark("denied")
-    # 2. sqlite on its claim, Recreate: a call waits through the rollout, then runs once.
-    third = s.ask("delete notes.txt")
-    waiting = s.paused(third)
+    # 2. sqlite on its claim, Recreate: two calls wait through the rollout; on the new pod one is approved and runs
+    # once, the other is denied and nothing runs.
+    second, third = s.ask("delete notes.txt"), s.ask("delete report.md")
+    denied, waiting = s.paused(second), s.paused(third)
     before = {p.name for p in node.pods(NS) if p.deployment == AGENT}
     s.kubectl("patch", "agent", AGENT, "-n", NS, "--type=merge", "-p",
               json.dumps({"spec": {"description": "Edited: rolls the pods."}}))
     wait("the runtime pod replaced", lambda: {p.name for p in node.pods(NS) if p.deployment == AGENT} - before,
          timeout=60)
     s.rollout(AGENT)
-    assert s.phase(waiting) == "Pending"
+    assert (s.phase(denied), s.phase(waiting)) == ("Pending", "Pending")
+    refused = s.vote("deny", denied, "--reason", "keep the notes")
+    assert refused.returncode == 0, refused.stdout + refused.stderr + s.runtime_logs()
     voted = s.vote("approve", waiting)
     assert voted.returncode == 0, voted.stdout + voted.stderr + s.runtime_logs()
     done = s.step(third, "done", timeout=90)
-    assert "Delete of notes.txt: deleted" in _text(done), done
-    assert s.deletes() == ["old.txt", "notes.txt"]
+    assert "Delete of report.md: deleted" in _text(done), done
+    done = s.step(second, "done", timeout=90)
+    assert "delete_file" in json.dumps(done) and (s.sandbox() / "notes.txt").exists(), done
+    assert s.deletes() == ["old.txt", "report.md"], "the approved call ran once, the denied one not at all"
+    wait("Denied", lambda: s.phase(denied) == "Denied", timeout=30)
 
-    mark("Recreate rollout with a call pending")
+    mark("Recreate rollout with two calls pending: one approved, one denied")
     # 3. Postgres from a Secret, two replicas, RollingUpdate: a call waits through the rollout, then runs once.
     bin_dir = find_bin_dir()
     if bin_dir is None:
@@ -315,7 +311,7 @@ def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: R
         assert voted.returncode == 0, voted.stdout + voted.stderr + s.runtime_logs()
         done = s.step(fourth, "done", timeout=90)
         assert "Delete of a.txt: deleted" in _text(done), done
-        assert s.deletes() == ["old.txt", "notes.txt", "a.txt"]
+        assert s.deletes() == ["old.txt", "report.md", "a.txt"]
         assert not (s.sandbox() / "a.txt").exists()
 
         mark("RollingUpdate with a call pending, decided halfway")
