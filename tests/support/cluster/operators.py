@@ -52,11 +52,11 @@ def chart_command(cluster: Cluster, chart: Release) -> tuple[list[str], dict[str
 class Replica:
     """One operator replica: started at construction, its log in ``log``; ``overrides`` replace chart env values."""
 
-    def __init__(self, cluster: Cluster, chart: Release, log: Path, overrides: Mapping[str, str] = ()) -> None:
+    def __init__(self, cluster: Cluster, chart: Release, log: Path, overrides: Mapping[str, str] | None = None) -> None:
         command, env = chart_command(cluster, chart)
         assert env.get("GATEHOUSE_LEADER_ELECTION") == "true", "the chart enables leader election by default"
         self.port = free_port()
-        env.update({"GATEHOUSE_OPERATOR_LISTEN": f"127.0.0.1:{self.port}", **dict(overrides)})
+        env.update({"GATEHOUSE_OPERATOR_LISTEN": f"127.0.0.1:{self.port}", **(overrides or {})})
         kubeconfig = cluster.service_account(chart.namespace, f"{chart.fullname}-operator")
         # This worktree's packages (not the editable install's) and unbuffered output, so the log is current.
         path = os.pathsep.join(p for p in (str(REPO), str(REPO / "operator"), os.environ.get("PYTHONPATH")) if p)

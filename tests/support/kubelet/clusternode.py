@@ -53,7 +53,7 @@ def _pod_from_object(node: ClusterNode, obj: dict[str, Any]) -> Pod:
     """A stand-in :class:`Pod` for a Pod object the controllers made and the scheduler bound here."""
     meta = obj["metadata"]
     labels = dict(meta.get("labels") or {})
-    owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), {})
+    owner: dict[str, Any] = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), {})
     template_hash = labels.get("pod-template-hash", "")
     workload = str(owner.get("name", meta["name"]))
     if template_hash and workload.endswith(f"-{template_hash}"):
