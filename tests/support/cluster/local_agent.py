@@ -14,7 +14,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,6 +88,13 @@ class LocalAgent:
         conditions = self.agent().get("status", {}).get("conditions", [])
         return next((c for c in conditions if c["type"] == kind), {})
 
+    def gatehouse(self, user: str, *args: str) -> subprocess.CompletedProcess[str]:
+        """``kubectl gatehouse ARGS -n NAMESPACE`` as ``user``: the real kubectl finding the plugin on PATH."""
+        env = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig(user)),
+               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        return subprocess.run([str(self.cluster.kubectl_path), "gatehouse", *args, "-n", self.namespace],
+                              capture_output=True, text=True, env=env, timeout=120)
+
     def approval(self, name: str) -> dict[str, Any]:
         got = self.cluster.kubectl("get", "toolapproval", name, "-n", self.namespace, "-o", "json")
         return json.loads(got.stdout) if got.returncode == 0 else {}
@@ -101,8 +108,8 @@ def _in_namespace(files: list[Path], namespace: str) -> None:
 
 
 @contextmanager
-def local_agent(cluster: Cluster, chart: Release, base: Path, namespace: str,
-                approvers: dict[str, Any]) -> Iterator[LocalAgent]:
+def local_agent(cluster: Cluster, chart: Release, base: Path, namespace: str, approvers: dict[str, Any],
+                serve_args: Sequence[str] = ()) -> Iterator[LocalAgent]:
     """``examples/file-manager`` (its MCP server's URL the local demo tools, ``approvers`` its approvers) applied in
     ``namespace`` with the operator running; the runtime started once the operator has made its ServiceAccount and
     reports the chart's admission policy as enforcing (so kubectl votes count). alice (group ``sre``) may vote."""
@@ -123,7 +130,7 @@ def local_agent(cluster: Cluster, chart: Release, base: Path, namespace: str,
              lambda: local.condition("AdmissionPolicy").get("status") == "True")
         kubeconfig = cluster.service_account(namespace, AGENT)
         local.runtime = RuntimeProcess(files, base / "state", base / "runtime.log", extra_args=[
-            "--kubeconfig", str(kubeconfig), "--kube-namespace", namespace, "--log-level", "info"])
+            "--kubeconfig", str(kubeconfig), "--kube-namespace", namespace, "--log-level", "info"], serve_args=serve_args)
         local.runtime.start(timeout=120)
         try:
             yield local
