@@ -224,7 +224,7 @@ async def test_an_api_in_trouble_never_blocks_the_agent_and_the_mirror_catches_u
 
 async def test_a_403_is_tried_again_as_an_api_server_that_has_just_started_answers_it(app: App) -> None:
     """The real kube-apiserver, started again, refuses with 403 ('clusterrole ... not found') until its RBAC cache is
-    filled (tests/cluster/test_faults.py): the ToolApproval is written once it stops, without waiting for a decision."""
+    filled (tests/cluster/test_runtime.py): the ToolApproval is written once it stops, without waiting for a decision."""
     app.api.emulator.forbid("POST", "/toolapprovals$")
     (app.tools.sandbox / "g.txt").write_text("x")
     task = (await app.send("delete g.txt"))["task"]
