@@ -39,9 +39,18 @@ GENERATED_TOKEN_KEY = "tokens"  # the key of the token Secret the operator gener
 DATABASE_URL_ENV = "GATEHOUSE_DATABASE_URL"
 # The port every runtime pod serves on (the operator's Deployment and Service), part of an Agent's in-cluster URL.
 RUNTIME_PORT = 8080
-# Where the kubelet mounts a pod's ServiceAccount token (automountServiceAccountToken): an Agent calls the Agents of
-# its namespace it uses as tools with this token, so they know it as system:serviceaccount:<namespace>:<agent>.
+# Where the kubelet mounts a pod's ServiceAccount token for the API server (automountServiceAccountToken): the
+# runtime's own credential towards the API. It is never sent to another agent: whoever received it could act as this
+# runtime on the API server.
 SERVICE_ACCOUNT_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+# An Agent calls the Agents of its namespace it uses as tools with a token of its ServiceAccount made for them alone:
+# projected by the kubelet with this audience and a short expiry (refreshed before it ends), so they know it as
+# system:serviceaccount:<namespace>:<agent>, and the API server, which accepts only its own audiences, refuses it.
+# Runtimes accept Kubernetes tokens only for this audience (a TokenReview with audiences).
+AGENT_TOKEN_AUDIENCE = "gatehouse.dev/a2a"
+AGENT_TOKEN_DIR = "/var/run/secrets/gatehouse.dev/a2a"
+AGENT_TOKEN_FILE = posixpath.join(AGENT_TOKEN_DIR, "token")
+AGENT_TOKEN_SECONDS = 600  # the shortest expiry the API server issues; the kubelet renews at 80 % of it
 DEFAULT_SUB_AGENT_DESCRIPTION = "Ask the agent {name} to do something: send it a request in plain words and get its answer."
 
 
@@ -380,7 +389,7 @@ def _sub_agents(
                 card_url=agent_url(name, agent.namespace, child.spec.a2a_config.public_url if child else None),
                 description=description or (child.spec.description if child else "")
                 or DEFAULT_SUB_AGENT_DESCRIPTION.format(name=name),
-                token_file=SERVICE_ACCOUNT_TOKEN_FILE if in_cluster else None,
+                token_file=AGENT_TOKEN_FILE if in_cluster else None,
                 timeout_seconds=timeout or 300.0,
             )
         )
@@ -597,7 +606,7 @@ def translate(
 
     ``in_cluster``: the config is for the pods the operator runs, which always have a token file at
     :data:`TOKEN_FILE` (the Agent's ``tokenSecretRef``, else the Secret the operator generates), and their
-    ServiceAccount token at :data:`SERVICE_ACCOUNT_TOKEN_FILE`, which they present to the Agents they use as tools.
+    ServiceAccount token for Agents at :data:`AGENT_TOKEN_FILE`, which they present to the Agents they use as tools.
     Without it (``serve -f``, ``gatehouse render``) ``access.token_file`` is set only when the Agent names a token
     Secret, and an Agent tool gets no token file.
 

@@ -21,7 +21,7 @@ from agent_runtime.agent_config import AgentConfig, SecretEnvRef
 from agent_runtime.errors import TranslationError
 from agent_runtime.resources import Agent, ModelConfig, RemoteMCPServer
 from agent_runtime.translator import (
-    SERVICE_ACCOUNT_TOKEN_FILE,
+    AGENT_TOKEN_FILE,
     agent_url,
     env_name,
     referenced_secrets,
@@ -174,10 +174,10 @@ def test_an_agent_of_the_namespace_becomes_a_sub_agent() -> None:
         "files", "team/files", "http://files.team.svc.cluster.local:8080/", "Reads and writes files.", None, None, 90.0)
 
 
-def test_in_a_cluster_an_agent_of_the_namespace_is_called_with_the_service_account_token() -> None:
+def test_in_a_cluster_an_agent_of_the_namespace_is_called_with_a_token_for_agents() -> None:
     parent = _agent("orchestrator", _tool("files"), _tool("remote", cardUrl="https://r.example.com/"))
     local, remote = _translate(parent, _ns(FILES), in_cluster=True).sub_agents
-    assert local.token_file == SERVICE_ACCOUNT_TOKEN_FILE == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert local.token_file == AGENT_TOKEN_FILE == "/var/run/secrets/gatehouse.dev/a2a/token"
     assert (remote.token, remote.token_file) == (None, None)  # never the ServiceAccount token to a remote agent
 
 
@@ -405,7 +405,7 @@ def test_the_two_agent_example_in_the_docs_is_valid_and_translates() -> None:
     config = translate(agents["orchestrator"], models, servers, in_cluster=True, agents=agents)
     files, search = config.sub_agents
     assert (files.agent, files.card_url, files.token_file) == (
-        "team/files", "http://files.team.svc.cluster.local:8080/", SERVICE_ACCOUNT_TOKEN_FILE)
+        "team/files", "http://files.team.svc.cluster.local:8080/", AGENT_TOKEN_FILE)
     assert search.token == SecretEnvRef(env="GATEHOUSE_AGENT_WEB_SEARCH_TOKEN", secret="search-credentials", key="token")
     child = translate(agents["files"], models, servers, in_cluster=True, agents=agents)
     assert child.access.delegators == ["system:serviceaccount:team:orchestrator"]

@@ -112,6 +112,7 @@ from agent_runtime.server.sweeper import TimeoutSweeper
 from agent_runtime.server.task_store import CachedTaskStore
 from agent_runtime.server.toolsets import CachingMcpToolset, ToolServerUnreachable, build_toolset, list_tool_servers
 from agent_runtime.server.turns import LEGACY_USER_ID, TurnRunner
+from agent_runtime.translator import AGENT_TOKEN_AUDIENCE
 from agent_runtime.ui.login import TokenLogin
 from agent_runtime.ui.pages import InboxPages
 from agent_runtime.ui.runtime_inbox import RuntimeInbox
@@ -401,7 +402,9 @@ def build_authenticator(settings: RuntimeSettings, runtime: Runtime) -> Authenti
     if access.jwt is not None:
         methods.append(JwtMethod(access.jwt))
     if access.kubernetes_tokens and runtime.kube is not None:
-        methods.append(TokenReviewMethod(runtime.kube.client))
+        # Only tokens made for Agents (their audience): a token for the API server is refused, so no caller has to
+        # hand this runtime a credential it could use on the API server in the caller's name.
+        methods.append(TokenReviewMethod(runtime.kube.client, audiences=[AGENT_TOKEN_AUDIENCE]))
     authenticator = Authenticator(methods, access.identities)
     if not authenticator.required and not is_loopback(settings.host) and not access.allow_anonymous_remote:
         raise ValueError(

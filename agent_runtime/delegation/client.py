@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import jwt
 from a2a.client import Client, ClientConfig, ClientFactory
 from a2a.helpers.proto_helpers import get_data_parts, get_text_parts
 from a2a.types import CancelTaskRequest, GetTaskRequest, Message, Part, Role, SendMessageRequest, Task, TaskState
@@ -24,6 +25,7 @@ from google.protobuf.json_format import MessageToDict
 
 from agent_runtime.agent_config import SubAgentConfig
 from agent_runtime.delegation.store import Pause
+from agent_runtime.translator import AGENT_TOKEN_AUDIENCE
 
 CARD_SUFFIXES = ("agent-card.json", "agent.json")
 
@@ -82,10 +84,17 @@ class _Bearer(httpx.Auth):
             return value.strip()
         if config.token_file is not None:
             try:
-                return Path(config.token_file).read_text().strip()
+                token = Path(config.token_file).read_text().strip()
             except OSError as exc:
                 raise SubAgentUnreachable(f"the credentials for {config.agent} could not be read from "
                                           f"{config.token_file}: {exc.strerror or exc}") from exc
+            audiences = token_audiences(token)
+            if audiences is not None and AGENT_TOKEN_AUDIENCE not in audiences:
+                # A ServiceAccount token for the API server would let the other agent act as this one there.
+                raise SubAgentUnreachable(
+                    f"not sending {config.token_file} to {config.agent}: the token is for {sorted(audiences)}, not for "
+                    f"agents ({AGENT_TOKEN_AUDIENCE}); an API-server token is never sent to another agent")
+            return token
         return None
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
@@ -93,6 +102,20 @@ class _Bearer(httpx.Auth):
         if token:
             request.headers["Authorization"] = f"Bearer {token}"
         yield request
+
+
+def token_audiences(token: str) -> list[str] | None:
+    """The ``aud`` of a JWT (read, not verified: only to refuse sending it where it does not belong); ``None`` for a
+    token that is not a JWT or names no audience."""
+    try:
+        aud = jwt.decode(token, options={"verify_signature": False}).get("aud")
+    except (jwt.PyJWTError, ValueError):
+        return None
+    if isinstance(aud, str):
+        return [aud]
+    if isinstance(aud, list) and all(isinstance(a, str) for a in aud):
+        return list(aud)
+    return None
 
 
 class SubAgentClient:
@@ -165,4 +188,4 @@ class SubAgentClient:
         await self._http.aclose()
 
 
-__all__ = ["ChildStatus", "SubAgentClient", "SubAgentUnreachable", "state_name"]
+__all__ = ["ChildStatus", "SubAgentClient", "SubAgentUnreachable", "state_name", "token_audiences"]

@@ -3,7 +3,8 @@
 It listens to :class:`~agent_runtime.approvals.events.ApprovalEvents` (published after each commit) and
 only *queues* work there, so the decision path never waits for Kubernetes. :data:`WORKERS` background workers do
 the writes, each retried with exponential backoff while the API is unreachable (a request the API refuses for good —
-a 4xx other than 409/429 — is logged and dropped). The writes of one ToolApproval always go to the same worker, in
+a 4xx other than 409/429, and a 401 or 403 still there after :data:`AUTH_REFUSAL_TRIES` tries — is logged and
+dropped). The writes of one ToolApproval always go to the same worker, in
 the order they were queued; different ToolApprovals are written side by side. Events wait on a worker of their own
 until no object write is queued (at most a second each): the objects kubectl reads come first. (One worker
 writing object, status and Event one after the other fell ~100 s behind a runtime pausing 100 calls a second; see
@@ -59,6 +60,10 @@ log = logging.getLogger(__name__)
 Op = Callable[[], Awaitable[None]]
 WORKERS = 32  # object writers; measured at 1,000 paused in 9 s: 8 created 26/s meanwhile, 32 created 58/s
 EVENT_WAIT_SECONDS = 1.0  # an Event waits for the object writes queued at most this long
+# An API server that has just started answers 401 and 403 until its caches of ServiceAccounts and RBAC rules are
+# filled (seen on the real kube-apiserver restarted: 'clusterrole ... not found'), so such a refusal is retried this
+# many times (0.2 s doubling, ~50 s in all) before it counts as for good.
+AUTH_REFUSAL_TRIES = 8
 
 
 def _parse_time(text: str | None) -> float | None:
@@ -244,7 +249,7 @@ class Mirror:
             except asyncio.CancelledError:
                 raise
             except KubeError as exc:
-                if exc.permanent:
+                if exc.permanent and not (exc.status in (401, 403) and tries < AUTH_REFUSAL_TRIES):
                     log.error("kube mirror: %s refused, dropped: %s", what, exc)
                     return
                 problem = str(exc)

@@ -30,6 +30,7 @@ import base64
 import copy
 import hashlib
 import json
+import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,9 +42,12 @@ from agent_runtime.resources import GROUP, Agent
 from agent_runtime.resources.agent import SqliteStateSpec
 from agent_runtime.translator import (
     ACCESS_DIR,
+    AGENT_TOKEN_AUDIENCE,
+    AGENT_TOKEN_DIR,
+    AGENT_TOKEN_FILE,
+    AGENT_TOKEN_SECONDS,
     GENERATED_TOKEN_KEY,
     RUNTIME_PORT,
-    SERVICE_ACCOUNT_TOKEN_FILE,
     SecretFile,
     access_files,
     agent_url,
@@ -69,7 +73,7 @@ __all__ = [
     "config_hash",
     "desired_children",
     "labels_for",
-    "needs_service_account_token",
+    "needs_agent_token",
     "public_url",
 ]
 
@@ -224,10 +228,20 @@ def public_url(agent: Agent) -> str:
     return agent_url(agent.name, agent.namespace, agent.spec.a2a_config.public_url)
 
 
-def needs_service_account_token(config: AgentConfig) -> bool:
-    """Whether the runtime presents its ServiceAccount token to an Agent it uses as a tool (read from the file the
-    kubelet mounts, :data:`agent_runtime.translator.SERVICE_ACCOUNT_TOKEN_FILE`)."""
-    return any(sub.token_file == SERVICE_ACCOUNT_TOKEN_FILE for sub in config.sub_agents)
+def needs_agent_token(config: AgentConfig) -> bool:
+    """Whether the runtime presents a token of its ServiceAccount to an Agent it uses as a tool (read from the file the
+    kubelet projects, :data:`agent_runtime.translator.AGENT_TOKEN_FILE`)."""
+    return any(sub.token_file == AGENT_TOKEN_FILE for sub in config.sub_agents)
+
+
+AGENT_TOKEN_VOLUME = {
+    "name": "a2a-token",
+    # A token of the pod's ServiceAccount for Agents only: its audience is not the API server's, so an Agent that
+    # receives it cannot use it there; it expires within minutes and the kubelet replaces it before then.
+    "projected": {"sources": [{"serviceAccountToken": {
+        "audience": AGENT_TOKEN_AUDIENCE, "expirationSeconds": AGENT_TOKEN_SECONDS,
+        "path": posixpath.basename(AGENT_TOKEN_FILE)}}]},
+}
 
 
 def build_claim(agent: Agent) -> dict[str, Any] | None:
@@ -263,6 +277,9 @@ def build_deployment(agent: Agent, config: AgentConfig, inputs: BuildInputs) -> 
         volumes.append(plan.volume)
     mounts += [{"name": "tmp", "mountPath": "/tmp"}, {"name": "access", "mountPath": ACCESS_DIR, "readOnly": True}]
     volumes += [{"name": "tmp", "emptyDir": {}}, _access_volume(access_files(agent))]
+    if needs_agent_token(config):
+        mounts.append({"name": "a2a-token", "mountPath": AGENT_TOKEN_DIR, "readOnly": True})
+        volumes.append(copy.deepcopy(AGENT_TOKEN_VOLUME))
     container: dict[str, Any] = {
         "name": "runtime",
         "image": spec.image or inputs.runtime_image,
@@ -286,9 +303,6 @@ def build_deployment(agent: Agent, config: AgentConfig, inputs: BuildInputs) -> 
                 "metadata": {"labels": labels_for(agent.name), "annotations": annotations},
                 "spec": {
                     "serviceAccountName": service_account_name(agent),
-                    # Said explicitly where the runtime calls Agents with the token: a ServiceAccount of the user's own
-                    # (spec.deployment.serviceAccountName) may switch the mount off, the pod's word wins.
-                    **({"automountServiceAccountToken": True} if needs_service_account_token(config) else {}),
                     "securityContext": hardening.merged(hardening.POD_SECURITY_CONTEXT, spec.pod_security_context),
                     "containers": [container],
                     "volumes": volumes,

@@ -107,7 +107,7 @@ async def test_reconcile_catches_up_with_open_and_finished_questions(app: App) -
     await kube.mirror.drained()
     # As if the API missed everything: one object is gone, the other's outcome never reached it.
     await kube.client.delete(kube.mirror.path(approval_name("file-manager", open_prompt.id)))
-    app.api.emulator.forbid("PATCH", "/status$", status=403)  # refused for good: dropped
+    app.api.emulator.forbid("PATCH", "/status$", status=422)  # refused for good: dropped
     await app.send(data={"decision_type": "cancel"}, task=done_task)
     await kube.mirror.drained()
     app.api.emulator.allow_all()

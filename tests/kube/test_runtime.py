@@ -222,8 +222,21 @@ async def test_an_api_in_trouble_never_blocks_the_agent_and_the_mirror_catches_u
     assert obj["status"]["source"] == "a2a"
 
 
+async def test_a_403_is_tried_again_as_an_api_server_that_has_just_started_answers_it(app: App) -> None:
+    """The real kube-apiserver, started again, refuses with 403 ('clusterrole ... not found') until its RBAC cache is
+    filled (tests/cluster/test_runtime.py): the ToolApproval is written once it stops, without waiting for a decision."""
+    app.api.emulator.forbid("POST", "/toolapprovals$")
+    (app.tools.sandbox / "g.txt").write_text("x")
+    task = (await app.send("delete g.txt"))["task"]
+    (rid,) = request_ids(task)
+    await asyncio.sleep(1.0)  # refused a few times
+    assert app.approval(rid) is None
+    app.api.emulator.allow_all()
+    await until(lambda: phase(app.approval(rid)) == "Pending", what="written after the refusals")
+
+
 async def test_a_refused_write_is_dropped_and_later_ones_go_through(app: App) -> None:
-    app.api.emulator.forbid("POST", "/toolapprovals$")  # 403: retrying cannot help
+    app.api.emulator.forbid("POST", "/toolapprovals$", status=422)  # invalid: retrying cannot help
     (app.tools.sandbox / "e.txt").write_text("x")
     task = (await app.send("delete e.txt"))["task"]
     await app.runtime.kube.mirror.drained()

@@ -15,7 +15,7 @@ from typing import Any
 import kubernetes
 import pytest
 
-from agent_runtime.translator import SERVICE_ACCOUNT_TOKEN_FILE
+from agent_runtime.translator import AGENT_TOKEN_FILE
 from tests.operator_tests.conftest import Kubectl, OperatorProcess, wait_for
 from tests.operator_tests.test_e2e import NS, Cluster, _apply_example, _write_manifest
 from tests.support.kube_server import RunningEmulator
@@ -65,7 +65,7 @@ def test_a_parent_with_agent_tools_is_accepted_and_its_config_carries_them(
 
     files, search = _config(cluster, "orchestrator")["sub_agents"]
     assert files == {"name": "files", "agent": f"{NS}/files", "card_url": f"http://files.{NS}.svc.cluster.local:8080/",
-                     "description": "Reads and writes files.", "token": None, "token_file": SERVICE_ACCOUNT_TOKEN_FILE,
+                     "description": "Reads and writes files.", "token": None, "token_file": AGENT_TOKEN_FILE,
                      "timeout_seconds": 300.0}
     assert search["token"] == {"env": "GATEHOUSE_AGENT_WEB_SEARCH_TOKEN", "secret": "search-credentials", "key": "token"}
     assert _config(cluster, "files")["access"]["delegators"] == [f"system:serviceaccount:{NS}:orchestrator"]
@@ -74,7 +74,12 @@ def test_a_parent_with_agent_tools_is_accepted_and_its_config_carries_them(
     assert child_command[child_command.index("--public-url") + 1] == files["card_url"]
 
     pod = cluster.deployment("orchestrator")["spec"]["template"]["spec"]  # type: ignore[index]
-    assert pod["automount_service_account_token"] is True  # the token file the parent presents is there for certain
+    # The token the parent presents: projected for agents (their audience, 10 minutes), not the API server's.
+    (projected,) = [v["projected"] for v in pod["volumes"] if v["name"] == "a2a-token"]
+    (token,) = [source["service_account_token"] for source in projected["sources"]]
+    assert (token["audience"], token["expiration_seconds"], token["path"]) == ("gatehouse.dev/a2a", 600, "token")
+    (mount,) = [m for m in pod["containers"][0]["volume_mounts"] if m["name"] == "a2a-token"]
+    assert (mount["mount_path"], mount["read_only"]) == ("/var/run/secrets/gatehouse.dev/a2a", True)
     env = {e["name"]: e["value_from"]["secret_key_ref"] for e in pod["containers"][0]["env"]
            if e["value_from"] and e["value_from"]["secret_key_ref"]}
     assert env["GATEHOUSE_AGENT_WEB_SEARCH_TOKEN"]["name"] == "search-credentials"

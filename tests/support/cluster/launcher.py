@@ -15,6 +15,7 @@ import ctypes
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import ssl
@@ -52,6 +53,8 @@ class Cluster:
     authority: pki.Authority | None = None  # kept by the process that started the cluster, to make more users
     owner: list[int] | None = None  # (pid, start time) of the process whose end makes the cluster a leftover
     pids: dict[str, int] = field(default_factory=dict)
+    commands: dict[str, list[str]] = field(default_factory=dict)  # each component's command line, to start it again
+    owned: bool = True  # its processes die with the process that started them
 
     @property
     def server(self) -> str:
@@ -75,7 +78,8 @@ class Cluster:
                         duration: str = "1h") -> Path:
         """A kubeconfig for ServiceAccount ``namespace/name`` (created if missing), with a token the TokenRequest
         API issued; made once per account, audience and duration (the token outlives a test session)."""
-        path = self.layout.root / f"sa-{namespace}-{name}-{audience or 'api'}-{duration}.kubeconfig"
+        stem = re.sub(r"[^A-Za-z0-9.-]", "_", audience or "api")  # an audience may be a URL or hold a slash
+        path = self.layout.root / f"sa-{namespace}-{name}-{stem}-{duration}.kubeconfig"
         if path.exists():
             return path
         self.kubectl("create", "serviceaccount", name, "-n", namespace)  # AlreadyExists is fine
@@ -88,6 +92,27 @@ class Cluster:
         kubeconfigs.write(path, self.server, self.ca, f"system:serviceaccount:{namespace}:{name}",
                           token=proc.stdout.strip())
         return path
+
+    def kill(self, component: str) -> None:
+        """Kill one component with SIGKILL, as a crash would (``etcd``, ``kube-apiserver``, …); the rest runs on."""
+        pid = self.pids.pop(component)
+        if _started_here(pid, self.layout.root):
+            os.kill(pid, signal.SIGKILL)
+            _reap(pid, time.monotonic() + 10)
+        _write_state(self)
+
+    def restart(self, component: str, timeout: float = 60.0) -> float:
+        """Start a killed component again with its command line (same ports, same data) and wait until the API server
+        serves again (its /readyz checks etcd too); returns the seconds that took."""
+        started = time.monotonic()
+        _launch(self, component, self.commands[component], self.owned)
+        self.pids = {c: self.pids[c] for c in self.commands if c in self.pids}  # the start order: stop() stops etcd last
+        _write_state(self)
+        deadline = started + timeout
+        _wait_paths(self, ["/readyz"], deadline)
+        if component == "kube-scheduler":
+            _wait_healthz(self, self.layout.scheduler_port, component, deadline)
+        return time.monotonic() - started
 
     def user(self, name: str, groups: list[str] | tuple[str, ...] = ()) -> Path:
         """A kubeconfig for any ``name`` in ``groups`` (the API server adds system:authenticated), by a client
@@ -125,7 +150,7 @@ def _start(binaries: bins.Binaries, owned: bool, name: str | None, timeout: floa
     if root.exists():
         stop(root)
     layout = components.Layout(root, *(free_port() for _ in range(5)))
-    cluster = Cluster(layout, bins.kubectl_binary(), bins.helm_binary())
+    cluster = Cluster(layout, bins.kubectl_binary(), bins.helm_binary(), owned=owned)
     cluster.owner = None if owner_pid is None else _identity(owner_pid)
     root.mkdir(parents=True)
     _write_state(cluster)  # first, so that no other run takes this directory for leftovers
@@ -183,6 +208,7 @@ def _launch(cluster: Cluster, component: str, args: list[str], owned: bool) -> N
                             start_new_session=True, preexec_fn=_die_with_parent if owned else None)
     log.close()
     cluster.pids[component] = proc.pid
+    cluster.commands[component] = args
     _write_state(cluster)
 
 
