@@ -120,12 +120,19 @@ def _relayed(events: list[Event]) -> Event:
     return relayed[-1]
 
 
+def _shown(events: list[Event]) -> list[str]:
+    """Every text an ADK user is shown of the remote task's answer: one entry per event (thoughts are not shown)."""
+    shown = []
+    for event in events:
+        if event.author == REMOTE and not event.partial and event.content and event.content.parts:
+            text = "\n".join(p.text for p in event.content.parts if p.text and not p.thought)
+            if text:
+                shown.append(text)
+    return shown
+
+
 def _task_state(event: Event) -> str:
     return str(event.custom_metadata["a2a:response"]["status"]["state"])  # type: ignore[index]
-
-
-def _text(event: Event) -> str:
-    return "\n".join(p.text for p in (event.content.parts if event.content else None) or [] if p.text)
 
 
 def _adk_data_part(payload: dict[str, Any]) -> types.Part:
@@ -213,11 +220,14 @@ async def test_approve_through_adk_resumes_the_same_task_and_runs_the_tool_once(
     path = f".env.approve-{adk.runner.agent.name}"
     pause = await _paused(adk, tools, rpc, path)
 
-    done = _relayed(await adk.send(_answer(pause, {"result": "approve"})))
+    events = await adk.send(_answer(pause, {"result": "approve"}))
+    done = _relayed(events)
     assert _sent(done, pause)["parts"] == [{"text": "approve"}]  # ADK flattened {"result": …} to the word
     assert _task_state(done) == "TASK_STATE_COMPLETED"
     assert done.custom_metadata["a2a:task_id"] == pause.task_id  # type: ignore[index]
-    assert _text(done) == f"{path}: TOKEN={path}"  # the model's reply, with the tool's result
+    # The model's reply, with the tool's result, shown exactly once (streaming: the artifact's event; the final
+    # status message carries no second copy).
+    assert _shown(events) == [f"{path}: TOKEN={path}"], [e.model_dump(exclude_none=True) for e in events]
     assert not done.long_running_tool_ids and not done.error_message
     assert len(tools.executions("read_file", path)) == 1
     assert state(rpc.get_task(pause.task_id)) == "TASK_STATE_COMPLETED"
@@ -239,10 +249,11 @@ async def test_deny_with_a_reason_through_adk_tells_the_model_why_and_runs_nothi
     pause = await _paused(adk, tools, rpc, path)
 
     decision = {"decision_type": "deny", "reason": REASON}
-    done = _relayed(await adk.send(_answer(pause, {"result": "deny"}), _adk_data_part(decision)))
+    events = await adk.send(_answer(pause, {"result": "deny"}), _adk_data_part(decision))
+    done = _relayed(events)
     assert _sent(done, pause)["parts"] == [{"text": "deny"}, {"data": decision}]
     assert _task_state(done) == "TASK_STATE_COMPLETED"
-    assert _text(done) == f"{path}: rejected by the user: {REASON}"  # the model quotes the reason
+    assert _shown(events) == [f"{path}: rejected by the user: {REASON}"]  # the model quotes the reason, once
     assert tools.executions("read_file", path) == []
     record = _approval(rpc, pause.request["id"])
     assert (record["status"], record["reason"], record["source"]) == ("denied", REASON, "a2a")
@@ -256,9 +267,10 @@ async def test_deny_with_the_reason_in_the_function_response_itself(
     pause = await _paused(adk, tools, rpc, path)
 
     decision = {"decision_type": "deny", "reason": REASON}
-    event = _relayed(await adk.send(_answer(pause, decision)))
+    events = await adk.send(_answer(pause, decision))
+    event = _relayed(events)
     assert _sent(event, pause)["parts"] == [{"text": json.dumps(decision)}]  # ADK sends the dict as JSON text
     assert tools.executions("read_file", path) == []
     assert _task_state(event) == "TASK_STATE_COMPLETED"
-    assert _text(event) == f"{path}: rejected by the user: {REASON}"
+    assert _shown(events) == [f"{path}: rejected by the user: {REASON}"]
     assert _approval(rpc, pause.request["id"])["status"] == "denied"
