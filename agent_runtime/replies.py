@@ -42,8 +42,8 @@ async def finish(
     await updater.add_artifact(parts, name=REPLY_ARTIFACT, last_chunk=True)
     # A status message with no parts: its metadata still reaches GetTask and subscribers, and ADK treats a message
     # without parts as a bare status change (no second event with the reply).
-    message = updater.new_agent_message([], metadata=metadata) if metadata else None
-    await updater.update_status(TaskState.TASK_STATE_COMPLETED, message=message, metadata=status_metadata)
+    final = updater.new_agent_message([], metadata=metadata) if metadata else None
+    await updater.update_status(TaskState.TASK_STATE_COMPLETED, message=final, metadata=status_metadata)
 
 
 __all__ = ["REPLY_ARTIFACT", "finish", "resuming"]
