@@ -29,7 +29,7 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Role, SendMessageRequest, Task, TaskState
 from google.protobuf.json_format import MessageToDict
 
-from agent_runtime import replies, wire
+from agent_runtime import kagent_hitl, replies, wire
 from agent_runtime.approvals import ApprovalRecord
 from agent_runtime.database import Database
 from agent_runtime.delegation import relay
@@ -203,9 +203,12 @@ class DelegationFlow:
         parts += [new_data_part(relay.nest(d, record.tool, record.child_task_id)) for d in pause.data]
         metadata: dict[str, Any] = {"interrupt_type": kind, wire.RELAYED_PAUSE: {
             "id": record.id, "agent": record.agent, "tool": record.tool, "task_id": record.child_task_id}}
-        kagent = pause.metadata.get(KAGENT_URI)
+        child = pause.metadata.get(KAGENT_URI)
+        # kagent's nested shape: this agent's call on top, the sub-agent's calls (the ids a decision names, forwarded
+        # to it like ours) in "nested".
+        kagent = kagent_hitl.nested_request(record, child) if isinstance(child, dict) else None
         if kagent is not None:
-            metadata[KAGENT_URI] = kagent  # same request ids: a kagent decision is forwarded like ours
+            metadata[KAGENT_URI] = kagent
         message = updater.new_agent_message(parts, metadata=metadata)
         if kagent is not None:
             message.extensions.append(KAGENT_URI)
