@@ -189,9 +189,9 @@ def ask_user_request(prompt: QuestionPrompt) -> dict[str, Any]:
         if prompt.confirmation_message:
             text += f" ({prompt.confirmation_message})"
         question = Question(question=text, choices=list(CONFIRM_CHOICES))
-        return AskUserRequest(id=prompt.id + CONFIRM_SUFFIX, questions=[question]).model_dump(mode="json")
+        return AskUserRequest(id=prompt.id + CONFIRM_SUFFIX, questions=[question]).model_dump(mode="json", exclude_none=True)
     question = Question(question=prompt.question, choices=list(prompt.options))
-    return AskUserRequest(id=prompt.id, questions=[question]).model_dump(mode="json")
+    return AskUserRequest(id=prompt.id, questions=[question]).model_dump(mode="json", exclude_none=True)
 
 
 class DelegatedCall(Protocol):
