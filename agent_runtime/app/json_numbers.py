@@ -14,6 +14,7 @@ changes no value a client reads, only its spelling. Non-integral numbers are lef
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
@@ -35,9 +36,18 @@ def integral(value: Any) -> Any:
     return value
 
 
+# How json.dumps writes a whole float as a value ("1.0", "-2.0", "1e+20"), after ":", "[" or ",": a document with no
+# such token needs no parsing (a string holding one only costs the parse).
+_WHOLE_FLOAT = re.compile(r"[:\[,]\s*-?\d+(?:\.0|e\+\d+)\s*[,\]}]")
+
+
 def _may_hold_whole_floats(text: str) -> bool:
-    # How json.dumps spells a whole float ("1.0", "1e+20"): text without either needs no parsing.
-    return ".0" in text or "e+" in text
+    return (".0" in text or "e+" in text) and _WHOLE_FLOAT.search(text) is not None  # substring test first: cheap
+
+
+def _number(token: str) -> int | float:
+    value = float(token)
+    return int(value) if value.is_integer() else value
 
 
 def integral_text(text: str) -> str:
@@ -45,10 +55,10 @@ def integral_text(text: str) -> str:
     if not _may_hold_whole_floats(text):
         return text
     try:
-        parsed = json.loads(text)
+        parsed = json.loads(text, parse_float=_number)  # the parser's own hook: no second walk over the document
     except ValueError:
         return text
-    return json.dumps(integral(parsed), ensure_ascii=False)
+    return json.dumps(parsed, ensure_ascii=False)
 
 
 async def _integral_events(events: AsyncIterator[Any]) -> AsyncIterator[Any]:
@@ -66,8 +76,8 @@ def _integral_endpoint(endpoint: Endpoint) -> Endpoint:
             if not _may_hold_whole_floats(text):
                 return response
             headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
-            return JSONResponse(integral(json.loads(text)), status_code=response.status_code, headers=headers,
-                                background=response.background)
+            return JSONResponse(json.loads(text, parse_float=_number), status_code=response.status_code,
+                                headers=headers, background=response.background)
         iterator = getattr(response, "body_iterator", None)  # sse-starlette's EventSourceResponse: one dict per event
         if iterator is not None:
             response.body_iterator = _integral_events(iterator)  # type: ignore[attr-defined]
