@@ -36,7 +36,9 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
+from a2a.client import ClientConfig, ClientFactory
 from google.adk.a2a.converters.part_converter import (
     A2A_DATA_PART_END_TAG,
     A2A_DATA_PART_START_TAG,
@@ -78,6 +80,7 @@ class Orchestrator:
     runner: InMemoryRunner
     remote: RemoteA2aAgent
     session_id: str
+    kind: str  # the fixture parameter: how ADK is set up (unique per test file path)
 
     async def send(self, *parts: types.Part) -> list[Event]:
         events = []
@@ -88,7 +91,7 @@ class Orchestrator:
 
 
 def _root(kind: str, remote: RemoteA2aAgent) -> BaseAgent:
-    if kind == "remote-root":
+    if kind in ("remote-root", "unary"):
         return remote  # a BaseAgent without a model: the runner runs it directly
     script = ScriptedModel(
         model="orchestrator",
@@ -98,16 +101,23 @@ def _root(kind: str, remote: RemoteA2aAgent) -> BaseAgent:
     return LlmAgent(name="orchestrator", model=model, instruction="Hand file work to gatehouse.", sub_agents=[remote])
 
 
-@pytest.fixture(params=["remote-root", "llm-parent"])
+@pytest.fixture(params=["remote-root", "llm-parent", "unary"])
 async def adk(request: pytest.FixtureRequest, env: tuple[Tools, RuntimeProcess]) -> AsyncIterator[Orchestrator]:
-    remote = RemoteA2aAgent(name=REMOTE, agent_card=f"{env[1].url}/.well-known/agent-card.json")  # anonymous on loopback
+    card = f"{env[1].url}/.well-known/agent-card.json"  # anonymous on loopback
+    http = httpx.AsyncClient(timeout=60)
+    if request.param == "unary":  # a2a-sdk's client without streaming: ADK reads each answer as a whole task
+        factory = ClientFactory(ClientConfig(streaming=False, httpx_client=http))
+        remote = RemoteA2aAgent(name=REMOTE, agent_card=card, a2a_client_factory=factory)
+    else:
+        remote = RemoteA2aAgent(name=REMOTE, agent_card=card)
     runner = InMemoryRunner(agent=_root(request.param, remote), app_name="adk-orchestrator")
     session = await runner.session_service.create_session(app_name="adk-orchestrator", user_id="user")
     try:
-        yield Orchestrator(runner, remote, session.id)
+        yield Orchestrator(runner, remote, session.id, request.param)
     finally:
         await remote.cleanup()  # closes the httpx client the agent made for itself
         await runner.close()
+        await http.aclose()
 
 
 # --- what an ADK user sees and sends ------------------------------------------------------------------------------
@@ -217,7 +227,7 @@ async def test_approve_through_adk_resumes_the_same_task_and_runs_the_tool_once(
     adk: Orchestrator, env: tuple[Tools, RuntimeProcess], rpc: Rpc
 ) -> None:
     tools = env[0]
-    path = f".env.approve-{adk.runner.agent.name}"
+    path = f".env.approve-{adk.kind}"
     pause = await _paused(adk, tools, rpc, path)
 
     events = await adk.send(_answer(pause, {"result": "approve"}))
@@ -245,7 +255,7 @@ async def test_deny_with_a_reason_through_adk_tells_the_model_why_and_runs_nothi
     adk: Orchestrator, env: tuple[Tools, RuntimeProcess], rpc: Rpc
 ) -> None:
     tools = env[0]
-    path = f".env.deny-{adk.runner.agent.name}"
+    path = f".env.deny-{adk.kind}"
     pause = await _paused(adk, tools, rpc, path)
 
     decision = {"decision_type": "deny", "reason": REASON}
@@ -263,7 +273,7 @@ async def test_deny_with_the_reason_in_the_function_response_itself(
     adk: Orchestrator, env: tuple[Tools, RuntimeProcess], rpc: Rpc
 ) -> None:
     tools = env[0]
-    path = f".env.deny-json-{adk.runner.agent.name}"
+    path = f".env.deny-json-{adk.kind}"
     pause = await _paused(adk, tools, rpc, path)
 
     decision = {"decision_type": "deny", "reason": REASON}

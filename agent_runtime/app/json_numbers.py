@@ -25,17 +25,6 @@ from starlette.routing import BaseRoute, Route
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-def integral(value: Any) -> Any:
-    """``value`` (parsed JSON) with every float that is a whole number as an int, at any depth."""
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else value
-    if isinstance(value, dict):
-        return {k: integral(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [integral(v) for v in value]
-    return value
-
-
 # How json.dumps writes a whole float as a value ("1.0", "-2.0", "1e+20"), after ":", "[" or ",": a document with no
 # such token needs no parsing (a string holding one only costs the parse).
 _WHOLE_FLOAT = re.compile(r"[:\[,]\s*-?\d+(?:\.0|e\+\d+)\s*[,\]}]")
@@ -87,7 +76,7 @@ def _integral_endpoint(endpoint: Endpoint) -> Endpoint:
 
 
 def whole_numbers_as_integers(routes: Sequence[BaseRoute]) -> list[BaseRoute]:
-    """``routes`` (a2a-sdk's JSON-RPC routes) with each endpoint's answers passed through :func:`integral`."""
+    """``routes`` (a2a-sdk's JSON-RPC routes) with each endpoint's answers passed through :func:`integral_text`."""
     out: list[BaseRoute] = []
     for route in routes:
         if isinstance(route, Route):
@@ -97,4 +86,4 @@ def whole_numbers_as_integers(routes: Sequence[BaseRoute]) -> list[BaseRoute]:
     return out
 
 
-__all__ = ["integral", "integral_text", "whole_numbers_as_integers"]
+__all__ = ["integral_text", "whole_numbers_as_integers"]
