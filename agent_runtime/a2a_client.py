@@ -4,7 +4,8 @@ Every call returns a :class:`TurnResult`, a small typed summary of the events on
 
     StreamResponse events ─► TurnResult(task_id, context_id, state, text, status_text, interrupt | hitl)
 
-``text`` is the agent's answer (artifact texts, else the final status message's text, else a direct message);
+``text`` is the agent's answer (artifact texts — where Gatehouse returns a finished turn's reply —, else the final
+status message's text, else a direct message);
 ``status_text`` is the text of the last status message (for a pause: what the server says is pending, or what
 was wrong with the last decision). A pause for approval (``input-required`` with ``interrupt_type:
 tool_approval`` in the status metadata or in the data part) is parsed with :class:`wire.ApprovalInterrupt`,
@@ -247,7 +248,8 @@ class _Collector:
         elif event.HasField("artifact_update"):
             artifact = event.artifact_update
             self._ids(artifact.task_id, artifact.context_id)
-            chunk = "".join(get_text_parts(artifact.artifact.parts))
+            # One update's parts are paragraphs (a note, the reply); chunks of one artifact (append) run on.
+            chunk = "\n".join(get_text_parts(artifact.artifact.parts))
             key = artifact.artifact.artifact_id
             self.out.artifacts[key] = (self.out.artifacts.get(key, "") if artifact.append else "") + chunk
             if chunk and self.on_text:
@@ -266,7 +268,7 @@ class _Collector:
         self.status_message = task.status.message if task.status.HasField("message") else None
         self.out.metadata.update(MessageToDict(task.metadata))
         for artifact in task.artifacts:
-            self.out.artifacts[artifact.artifact_id] = "".join(get_text_parts(artifact.parts))
+            self.out.artifacts[artifact.artifact_id] = "\n".join(get_text_parts(artifact.parts))
 
     def _ids(self, task_id: str, context_id: str) -> None:
         self.out.task_id = task_id or self.out.task_id

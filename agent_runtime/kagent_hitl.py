@@ -7,7 +7,8 @@ specification; what we send and accept is in docs/wire-contract.md ("kagent hitl
 Pure: the shapes and two translations, nothing else.
 
 - Out: a pause is described a second time in kagent's shape (:func:`tool_approval_request`,
-  :func:`ask_user_request`), which the runtime puts in the status message's metadata under :data:`URI`.
+  :func:`ask_user_request`), which the runtime puts in the status message's metadata under :data:`URI`; a sub-agent's
+  pause relayed by this agent carries kagent's ``nested`` field (:func:`nested_request`).
 - In: a kagent decision is translated into the *data* of one of our own decisions (:func:`decision`), which
   :func:`agent_runtime.wire.parse_payload` then validates like any other. So there is still one parser, and its
   security rule (partial, malformed or ambiguous never approves) holds for kagent's dialect unchanged: every
@@ -64,10 +65,22 @@ class HitlTool(_Shape):
     args: dict[str, Any] = Field(default_factory=dict)
 
 
+class Nested(_Shape):
+    """A sub-agent's pause inside this agent's call: which sub-agent, its task, and the calls (or the question) the
+    human actually decides. A kagent client shows ``tools`` and answers with *their* ids, which the parent forwards
+    to the sub-agent's task (at any depth, ``tools`` are the innermost ones)."""
+
+    subagent_name: str | None = None
+    task_id: str | None = None
+    context_id: str | None = None
+    tools: list[HitlTool] = Field(min_length=1)
+
+
 class ToolApprovalRequest(_Shape):
     type: Literal["tool_approval_request"] = TOOL_APPROVAL_REQUEST
     hint: str | None = None
     tools: list[HitlTool] = Field(min_length=1)
+    nested: Nested | None = None
 
 
 class Question(_Shape):
@@ -80,6 +93,21 @@ class AskUserRequest(_Shape):
     type: Literal["ask_user_request"] = ASK_USER_REQUEST
     id: str = Field(min_length=1)
     questions: list[Question] = Field(min_length=1)
+    nested: Nested | None = None
+
+
+class _RelayedAskUser(_Shape):
+    """A sub-agent's ask-user request as kagent defines it: its questions kept as sent (a kagent agent's may carry
+    fields ours do not), relayed, not interpreted."""
+
+    type: Literal["ask_user_request"]
+    id: str = Field(min_length=1)
+    questions: list[dict[str, Any]]
+    nested: Nested | None = None
+
+
+class _RelayedAskUserOut(_RelayedAskUser):
+    type: Literal["ask_user_request"] = ASK_USER_REQUEST
 
 
 class ToolApproval(_Shape):
@@ -161,9 +189,57 @@ def ask_user_request(prompt: QuestionPrompt) -> dict[str, Any]:
         if prompt.confirmation_message:
             text += f" ({prompt.confirmation_message})"
         question = Question(question=text, choices=list(CONFIRM_CHOICES))
-        return AskUserRequest(id=prompt.id + CONFIRM_SUFFIX, questions=[question]).model_dump(mode="json")
+        return AskUserRequest(id=prompt.id + CONFIRM_SUFFIX, questions=[question]).model_dump(mode="json", exclude_none=True)
     question = Question(question=prompt.question, choices=list(prompt.options))
-    return AskUserRequest(id=prompt.id, questions=[question]).model_dump(mode="json")
+    return AskUserRequest(id=prompt.id, questions=[question]).model_dump(mode="json", exclude_none=True)
+
+
+class DelegatedCall(Protocol):
+    """The call of this agent that a sub-agent's pause holds (:class:`agent_runtime.delegation.store.DelegationRecord`
+    has it): ``id`` is the pause's id here, ``tool`` the name the model called, ``agent`` the sub-agent."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def call_id(self) -> str: ...
+    @property
+    def tool(self) -> str: ...
+    @property
+    def args(self) -> dict[str, Any]: ...
+    @property
+    def agent(self) -> str: ...
+    @property
+    def child_task_id(self) -> str: ...
+    @property
+    def child_context_id(self) -> str: ...
+
+
+def nested_request(call: DelegatedCall, child: Mapping[str, Any]) -> dict[str, Any] | None:
+    """This agent's pause in kagent's shape when a sub-agent paused inside ``call``, from the sub-agent's own hitl/v1
+    request ``child``: the top-level ``tools`` (or ask-user ``id``) name this agent's call, and ``nested`` says which
+    sub-agent, its task and context, and what the human decides: the sub-agent's visible tools (its own ``nested``
+    tools when it relays a pause in turn). None when ``child`` is no request kagent defines (nothing is relayed that
+    a kagent client could misread)."""
+    try:
+        if child.get("type") == ASK_USER_REQUEST:
+            asked = _RelayedAskUser.model_validate(child)
+            visible = asked.nested.tools if asked.nested is not None else [
+                HitlTool(id=asked.id, call_id=asked.id, name="ask_user", args={"questions": asked.questions})]
+            nested = Nested(subagent_name=call.agent, task_id=call.child_task_id, context_id=call.child_context_id,
+                            tools=visible)
+            return _RelayedAskUserOut(id=call.id, questions=asked.questions, nested=nested).model_dump(
+                mode="json", exclude_none=True)
+        approval = ToolApprovalRequest.model_validate(child)
+    except ValidationError:
+        return None
+    visible = approval.nested.tools if approval.nested is not None else approval.tools
+    nested = Nested(subagent_name=call.agent, task_id=call.child_task_id, context_id=call.child_context_id,
+                    tools=visible)
+    names = ", ".join(dict.fromkeys(t.name for t in visible))
+    request = ToolApprovalRequest(
+        hint=approval.hint or f"Sub-agent {call.agent} requires approval for tool(s): {names}",
+        tools=[HitlTool(id=call.id, call_id=call.call_id, name=call.tool, args=dict(call.args))], nested=nested)
+    return request.model_dump(mode="json", exclude_none=True)
 
 
 # --- in: a decision in kagent's shape ------------------------------------------------------------
@@ -245,6 +321,7 @@ __all__ = [
     "decision",
     "hint",
     "is_payload",
+    "nested_request",
     "payload_of",
     "tool_approval_request",
 ]

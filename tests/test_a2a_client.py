@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from agent_runtime import a2a_client, wire
 from tests.support.a2a_peer import PeerState, running_peer
+from tests.support.runtime import demo_tools, runtime
 
 pytestmark = pytest.mark.e2e
 
@@ -71,3 +73,22 @@ async def test_unreachable_agent_raises() -> None:
     with pytest.raises(AgentCardResolutionError, match=r"agent-card\.json"):
         async with a2a_client.connect("http://127.0.0.1:9/"):
             pass
+
+
+async def test_against_the_runtime_a_resumed_reply_arrives_once_as_the_artifact(tmp_path: Path) -> None:
+    """The real runtime: the reply after a decision streams in once (the artifact), WORKING comes before it, and the
+    final status message holds no second copy; reading the task back gives the same text."""
+    rules = [{"tool": "read_file", "when": {"arg": "path", "glob": "**/.env*"}, "action": "require"}]
+    with demo_tools(tmp_path / "tools") as tools, runtime(tmp_path / "rt", tools, rules=rules) as proc:
+        (tools.sandbox / ".env.client").write_text("TOKEN=client-once\n")
+        async with a2a_client.connect(proc.url) as client:
+            paused = await a2a_client.send_text(client, "read .env.client")
+            assert paused.pending and paused.interrupt is not None and paused.task_id and paused.context_id
+            chunks: list[str] = []
+            done = await a2a_client.send_decision(client, wire.approve_all(), task_id=paused.task_id,
+                                                  context_id=paused.context_id, on_text=chunks.append)
+            again = await a2a_client.get_task(client, paused.task_id)
+    assert done.state == "completed"
+    assert chunks == [".env.client: TOKEN=client-once"] and done.text == chunks[0]
+    assert done.status_text == ""  # the final status message carries the decisions' metadata, not the reply
+    assert again.state == "completed" and again.text == done.text and again.status_text == ""

@@ -36,7 +36,9 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
+from a2a.client import ClientConfig, ClientFactory
 from google.adk.a2a.converters.part_converter import (
     A2A_DATA_PART_END_TAG,
     A2A_DATA_PART_START_TAG,
@@ -78,6 +80,7 @@ class Orchestrator:
     runner: InMemoryRunner
     remote: RemoteA2aAgent
     session_id: str
+    kind: str  # the fixture parameter: how ADK is set up (unique per test file path)
 
     async def send(self, *parts: types.Part) -> list[Event]:
         events = []
@@ -88,7 +91,7 @@ class Orchestrator:
 
 
 def _root(kind: str, remote: RemoteA2aAgent) -> BaseAgent:
-    if kind == "remote-root":
+    if kind in ("remote-root", "unary"):
         return remote  # a BaseAgent without a model: the runner runs it directly
     script = ScriptedModel(
         model="orchestrator",
@@ -98,16 +101,23 @@ def _root(kind: str, remote: RemoteA2aAgent) -> BaseAgent:
     return LlmAgent(name="orchestrator", model=model, instruction="Hand file work to gatehouse.", sub_agents=[remote])
 
 
-@pytest.fixture(params=["remote-root", "llm-parent"])
+@pytest.fixture(params=["remote-root", "llm-parent", "unary"])
 async def adk(request: pytest.FixtureRequest, env: tuple[Tools, RuntimeProcess]) -> AsyncIterator[Orchestrator]:
-    remote = RemoteA2aAgent(name=REMOTE, agent_card=f"{env[1].url}/.well-known/agent-card.json")  # anonymous on loopback
+    card = f"{env[1].url}/.well-known/agent-card.json"  # anonymous on loopback
+    http = httpx.AsyncClient(timeout=60)
+    if request.param == "unary":  # a2a-sdk's client without streaming: ADK reads each answer as a whole task
+        factory = ClientFactory(ClientConfig(streaming=False, httpx_client=http))
+        remote = RemoteA2aAgent(name=REMOTE, agent_card=card, a2a_client_factory=factory)
+    else:
+        remote = RemoteA2aAgent(name=REMOTE, agent_card=card)
     runner = InMemoryRunner(agent=_root(request.param, remote), app_name="adk-orchestrator")
     session = await runner.session_service.create_session(app_name="adk-orchestrator", user_id="user")
     try:
-        yield Orchestrator(runner, remote, session.id)
+        yield Orchestrator(runner, remote, session.id, request.param)
     finally:
         await remote.cleanup()  # closes the httpx client the agent made for itself
         await runner.close()
+        await http.aclose()
 
 
 # --- what an ADK user sees and sends ------------------------------------------------------------------------------
@@ -120,12 +130,19 @@ def _relayed(events: list[Event]) -> Event:
     return relayed[-1]
 
 
+def _shown(events: list[Event]) -> list[str]:
+    """Every text an ADK user is shown of the remote task's answer: one entry per event (thoughts are not shown)."""
+    shown = []
+    for event in events:
+        if event.author == REMOTE and not event.partial and event.content and event.content.parts:
+            text = "\n".join(p.text for p in event.content.parts if p.text and not p.thought)
+            if text:
+                shown.append(text)
+    return shown
+
+
 def _task_state(event: Event) -> str:
     return str(event.custom_metadata["a2a:response"]["status"]["state"])  # type: ignore[index]
-
-
-def _text(event: Event) -> str:
-    return "\n".join(p.text for p in (event.content.parts if event.content else None) or [] if p.text)
 
 
 def _adk_data_part(payload: dict[str, Any]) -> types.Part:
@@ -210,14 +227,17 @@ async def test_approve_through_adk_resumes_the_same_task_and_runs_the_tool_once(
     adk: Orchestrator, env: tuple[Tools, RuntimeProcess], rpc: Rpc
 ) -> None:
     tools = env[0]
-    path = f".env.approve-{adk.runner.agent.name}"
+    path = f".env.approve-{adk.kind}"
     pause = await _paused(adk, tools, rpc, path)
 
-    done = _relayed(await adk.send(_answer(pause, {"result": "approve"})))
+    events = await adk.send(_answer(pause, {"result": "approve"}))
+    done = _relayed(events)
     assert _sent(done, pause)["parts"] == [{"text": "approve"}]  # ADK flattened {"result": …} to the word
     assert _task_state(done) == "TASK_STATE_COMPLETED"
     assert done.custom_metadata["a2a:task_id"] == pause.task_id  # type: ignore[index]
-    assert _text(done) == f"{path}: TOKEN={path}"  # the model's reply, with the tool's result
+    # The model's reply, with the tool's result, shown exactly once (streaming: the artifact's event; the final
+    # status message carries no second copy).
+    assert _shown(events) == [f"{path}: TOKEN={path}"], [e.model_dump(exclude_none=True) for e in events]
     assert not done.long_running_tool_ids and not done.error_message
     assert len(tools.executions("read_file", path)) == 1
     assert state(rpc.get_task(pause.task_id)) == "TASK_STATE_COMPLETED"
@@ -235,14 +255,15 @@ async def test_deny_with_a_reason_through_adk_tells_the_model_why_and_runs_nothi
     adk: Orchestrator, env: tuple[Tools, RuntimeProcess], rpc: Rpc
 ) -> None:
     tools = env[0]
-    path = f".env.deny-{adk.runner.agent.name}"
+    path = f".env.deny-{adk.kind}"
     pause = await _paused(adk, tools, rpc, path)
 
     decision = {"decision_type": "deny", "reason": REASON}
-    done = _relayed(await adk.send(_answer(pause, {"result": "deny"}), _adk_data_part(decision)))
+    events = await adk.send(_answer(pause, {"result": "deny"}), _adk_data_part(decision))
+    done = _relayed(events)
     assert _sent(done, pause)["parts"] == [{"text": "deny"}, {"data": decision}]
     assert _task_state(done) == "TASK_STATE_COMPLETED"
-    assert _text(done) == f"{path}: rejected by the user: {REASON}"  # the model quotes the reason
+    assert _shown(events) == [f"{path}: rejected by the user: {REASON}"]  # the model quotes the reason, once
     assert tools.executions("read_file", path) == []
     record = _approval(rpc, pause.request["id"])
     assert (record["status"], record["reason"], record["source"]) == ("denied", REASON, "a2a")
@@ -252,13 +273,14 @@ async def test_deny_with_the_reason_in_the_function_response_itself(
     adk: Orchestrator, env: tuple[Tools, RuntimeProcess], rpc: Rpc
 ) -> None:
     tools = env[0]
-    path = f".env.deny-json-{adk.runner.agent.name}"
+    path = f".env.deny-json-{adk.kind}"
     pause = await _paused(adk, tools, rpc, path)
 
     decision = {"decision_type": "deny", "reason": REASON}
-    event = _relayed(await adk.send(_answer(pause, decision)))
+    events = await adk.send(_answer(pause, decision))
+    event = _relayed(events)
     assert _sent(event, pause)["parts"] == [{"text": json.dumps(decision)}]  # ADK sends the dict as JSON text
     assert tools.executions("read_file", path) == []
     assert _task_state(event) == "TASK_STATE_COMPLETED"
-    assert _text(event) == f"{path}: rejected by the user: {REASON}"
+    assert _shown(events) == [f"{path}: rejected by the user: {REASON}"]
     assert _approval(rpc, pause.request["id"])["status"] == "denied"

@@ -21,7 +21,7 @@ from agent_runtime import a2a_client
 from agent_runtime.chat import EXIT_INTERRUPTED, EXIT_PENDING, ChatSession
 from tests.support.a2a_peer import PeerState, running_peer
 from tests.support.processes import GATEHOUSE_CMD
-from tests.support.runtime import RuntimeProcess, demo_tools, write_manifests
+from tests.support.runtime import RuntimeProcess, demo_tools, runtime, write_manifests
 
 pytestmark = pytest.mark.e2e
 
@@ -232,3 +232,15 @@ def test_pinned_to_moves_every_interface_and_keeps_its_path() -> None:
     assert card.supported_interfaces[0].url == "http://a.default.svc:8080/"  # the card read is left as it was
     same, quiet = a2a_client.pinned_to(card, "http://a.default.svc:8080/")
     assert same is card and quiet == ""
+
+
+def test_a_reply_after_an_approval_is_shown_exactly_once(tmp_path: Path) -> None:
+    """Against the real runtime, which returns a finished turn's reply as the task's artifact (with no copy in the
+    final status message): chat streams it once, after the pause it approved."""
+    rules = [{"tool": "read_file", "when": {"arg": "path", "glob": "**/.env*"}, "action": "require"}]
+    with demo_tools(tmp_path / "tools") as tools, runtime(tmp_path / "rt", tools, rules=rules) as proc:
+        (tools.sandbox / ".env.chat").write_text("TOKEN=shown-once\n")
+        done = chat(proc.url, "read .env.chat\napprove\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Approval needed" in done.stdout
+    assert done.stdout.count("TOKEN=shown-once") == 1, done.stdout

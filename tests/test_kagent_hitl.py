@@ -8,12 +8,17 @@ with our reading of them):
   (the same text is in the fork onematchfox/kagent@b58666b4fab3ae79d95dd13e0f9ef3d511938c96, same path);
 - CURRENT_DOC: kagent-dev/kagent@241979a0899663414da09b0b2b18767405ea1b0a docs/architecture/human-in-the-loop.md
   (the shorter current text, with the rule for the pause's hint);
-- UI_TEST: kagent-dev/kagent@7f21bba3b324dce10dc82c6d1d3d2a8d59714ac7 ui/src/lib/__tests__/hitl.test.ts.
+- UI_TEST: kagent-dev/kagent@7f21bba3b324dce10dc82c6d1d3d2a8d59714ac7 ui/src/lib/__tests__/hitl.test.ts;
+- NESTED_DOC: kagent-dev/kagent@5229184e280a6f3bf205b4e64405a92d1fbc259f docs/architecture/human-in-the-loop.md,
+  "Case 4: a remote subagent needs input" and "Client to server: resuming a task" (the ``NestedHitlRequest`` of
+  python/packages/kagent-core/src/kagent/core/a2a/_hitl.py and go/adk/pkg/a2a/hitl.go at that revision: the fields
+  subagent_name, task_id, context_id and tools).
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +92,70 @@ def test_the_same_pause_decided_in_either_shape_gives_the_same_verdicts() -> Non
     assert [t["id"] for t in kagent_hitl.tool_approval_request(PAUSE)["tools"]] == pending
 
 
+# --- golden: a sub-agent's pause, relayed in kagent's nested shape ----------------------------------
+
+
+@dataclass(frozen=True)
+class _Delegated:
+    """This agent's call of a sub-agent, as a delegation record has it (kagent_hitl.DelegatedCall)."""
+
+    id: str = "dlg-1"
+    call_id: str = "adk-9"
+    tool: str = "files"
+    args: dict[str, Any] | None = None
+    agent: str = "default/files"
+    child_task_id: str = "task-child"
+    child_context_id: str = "ctx-child"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "args", self.args or {"request": "clean up a.txt and b.txt"})
+
+
+def test_golden_relayed_pauses_in_kagents_nested_shape(update_golden: bool) -> None:
+    child_approval = kagent_hitl.tool_approval_request(PAUSE)
+    child_question = kagent_hitl.ask_user_request(_prompt("hitl-1", "Where?", ["staging", "production"]))
+    # Three levels: what the middle agent relays is itself nested; the top names the middle agent and the innermost calls.
+    middle = kagent_hitl.nested_request(_Delegated(), child_approval)
+    assert middle is not None
+    actual = {
+        "approval": middle,
+        "question": kagent_hitl.nested_request(_Delegated(), child_question),
+        "three_levels": kagent_hitl.nested_request(
+            _Delegated(id="dlg-top", call_id="adk-top", tool="team", args={"request": "ask files clean up"},
+                       agent="default/team", child_task_id="task-team", child_context_id="ctx-team"), middle),
+    }
+    assert_golden(actual, GOLDEN / "nested-pause.json", update_golden)
+    assert actual["three_levels"]["nested"]["tools"] == child_approval["tools"]  # the innermost calls, at any depth
+    assert actual["three_levels"]["nested"]["subagent_name"] == "default/team"  # the next agent holds the route
+
+
+@pytest.mark.parametrize("child", [
+    {"type": "tool_approval_request", "tools": []},  # nothing to decide
+    {"type": "tool_approval_request", "tools": [{"id": "a", "name": "x"}]},  # no call_id
+    {"type": "ask_user_request", "questions": []},  # no id
+    {"type": "tool_approval_response", "approvals": [{"id": "a", "approved": True}]},  # a decision, not a pause
+    {"interrupt_type": "tool_approval"},  # ours, not kagent's
+])
+def test_a_sub_agents_payload_kagent_does_not_define_is_not_relayed(child: dict[str, Any]) -> None:
+    assert kagent_hitl.nested_request(_Delegated(), child) is None
+
+
 # --- kagent's published examples -------------------------------------------------------------------
+
+# NESTED_DOC, "Case 4: a remote subagent needs input".
+PUBLISHED_NESTED = {
+    "type": "tool_approval_request",
+    "hint": "Remote agent k8s_agent requires approval",
+    "tools": [{"id": "parent-approval-1", "call_id": "parent-call-1", "name": "k8s_agent",
+               "args": {"request": "Remove the obsolete pod"}}],
+    "nested": {
+        "subagent_name": "k8s_agent",
+        "task_id": "child-task-1",
+        "context_id": "child-context-1",
+        "tools": [{"id": "child-approval-1", "call_id": "child-call-1", "name": "delete_pod",
+                   "args": {"name": "obsolete", "namespace": "production"}}],
+    },
+}
 
 # DESIGN_DOC, "Extension discovery and activation": the card's extension entry (description is the agent's own).
 PUBLISHED_CARD_EXTENSION = {"uri": URI, "description": "Tool approval, ask_user, and nested subagents", "required": False}
@@ -351,3 +419,26 @@ def test_kagent_payloads_never_approve_by_accident(payload: dict[str, Any], text
     by_id = {a["id"]: a for a in payload["approvals"]}
     for request_id, verdict in verdicts.items():
         assert verdict.approved is by_id[request_id]["approved"] and verdict.scope == "once"
+
+
+def test_relayed_pause_is_kagents_published_nested_shape() -> None:
+    published = PUBLISHED_NESTED
+    (top,) = published["tools"]
+    nested = published["nested"]
+    call = _Delegated(id=top["id"], call_id=top["call_id"], tool=top["name"], args=top["args"],
+                      agent=nested["subagent_name"], child_task_id=nested["task_id"], child_context_id=nested["context_id"])
+    child = {"type": "tool_approval_request", "hint": published["hint"], "tools": nested["tools"]}
+    assert kagent_hitl.nested_request(call, child) == published
+    # Without a hint of the sub-agent's own, the hint names the sub-agent and its tools.
+    bare = kagent_hitl.nested_request(call, {"type": "tool_approval_request", "tools": nested["tools"]})
+    assert bare is not None and bare["hint"] == "Sub-agent k8s_agent requires approval for tool(s): delete_pod"
+
+
+def test_published_nested_decision_names_the_nested_tools_ids() -> None:
+    # NESTED_DOC: "For nested HITL, return IDs from nested.tools, not the parent remote-tool entry." The parent
+    # forwards the response to the sub-agent, whose pending ids are those.
+    child_ids = [t["id"] for t in PUBLISHED_NESTED["nested"]["tools"]]
+    response = _response({"id": "child-approval-1", "approved": True})
+    assert _decide(response, child_ids) == {"child-approval-1": wire.Verdict(True)}
+    with pytest.raises(wire.DecisionError, match="unknown ids: parent-approval-1"):
+        _decide(_response({"id": "parent-approval-1", "approved": True}), child_ids)

@@ -6,6 +6,7 @@ keyed by the extension's URI and declared in ``extensions`` (docs/wire-contract.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from agent_runtime import kagent_hitl, wire
-from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, interrupt, runtime, state, status_text
+from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, interrupt, reply_text, runtime, state, status_text
 
 pytestmark = pytest.mark.e2e
 
@@ -24,7 +25,8 @@ URI = "https://kagent.dev/extensions/hitl/v1"
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Tools, RuntimeProcess]]:
     base = tmp_path_factory.mktemp("kagent-hitl-e2e")
-    with demo_tools(base / "tools") as tools, runtime(base / "rt", tools) as proc:
+    # Approvers named, so a pause's data part carries numbers (approvers.required) for the integer checks.
+    with demo_tools(base / "tools") as tools, runtime(base / "rt", tools, approvers={"users": ["anonymous"]}) as proc:
         yield tools, proc
 
 
@@ -107,7 +109,12 @@ def test_kagent_approval_runs_the_call_once(rpc: Rpc, tools: Tools) -> None:
     assert (tool["name"], tool["args"]) == ("delete_file", {"path": "kagent-approve.txt"})
     done = _decide(rpc, task, {"id": tool["id"], "approved": True})
     assert state(done) == "TASK_STATE_COMPLETED", done
-    assert "Delete of kagent-approve.txt: deleted" in status_text(done)
+    # The reply is the task's artifact, which is what kagent's UI renders of a completed task; the final status
+    # message has no copy of it (a client showing both would show it twice).
+    (artifact,) = done["artifacts"]
+    assert artifact["name"] == "reply" and "Delete of kagent-approve.txt: deleted" in reply_text(done)
+    assert [p for p in done["status"]["message"].get("parts", []) if "text" in p] == []
+    assert rpc.get_task(task["id"])["artifacts"] == done["artifacts"]  # what a kagent UI reloading the task shows
     assert not target.exists() and len(tools.executions("delete_file", "kagent-approve.txt")) == 1
     assert done["status"]["message"]["metadata"]["decisions"][tool["id"]]["outcome"] == "approved"
 
@@ -188,7 +195,7 @@ async def test_kagent_decision_over_the_stream_with_the_extension_requested(env:
     import httpx
     from a2a.client import ClientConfig, ClientFactory
     from a2a.extensions.common import HTTP_EXTENSION_HEADER
-    from a2a.helpers import new_text_part
+    from a2a.helpers import get_text_parts, new_text_part
     from a2a.types import Message, Role, SendMessageRequest, TaskState
     from google.protobuf.json_format import MessageToDict
 
@@ -197,13 +204,25 @@ async def test_kagent_decision_over_the_stream_with_the_extension_requested(env:
     async with httpx.AsyncClient(timeout=60, headers={HTTP_EXTENSION_HEADER: URI}) as http:
         client = await ClientFactory(ClientConfig(streaming=True, httpx_client=http)).create_from_url(proc.url)
 
+        states: list[str] = []
+        shown: list[str] = []  # every text the stream carries in an artifact or a status message, one per event
+
         async def send(message: Message) -> tuple[str, str, Any]:
             last = None
+            states.clear()
+            shown.clear()
             async for event in client.send_message(SendMessageRequest(message=message)):
                 if event.HasField("task"):
                     last = event.task.status, event.task.id, event.task.context_id
+                    shown.extend(t for a in event.task.artifacts if (t := "\n".join(get_text_parts(a.parts))))
                 elif event.HasField("status_update"):
                     last = event.status_update.status, event.status_update.task_id, event.status_update.context_id
+                elif event.HasField("artifact_update"):
+                    shown.append("\n".join(get_text_parts(event.artifact_update.artifact.parts)))
+                if last is not None:
+                    states.append(TaskState.Name(last[0].state))
+                    if last[0].HasField("message") and (text := "\n".join(get_text_parts(last[0].message.parts))):
+                        shown.append(text)
             assert last is not None
             return last[1], last[2], last[0]
 
@@ -219,3 +238,37 @@ async def test_kagent_decision_over_the_stream_with_the_extension_requested(env:
         _, _, status = await send(decision)
         assert status.state == TaskState.TASK_STATE_COMPLETED
         assert not target.exists() and len(tools.executions("delete_file", "kagent-streamed.txt")) == 1
+    # The decision is taken, the work resumes (WORKING), then the reply: shown once, as the artifact.
+    assert [s for i, s in enumerate(states) if i == 0 or s != states[i - 1]][-2:] == [
+        "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"], states
+    assert len(shown) == 1 and "Delete of kagent-streamed.txt: deleted" in shown[0], shown
+
+
+def _numbers(value: Any) -> list[Any]:
+    """Every number in parsed JSON (booleans are not numbers)."""
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in _numbers(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in _numbers(v)]
+    return [value] if isinstance(value, int | float) and not isinstance(value, bool) else []
+
+
+def test_integers_in_a_pause_reach_the_wire_as_json_integers(rpc: Rpc, tools: Tools) -> None:
+    """What a kagent client (Go, TypeScript) parses: the raw JSON, unary and streamed, and the task read back."""
+    _file(tools, "ints.txt")
+    message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": "delete ints.txt"}]}
+    body = {"jsonrpc": "2.0", "id": "1", "method": "SendMessage", "params": {"message": message}}
+    task = rpc.client.post("/", json=body).json()["result"]["task"]
+    (request,) = interrupt(task)["action_requests"]
+    assert request["approvers"]["required"] == 1 and type(request["approvers"]["required"]) is int
+
+    streamed = []
+    stream_body = {**body, "method": "SendStreamingMessage",
+                   "params": {"message": {**message, "messageId": str(uuid.uuid4())}}}
+    with rpc.client.stream("POST", "/", json=stream_body) as response:
+        streamed = [json.loads(line[5:]) for line in response.iter_lines() if line.startswith("data:")]
+    statuses = [e["result"].get("statusUpdate", e["result"].get("task", {})).get("status", {}) for e in streamed]
+    (paused,) = [s for s in statuses if s.get("state") == "TASK_STATE_INPUT_REQUIRED"]
+    for status_message in (task["status"]["message"], paused["message"], rpc.get_task(task["id"])["status"]["message"]):
+        numbers = _numbers({"parts": status_message["parts"], "metadata": status_message["metadata"]})
+        assert numbers and all(type(n) is int for n in numbers), numbers

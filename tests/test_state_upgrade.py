@@ -30,7 +30,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from agent_runtime import wire
+from agent_runtime import a2a_client, wire
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals.schema import SCHEMA_VERSION
 from agent_runtime.cli import app as cli_app
@@ -310,6 +310,27 @@ def test_v3_the_pending_write_is_still_listed_and_alices_approval_runs_it_once(t
 # saw it in GET /approvals). The rule of this release applies to it: no approvers, the requester decides alone.
 STATE_V4 = Path(__file__).parent / "testdata" / "state-v4" / "gatehouse.db"
 V4_PENDING, V4_TASK, V4_PATH = "apr-27d51f54aaf34d87", "c6b537b9-1f38-4096-88ff-c69a181172df", "kept.txt"
+
+
+async def test_v3_a_reply_stored_in_the_status_message_still_reads_next_to_one_returned_as_the_artifact(
+    tmp_path: Path,
+) -> None:
+    """Releases before issue 37 stored a completed turn's reply in the final status message, with no artifact; this
+    one returns it as the task's artifact. A client reads either as the reply (a2a_client, so gatehouse chat)."""
+    (tmp_path / "tokens").write_text("alice:tok-alice\n")
+    with upgraded_runtime(tmp_path, ["--api-token-file", str(tmp_path / "tokens")], state=STATE_V3, path=V3_PATH) \
+            as (proc, _tools, _db):
+        old = Rpc(proc.url, "tok-alice").get_task(V3_DECIDED_TASK)
+        assert not old.get("artifacts") and status_text(old) == "Delete of decided.txt: deleted /decided.txt"
+        async with a2a_client.connect(proc.url, token="tok-alice") as client:
+            read = await a2a_client.get_task(client, V3_DECIDED_TASK)
+            paused = await a2a_client.get_task(client, V3_PENDING_TASK)
+            assert paused.pending and paused.interrupt is not None and paused.context_id
+            done = await a2a_client.send_decision(client, wire.approve_all(), task_id=V3_PENDING_TASK,
+                                                  context_id=paused.context_id)
+        assert read.state == "completed" and read.text == "Delete of decided.txt: deleted /decided.txt"
+        assert done.state == "completed" and done.text.startswith(f"Write of {V3_PATH}: wrote") and done.status_text == ""
+        assert [a["name"] for a in Rpc(proc.url, "tok-alice").get_task(V3_PENDING_TASK)["artifacts"]] == ["reply"]
 
 
 def test_the_v4_fixture_holds_alices_pending_call_with_no_approvers() -> None:

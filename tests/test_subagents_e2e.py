@@ -14,6 +14,7 @@ import json
 import os
 import sqlite3
 import subprocess
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -314,25 +315,105 @@ def test_the_parent_may_gate_the_delegation_itself_and_an_approver_may_edit_the_
     assert _reads(chain) == before + 1
 
 
-def test_a_kagent_client_reads_the_relayed_pause_and_its_decision_is_forwarded(chain: Chain) -> None:
-    """kagent's hitl/v1 at the top of a chain: the sub-agent's own kagent request is relayed (declared), and a kagent
-    decision naming its tool ids approves the innermost call once."""
+def _kagent_decide(rpc: Rpc, task: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
+    """A decision as kagent's UI sends it: a text part, the payload in the metadata under the declared extension."""
+    decision = {"messageId": str(uuid.uuid4()),
+                "role": "ROLE_USER", "parts": [{"text": "Decided in the kagent UI"}],
+                "taskId": task["id"], "contextId": task["contextId"], "extensions": [KAGENT_URI],
+                "metadata": {KAGENT_URI: payload}}
+    reply = rpc.call("SendMessage", {"message": decision})
+    assert "result" in reply, reply
+    done: dict[str, Any] = reply["result"]["task"]
+    return done
+
+
+def _kagent_pause(task: dict[str, Any]) -> dict[str, Any]:
+    message = task["status"]["message"]
+    assert KAGENT_URI in message.get("extensions", []), message
+    payload: dict[str, Any] = message["metadata"][KAGENT_URI]
+    return payload
+
+
+def test_a_kagent_client_reads_the_relayed_pause_with_nested_and_its_decision_is_forwarded(chain: Chain) -> None:
+    """kagent's hitl/v1 at the top of a chain, in kagent's nested shape: the top-level tool is this agent's call of
+    the sub-agent; ``nested`` names the sub-agent, its task and context, and the sub-agent's own calls, whose ids a
+    kagent decision names. That decision approves the innermost call once."""
     alice = Rpc(chain.top.url, "tok-alice")
     before = _reads(chain)
     task = _task(alice.send("ask files read .env"))
-    message = task["status"]["message"]
-    assert KAGENT_URI in message.get("extensions", [])
-    (tool,) = message["metadata"][KAGENT_URI]["tools"]
-    assert tool["name"] == "read_file"
-    decision = {"messageId": "kagent-1", "role": "ROLE_USER", "parts": [{"text": "Decided in the kagent UI"}],
-                "taskId": task["id"], "contextId": task["contextId"], "extensions": [KAGENT_URI],
-                "metadata": {KAGENT_URI: {"type": "tool_approval_response",
-                                          "approvals": [{"id": tool["id"], "approved": True}]}}}
-    reply = alice.call("SendMessage", {"message": decision})
-    done = reply["result"]["task"]
+    (inner,) = interrupt(task)["action_requests"]
+    relayed = task["status"]["message"]["metadata"][wire.RELAYED_PAUSE]
+    payload = _kagent_pause(task)
+    assert payload == {
+        "type": "tool_approval_request",
+        "hint": payload["hint"],
+        "tools": [{"id": relayed["id"], "call_id": payload["tools"][0]["call_id"], "name": "files",
+                   "args": {"request": "read .env"}}],
+        "nested": {"subagent_name": "default/files", "task_id": inner["agent"]["task_id"],
+                   "context_id": payload["nested"]["context_id"],
+                   "tools": [{"id": inner["id"], "call_id": inner["call_id"], "name": "read_file",
+                              "args": {"path": ".env"}}]},
+    }
+    assert payload["hint"].endswith("(read_file)") and payload["nested"]["context_id"]
+    child = Rpc(chain.files.url, "tok-orch").get_task(inner["agent"]["task_id"])
+    assert payload["nested"]["context_id"] == child["contextId"]  # where kagent's UI opens the sub-agent's session
+
+    # kagent's UI answers with the nested tools' ids (the parent's own entry is not in the response).
+    done = _kagent_decide(alice, task, {"type": "tool_approval_response", "approvals": [{"id": inner["id"], "approved": True}]})
     assert state(done) == "TASK_STATE_COMPLETED", status_text(done)
     assert SECRET in status_text(done)
     assert _reads(chain) == before + 1
+
+
+def test_a_kagent_decision_naming_the_parents_own_entry_decides_nothing(chain: Chain) -> None:
+    alice = Rpc(chain.top.url, "tok-alice")
+    before = _reads(chain)
+    task = _task(alice.send("ask files read .env"))
+    (top,) = _kagent_pause(task)["tools"]
+    still = _kagent_decide(alice, task, {"type": "tool_approval_response", "approvals": [{"id": top["id"], "approved": True}]})
+    assert state(still) == "TASK_STATE_INPUT_REQUIRED" and "Nothing was decided" in status_text(still)
+    assert _reads(chain) == before
+
+
+def test_three_levels_kagents_nested_names_the_next_agent_and_the_innermost_calls(chain: Chain) -> None:
+    alice = Rpc(chain.top3.url, "tok-alice")
+    before = _reads(chain)
+    task = _task(alice.send("ask team ask files read .env"))
+    (inner,) = interrupt(task)["action_requests"]
+    payload = _kagent_pause(task)
+    assert [t["name"] for t in payload["tools"]] == ["team"]
+    nested = payload["nested"]
+    assert nested["subagent_name"] == "default/team"
+    assert nested["task_id"] == task["status"]["message"]["metadata"][wire.RELAYED_PAUSE]["task_id"] != inner["agent"]["task_id"]
+    assert [(t["id"], t["name"], t["args"]) for t in nested["tools"]] == [(inner["id"], "read_file", {"path": ".env"})]
+    done = _kagent_decide(alice, task, {"type": "tool_approval_response", "approvals": [{"id": inner["id"], "approved": True}]})
+    assert state(done) == "TASK_STATE_COMPLETED", status_text(done)
+    assert status_text(done).startswith("team says: files says:") and SECRET in status_text(done)
+    assert _reads(chain) == before + 1
+
+
+def test_a_sub_agents_question_in_kagents_nested_shape_is_answered_from_the_top(chain: Chain) -> None:
+    """A nested ask_user_request: the top-level id is this agent's, ``nested.tools`` holds the sub-agent's question
+    as kagent's one ``ask_user`` tool, and the answer names that tool's id."""
+    alice = Rpc(chain.top.url, "tok-alice")
+    task = _task(alice.send("ask files ask Which environment?"))
+    (question,) = interrupt(task)["requests"]
+    payload = _kagent_pause(task)
+    assert payload["type"] == "ask_user_request"
+    assert payload["id"] == task["status"]["message"]["metadata"][wire.RELAYED_PAUSE]["id"] != question["id"]
+    assert payload["questions"] == [{"question": "Which environment?", "choices": question["options"], "multiple": False}]
+    (tool,) = payload["nested"]["tools"]
+    assert (tool["id"], tool["name"], tool["args"]) == (question["id"], "ask_user", {"questions": payload["questions"]})
+    assert payload["nested"]["subagent_name"] == "default/files"
+
+    confirm = _kagent_decide(alice, task, {"type": "ask_user_response", "id": tool["id"],
+                                           "answers": [{"answer": [question["options"][0]]}]})
+    assert state(confirm) == "TASK_STATE_INPUT_REQUIRED", status_text(confirm)
+    (step,) = _kagent_pause(confirm)["nested"]["tools"]
+    assert step["id"] == question["id"] + "/confirm"
+    done = _kagent_decide(alice, confirm, {"type": "ask_user_response", "id": step["id"], "answers": [{"answer": ["confirm"]}]})
+    assert state(done) == "TASK_STATE_COMPLETED", status_text(done)
+    assert question["options"][0] in status_text(done)
 
 
 def test_a_sub_agents_question_is_relayed_and_answered_from_the_top(chain: Chain) -> None:

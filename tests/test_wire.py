@@ -121,3 +121,17 @@ def test_a_text_that_is_a_whole_json_decision_is_read_like_the_data_part() -> No
     # a data part, when there is one, is the decision; the text beside it is not read as a second one
     verdicts = wire.parse_decision([wire.approve_all()], '{"decision_type": "deny", "reason": "x"}', ids, allow_session=False)
     assert all(v.approved for v in verdicts.values())
+
+
+def test_a_pause_read_through_a_struct_gives_integers_again() -> None:
+    """An a2a-sdk client parses a data part into a protobuf Struct, whose numbers are doubles, whatever the wire
+    said: reading the pause with the contract's models gives the integers back (``gatehouse chat`` does)."""
+    from a2a.helpers import new_data_part
+    from google.protobuf.json_format import MessageToDict
+
+    request = wire.ActionRequest(id="apr-1", name="delete_file", args={"path": "a.txt"}, call_id="c", expires_at="x",
+                                 approvers=wire.Approvers(required=2, users=["sre"]))
+    data = MessageToDict(new_data_part(wire.ApprovalInterrupt(action_requests=[request]).model_dump(mode="json")))["data"]
+    assert data["action_requests"][0]["approvers"]["required"] == 2.0  # what the Struct made of it
+    read = wire.ApprovalInterrupt.model_validate(data).action_requests[0].approvers
+    assert read is not None and read.required == 2 and type(read.required) is int

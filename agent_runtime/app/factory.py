@@ -72,6 +72,7 @@ from agent_runtime.access.session_keys import shared_key
 from agent_runtime.access.sessions import Sessions
 from agent_runtime.access.settings import is_loopback
 from agent_runtime.app.card import agent_card
+from agent_runtime.app.json_numbers import whole_numbers_as_integers
 from agent_runtime.app.limits import BodyLimit
 from agent_runtime.app.metrics_endpoint import MetricsServer, metrics_route
 from agent_runtime.app.readiness import (
@@ -491,7 +492,9 @@ def build_app(settings: RuntimeSettings) -> Starlette:
         *audit.routes,
         *inbox.routes,
         *create_agent_card_routes(agent_card(settings.config, settings.url, authenticator.security_schemes())),
-        *create_jsonrpc_routes(runtime.handler, rpc_url="/", context_builder=PrincipalContextBuilder()),
+        # Whole numbers as JSON integers: protobuf Structs would write approvers.required as 1.0 (json_numbers.py).
+        *whole_numbers_as_integers(
+            create_jsonrpc_routes(runtime.handler, rpc_url="/", context_builder=PrincipalContextBuilder())),
     ]
     middleware = [  # outermost first: a misdirected request (DNS rebinding) or a body over the cap is refused first
         *host_check,

@@ -60,7 +60,7 @@ class ChildStatus:
         message = task.status.message if task.status.HasField("message") else None
         text = "\n".join(get_text_parts(message.parts)) if message is not None else ""
         if not text:
-            text = "\n".join(t for a in task.artifacts if (t := "".join(get_text_parts(a.parts))))
+            text = "\n".join(t for a in task.artifacts if (t := "\n".join(get_text_parts(a.parts))))
         data = [d for d in get_data_parts(message.parts) if isinstance(d, dict)] if message is not None else []
         metadata = MessageToDict(message.metadata) if message is not None else {}
         return cls(task.id, task.context_id, state_name(task.status.state), text, Pause(text, data, metadata))

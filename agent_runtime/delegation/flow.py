@@ -29,7 +29,7 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Role, SendMessageRequest, Task, TaskState
 from google.protobuf.json_format import MessageToDict
 
-from agent_runtime import wire
+from agent_runtime import kagent_hitl, replies, wire
 from agent_runtime.approvals import ApprovalRecord
 from agent_runtime.database import Database
 from agent_runtime.delegation import relay
@@ -203,9 +203,12 @@ class DelegationFlow:
         parts += [new_data_part(relay.nest(d, record.tool, record.child_task_id)) for d in pause.data]
         metadata: dict[str, Any] = {"interrupt_type": kind, wire.RELAYED_PAUSE: {
             "id": record.id, "agent": record.agent, "tool": record.tool, "task_id": record.child_task_id}}
-        kagent = pause.metadata.get(KAGENT_URI)
+        child = pause.metadata.get(KAGENT_URI)
+        # kagent's nested shape: this agent's call on top, the sub-agent's calls (the ids a decision names, forwarded
+        # to it like ours) in "nested".
+        kagent = kagent_hitl.nested_request(record, child) if isinstance(child, dict) else None
         if kagent is not None:
-            metadata[KAGENT_URI] = kagent  # same request ids: a kagent decision is forwarded like ours
+            metadata[KAGENT_URI] = kagent
         message = updater.new_agent_message(parts, metadata=metadata)
         if kagent is not None:
             message.extensions.append(KAGENT_URI)
@@ -217,14 +220,14 @@ class DelegationFlow:
         await self._finish_execution(record.call_id, result)  # a gated delegation's one claim ends here
         if record.note:  # an approver edited the delegation itself: the model must know what it asked was changed
             result = {**result, "gatehouse_note": record.note}
+        await replies.resuming(updater)  # WORKING: the decision is taken, the work resumes
         outcome = await self._turns.resume_call(task.id, task.context_id, record.call_id, record.tool, result)
         if outcome.paused:
             return await report(updater, outcome)
         text = outcome.text or ("; ".join(outcome.errors) if outcome.errors else "(no reply)")
         summary = {"tool": record.tool, "agent": record.agent, "task_id": record.child_task_id, "outcome": record.outcome}
-        message = updater.new_agent_message([new_text_part(text)], metadata={"delegations": {record.id: summary}})
-        state = TaskState.TASK_STATE_FAILED if outcome.errors and not outcome.text else TaskState.TASK_STATE_COMPLETED
-        await updater.update_status(state, message=message, metadata={"interrupt_type": None})
+        await replies.finish(updater, [text], failed=bool(outcome.errors and not outcome.text),
+                             metadata={"delegations": {record.id: summary}}, status_metadata={"interrupt_type": None})
 
 
 def finished_text(records: Sequence[DelegationRecord]) -> str:

@@ -40,6 +40,7 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Role, SendMessageRequest, Task, TaskState
 
+from agent_runtime import replies
 from agent_runtime.approvals import ApprovalRecord
 from agent_runtime.database import Database
 from agent_runtime.elicitations import wire as eliciting
@@ -205,17 +206,15 @@ class ElicitationFlow:
         result = record.result or eliciting.failed_result("no result was recorded")
         await self._finish_execution(record.call_id, result)  # a gated call's one claim ends here
         result = eliciting.with_note(result, record.note)
+        await replies.resuming(updater)  # WORKING: the decision is taken, the work resumes
         outcome = await self._turns.resume_call(task.id, task.context_id, record.call_id, record.tool, result)
         if outcome.paused:
             return await report(updater, outcome)
         text = outcome.text or ("; ".join(outcome.errors) if outcome.errors else "(no reply)")
-        parts = [new_text_part(text)]
-        if record.outcome == "timeout":
-            parts.append(new_text_part(f"{record.id} ({record.tool}): timeout, {result.get('error', '')}."))
+        timeout = f"{record.id} ({record.tool}): timeout, {result.get('error', '')}." if record.outcome == "timeout" else ""
         summary = {"tool": record.tool, "outcome": record.outcome, "source": record.source, "round": record.round}
-        message = updater.new_agent_message(parts, metadata={"elicitations": {record.id: summary}})
-        state = TaskState.TASK_STATE_FAILED if outcome.errors and not outcome.text else TaskState.TASK_STATE_COMPLETED
-        await updater.update_status(state, message=message, metadata={"interrupt_type": None})
+        await replies.finish(updater, [text, timeout], failed=bool(outcome.errors and not outcome.text),
+                             metadata={"elicitations": {record.id: summary}}, status_metadata={"interrupt_type": None})
 
 
 def _new_id() -> str:

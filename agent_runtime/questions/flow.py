@@ -32,7 +32,7 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Role, SendMessageRequest, Task, TaskState
 
-from agent_runtime import kagent_hitl, wire
+from agent_runtime import kagent_hitl, replies, wire
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import ApprovalRecord
 from agent_runtime.database import Database
@@ -177,16 +177,14 @@ class HitlFlow:
         if self._metrics is not None:
             self._metrics.results.labels(status=result.status, source=result.source).inc()
         payload = result_json(result)
+        await replies.resuming(updater)  # WORKING: the decision is taken, the work resumes
         outcome = await self._turns.resume_question(task.id, task.context_id, record.confirmation_id, payload)
         if outcome.paused:
             return await report(updater, outcome)
         text = outcome.text or ("; ".join(outcome.errors) if outcome.errors else "(no reply)")
-        parts = [new_text_part(text)]
-        if result.source == "timeout":
-            parts.append(new_text_part(f"{record.id} ({record.tool}): timeout, {result.message}."))
-        message = updater.new_agent_message(parts, metadata={"hitl": {record.id: payload}})
-        state = TaskState.TASK_STATE_FAILED if outcome.errors and not outcome.text else TaskState.TASK_STATE_COMPLETED
-        await updater.update_status(state, message=message, metadata={"interrupt_type": None})
+        timeout = f"{record.id} ({record.tool}): timeout, {result.message}." if result.source == "timeout" else ""
+        await replies.finish(updater, [text, timeout], failed=bool(outcome.errors and not outcome.text),
+                             metadata={"hitl": {record.id: payload}}, status_metadata={"interrupt_type": None})
 
 
 def _text(updater: TaskUpdater, text: str) -> Message:

@@ -5,7 +5,8 @@ Every request ends in exactly one of these task states, with the shapes of the w
 - ``TASK_STATE_INPUT_REQUIRED`` — a pause (text part + ``ApprovalInterrupt`` data part, metadata
   ``interrupt_type``), or an unusable decision: the text part is ``str(DecisionError)`` (or "Already
   decided: …") and the data part still lists the pending requests, which stay as they were;
-- ``TASK_STATE_COMPLETED`` — the model's reply;
+- ``TASK_STATE_WORKING`` — a decided pause runs on (then one of the others);
+- ``TASK_STATE_COMPLETED`` — the model's reply, as the task's artifact (:mod:`agent_runtime.replies`);
 - ``TASK_STATE_REJECTED`` — a new message that cannot start a turn (a decision sent without the paused
   task's id, or a message while another task of the same context waits for a decision);
 - ``TASK_STATE_CANCELED`` — a cancel, after :meth:`GatehouseExecutor.withdraw` denied what was pending (the request
@@ -36,7 +37,7 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Task, TaskState
 from a2a.utils.errors import UnsupportedOperationError
 
-from agent_runtime import edits, kagent_hitl, wire
+from agent_runtime import edits, kagent_hitl, replies, wire
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Resolution
 from agent_runtime.approvals.grants import GrantTerms, terms_problem
@@ -311,8 +312,7 @@ class GatehouseExecutor(AgentExecutor):
             self._metrics.decisions.labels(outcome=batches.OUTCOME_LABEL[r.status], source=source).inc()
 
     async def _resume(self, task: Task, decided: list[ApprovalRecord], updater: TaskUpdater, note: str = "") -> None:
-        if not self._single_process:
-            await updater.start_work()  # durable: other replicas now know this task is being resumed
+        await replies.resuming(updater)  # WORKING; durable, so other replicas know this task is being resumed
         try:
             outcome = await self._turns.resume_turn(task.id, task.context_id, decided)
         except Exception as exc:
@@ -384,17 +384,12 @@ class GatehouseExecutor(AgentExecutor):
             await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, message=message, metadata=dict(INTERRUPT_METADATA))
             return
         text = outcome.text or ("; ".join(outcome.errors) if outcome.errors else "(no reply)")
-        parts = [new_text_part(note), new_text_part(text)] if note else [new_text_part(text)]
         timed_out = [r for r in decided or [] if r.status == "expired" or r.source == "timeout"]
-        if timed_out:
-            parts.append(new_text_part(batches.timeout_note(timed_out)))
+        texts = [note, text, batches.timeout_note(timed_out) if timed_out else ""]
         metadata = {"decisions": batches.decisions_metadata(decided)} if decided else None
-        message = updater.new_agent_message(parts, metadata=metadata)
         status_metadata = {"interrupt_type": None} if decided else None
-        if outcome.errors and not outcome.text:
-            await updater.update_status(TaskState.TASK_STATE_FAILED, message=message, metadata=status_metadata)
-        else:
-            await updater.update_status(TaskState.TASK_STATE_COMPLETED, message=message, metadata=status_metadata)
+        await replies.finish(updater, texts, failed=bool(outcome.errors and not outcome.text), metadata=metadata,
+                               status_metadata=status_metadata)
 
 
 def _text(updater: TaskUpdater, text: str, metadata: dict[str, Any] | None = None) -> Message:

@@ -20,7 +20,17 @@ from a2a.helpers import get_data_parts, get_text_parts, new_data_part, new_text_
 from a2a.server.agent_execution import RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event, EventQueue
-from a2a.types import Message, Part, Role, SendMessageRequest, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
+from a2a.types import (
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
 from a2a.utils.errors import TaskNotCancelableError
 from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
@@ -104,7 +114,10 @@ class Stack:
         queue = KeptEvents()
         await self.executor.execute(context, queue)
         status = [e for e in queue.events if isinstance(e, TaskStatusUpdateEvent)][-1].status
-        return Outcome(status.state, "\n".join(get_text_parts(status.message.parts)), get_data_parts(status.message.parts))
+        # What a client reads: a finished turn's reply (the artifact), then the final status message's text.
+        replies = [t for e in queue.events if isinstance(e, TaskArtifactUpdateEvent) for t in get_text_parts(e.artifact.parts)]
+        text = "\n".join([*replies, *get_text_parts(status.message.parts)])
+        return Outcome(status.state, text, get_data_parts(status.message.parts))
 
     async def decide(self, task_id: str, context_id: str = "c1", *, text: str = "", data: Any = None) -> Outcome:
         return await self.send(task_id, context_id, text=text, data=data, paused=True)

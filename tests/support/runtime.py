@@ -196,7 +196,15 @@ def state(task: dict[str, Any]) -> str:
 
 
 def status_text(task: dict[str, Any]) -> str:
-    return "\n".join(p["text"] for p in task["status"].get("message", {}).get("parts", []) if "text" in p)
+    """What the task says now: a finished turn's reply (its artifacts), then its status message's text."""
+    parts = [p for a in task.get("artifacts", []) for p in a.get("parts", [])]
+    parts += task["status"].get("message", {}).get("parts", [])
+    return "\n".join(p["text"] for p in parts if "text" in p)
+
+
+def reply_text(task: dict[str, Any]) -> str:
+    """A finished turn's reply alone: the text of the task's artifacts."""
+    return "\n".join(p["text"] for a in task.get("artifacts", []) for p in a.get("parts", []) if "text" in p)
 
 
 def finished_explanation(error: dict[str, Any]) -> str:
