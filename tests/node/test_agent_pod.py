@@ -118,7 +118,11 @@ def platform(node: realnode.RealNode, tmp_path_factory: pytest.TempPathFactory) 
         secret = cluster.kubectl("get", "secret", "-n", NS, f"{AGENT}-access", "-o", "jsonpath={.data.tokens}")
         token = base64.b64decode(secret.stdout).decode().splitlines()[0].rsplit(":", 1)[1]
         yield Platform(node, tools, token)
-        cluster.kubectl("delete", "agent", AGENT, "-n", NS, "--wait=false")
+        # What the next module installs again (test_operator_pod.py: `helm install gh`) must be gone.
+        cluster.kubectl("delete", "agent", AGENT, "-n", NS, "--timeout=60s", timeout=90)
+        helm(cluster, "uninstall", "gh", "--namespace", "gatehouse-system", "--wait", "--timeout=90s", timeout=120)
+        cluster.kubectl("delete", "pvc", f"{AGENT}-state", "-n", NS, "--wait=false")
+        cluster.kubectl("delete", "pv", f"{node.name}-{AGENT}-state", "--wait=false")
 
 
 def test_pod_security_restricted_admits_the_charts_pods_and_the_agents(platform: Platform) -> None:
@@ -188,11 +192,13 @@ def test_a_node_reboot_with_an_approval_pending_loses_nothing(platform: Platform
     pending = request_ids(task)
     before = _agent_pod(platform.cluster)
     assert before is not None
+    started = time.monotonic()
     times = platform.node.reboot()
     restarted = _wait("the Agent's pod Ready after the reboot", lambda: (p := _agent_pod(platform.cluster)) and
                       p["status"]["containerStatuses"][0]["restartCount"] > 0 and p, 300)
     print(f"\nreboot: down {times['down']:.1f} s, node Ready {times['up']:.1f} s later; the Agent's pod Ready again "
-          f"({restarted['status']['podIP']}, was {before['status']['podIP']})")
+          f"{time.monotonic() - started:.1f} s after the reboot began ({restarted['status']['podIP']}, was "
+          f"{before['status']['podIP']})")
     assert restarted["metadata"]["uid"] == before["metadata"]["uid"]  # the same pod, its containers started again
     rpc = platform.rpc()
     again = rpc.get_task(task["id"])

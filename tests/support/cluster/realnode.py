@@ -5,7 +5,9 @@ crun) and CNI plugins, all run as local processes (as root), with nothing pulled
 ("pause") image from ``hack/pause/`` (the node's own program) and a busybox image from Debian's busybox-static.
 ``RealNode(cluster).start()`` runs containerd with its own root, state and socket and the CRI plugin, imports the
 images, runs the kubelet with a ``system:node:<name>`` client certificate of the cluster's CA and waits for the Node
-to be Ready; ``stop()`` stops the pods' containers, containerd and the kubelet, and unmounts and removes what they
+to be Ready; ``RealNode(cluster, containerd=containerd_v2()[0])`` does so with containerd v2 and the CNI plugins
+built from ``hack/node/`` instead of Debian's; ``reboot()`` does to the pods what a reboot does and starts both
+again; ``stop()`` stops the pods' containers, containerd and the kubelet, and unmounts and removes what they
 left. State lives under ``/tmp/gh-node-<id>/`` (short: containerd's sockets have a 108-byte limit), not under the
 cluster's directory, whose removal must never descend into a pod's mounts.
 """
