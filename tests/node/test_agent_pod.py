@@ -118,9 +118,11 @@ def platform(node: realnode.RealNode, tmp_path_factory: pytest.TempPathFactory) 
         secret = cluster.kubectl("get", "secret", "-n", NS, f"{AGENT}-access", "-o", "jsonpath={.data.tokens}")
         token = base64.b64decode(secret.stdout).decode().splitlines()[0].rsplit(":", 1)[1]
         yield Platform(node, tools, token)
-        # What the next module installs again (test_operator_pod.py: `helm install gh`) must be gone.
+        # What the next module installs again (test_operator_pod.py: `helm install gh`) must be gone, the operator's
+        # Lease too (`helm uninstall` leaves it, naming a pod of this release as its holder): the whole namespace.
         cluster.kubectl("delete", "agent", AGENT, "-n", NS, "--timeout=60s", timeout=90)
         helm(cluster, "uninstall", "gh", "--namespace", "gatehouse-system", "--wait", "--timeout=90s", timeout=120)
+        cluster.kubectl("delete", "namespace", "gatehouse-system", "--timeout=120s", timeout=150)
         cluster.kubectl("delete", "pvc", f"{AGENT}-state", "-n", NS, "--wait=false")
         cluster.kubectl("delete", "pv", f"{node.name}-{AGENT}-state", "--wait=false")
 
