@@ -5,7 +5,9 @@ crun) and CNI plugins, all run as local processes (as root), with nothing pulled
 ("pause") image from ``hack/pause/`` (the node's own program) and a busybox image from Debian's busybox-static.
 ``RealNode(cluster).start()`` runs containerd with its own root, state and socket and the CRI plugin, imports the
 images, runs the kubelet with a ``system:node:<name>`` client certificate of the cluster's CA and waits for the Node
-to be Ready; ``stop()`` stops the pods' containers, containerd and the kubelet, and unmounts and removes what they
+to be Ready; ``RealNode(cluster, containerd=containerd_v2()[0])`` does so with containerd v2 and the CNI plugins
+built from ``hack/node/`` instead of Debian's; ``reboot()`` does to the pods what a reboot does and starts both
+again; ``stop()`` stops the pods' containers, containerd and the kubelet, and unmounts and removes what they
 left. State lives under ``/tmp/gh-node-<id>/`` (short: containerd's sockets have a 108-byte limit), not under the
 cluster's directory, whose removal must never descend into a pod's mounts.
 """
@@ -29,13 +31,15 @@ from tests.support.cluster.binaries import ClusterUnavailable
 from tests.support.cluster.launcher import Cluster, ClusterFailed
 from tests.support.processes import free_port
 
-__all__ = ["BUSYBOX_IMAGE", "GATEHOUSE_IMAGE", "PAUSE_IMAGE", "RealNode", "gatehouse_image", "prepare"]
+__all__ = ["BUSYBOX_IMAGE", "GATEHOUSE_IMAGE", "GATEWAY", "PAUSE_IMAGE", "RealNode", "gatehouse_image", "prepare"]
 
 CACHE = bins.REPO / ".cache" / "node"
 PAUSE_IMAGE = "gatehouse.local/pause:3.10"
 BUSYBOX_IMAGE = "gatehouse.local/busybox:1"
 GATEHOUSE_IMAGE = "gatehouse.local/gatehouse:dev"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
+POD_SUBNET = "10.88.0.0/16"
+GATEWAY = "10.88.0.1"  # the bridge's address in POD_SUBNET: the host, as the pods reach it
 KUBERNETES_SERVICE_IP = "10.96.0.1"  # the first address of the launcher's service CIDR
 CNI_BIN = Path("/usr/lib/cni")
 # Debian packages the node needs (`make e2e-node` installs them): the tool each provides.
@@ -174,9 +178,48 @@ def crun_limit() -> str | None:
     return None
 
 
-def containerd_config(root: Path, runtime: str) -> str:
-    """containerd 1.6's configuration (version 2): its own root, state and socket, the CRI plugin with the node's
-    sandbox image, cgroupfs (no systemd here), ``runtime`` (runc or crun) as the OCI runtime, Debian's CNI plugins."""
+# containerd v2 and the CNI plugins built from their modules (hack/node/): the packages, and what each binary is.
+NODE_MODULE = bins.REPO / "hack" / "node"
+CONTAINERD_V2 = "v2.4.2"  # what hack/node/go.mod requires github.com/containerd/containerd/v2 at
+_NODE_PACKAGES = ("github.com/containerd/containerd/v2/cmd/containerd",
+                  "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2",
+                  "github.com/containerd/containerd/v2/cmd/ctr",
+                  "github.com/containernetworking/plugins/plugins/ipam/host-local",
+                  "github.com/containernetworking/plugins/plugins/main/bridge",
+                  "github.com/containernetworking/plugins/plugins/main/loopback",
+                  "github.com/containernetworking/plugins/plugins/meta/portmap")
+_NODE_BINARIES = ("containerd", "containerd-shim-runc-v2", "ctr", "host-local", "bridge", "loopback", "portmap")
+
+
+def containerd_v2() -> tuple[Path, float]:
+    """containerd v2 (with its runc shim and ctr) and the CNI plugins v1.10, built with ``go build`` from
+    ``hack/node/`` into ``.cache/node/bin-<stamp of the module>/``, once; the directory and the seconds the build
+    took (0 when it was there). Without cgo: the btrfs, devmapper and zfs snapshotters are left out (overlayfs is
+    the node's)."""
+    go = bins.go_binary()
+    digest = hashlib.sha256()
+    for path in sorted(NODE_MODULE.glob("*")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    out = CACHE / f"bin-{digest.hexdigest()[:16]}"
+    if all((out / name).is_file() for name in _NODE_BINARIES):
+        return out, 0.0
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(dir=CACHE.parent if not CACHE.exists() else CACHE) as tmp:
+        built = Path(tmp) / "bin"
+        proc = subprocess.run([str(go), "build", "-p", "2", "-tags", "no_btrfs no_devmapper no_zfs",
+                               f"-ldflags=-s -w -X github.com/containerd/containerd/v2/version.Version={CONTAINERD_V2}",
+                               "-o", f"{built}/", *_NODE_PACKAGES], cwd=NODE_MODULE,
+                              env={**os.environ, "CGO_ENABLED": "0"}, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise ClusterUnavailable(f"building hack/node/ failed:\n{proc.stderr[-3000:]}")
+        built.rename(out)
+    return out, time.monotonic() - started
+
+
+def containerd_config(root: Path, runtime: str, cni_bin: Path = CNI_BIN) -> str:
+    """containerd's configuration, version 2 (containerd 1.6's; containerd v2 migrates it when it loads it): its own
+    root, state and socket, the CRI plugin with the node's sandbox image, cgroupfs (no systemd here), ``runtime``
+    (runc or crun) as the OCI runtime, the CNI plugins in ``cni_bin`` (Debian's by default)."""
     binary = shutil.which(runtime) or runtime
     return f"""version = 2
 root = "{root}/containerd/root"
@@ -197,7 +240,7 @@ state = "{root}/containerd/state"
         BinaryName = "{binary}"
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "{CNI_BIN}"
+    bin_dir = "{cni_bin}"
     conf_dir = "{root}/cni"
 """
 
@@ -234,12 +277,15 @@ def kubelet_config(root: Path, cluster: Cluster, port: int, healthz_port: int) -
 
 
 class RealNode:
-    """containerd and the kubelet for ``cluster``; ``runtime``: ``runc`` or ``crun``."""
+    """containerd and the kubelet for ``cluster``; ``runtime``: ``runc`` or ``crun``; ``containerd``: a directory
+    with ``containerd``, its shim, ``ctr`` and the CNI plugins (:func:`containerd_v2`), or None for Debian's."""
 
-    def __init__(self, cluster: Cluster, name: str = "node-1", runtime: str = "runc") -> None:
+    def __init__(self, cluster: Cluster, name: str = "node-1", runtime: str = "runc",
+                 containerd: Path | None = None) -> None:
         self.cluster = cluster
         self.name = name
         self.runtime = runtime
+        self.containerd = containerd
         self.root = Path(f"/tmp/gh-node-{uuid.uuid4().hex[:8]}")
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.bridge = f"gh{self.root.name[-8:-2]}"
@@ -261,9 +307,11 @@ class RealNode:
 
     def _spawn(self, component: str, args: list[str]) -> None:
         log = self.log(component).open("ab")
+        # containerd finds its shim on PATH: the built one first when the node runs containerd v2.
+        env = {**os.environ, "PATH": f"{self.containerd}:{os.environ['PATH']}"} if self.containerd else None
         # Dies with this process (PR_SET_PDEATHSIG), like the control plane's components.
         self.procs[component] = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                                 start_new_session=True, preexec_fn=launcher._die_with_parent)
+                                                 start_new_session=True, preexec_fn=launcher._die_with_parent, env=env)
         log.close()
 
     def load(self, archive: Path) -> float:
@@ -273,17 +321,20 @@ class RealNode:
         return time.monotonic() - started
 
     def ctr(self, *args: str) -> str:
-        return _run("ctr", "--address", str(self.root / "containerd.sock"), "-n", "k8s.io", *args)
+        return _run(self._tool("ctr"), "--address", str(self.root / "containerd.sock"), "-n", "k8s.io", *args)
+
+    def _tool(self, name: str) -> str:
+        return str(self.containerd / name) if self.containerd else name
 
     def _start_containerd(self, images: dict[str, Path]) -> None:
         started = time.monotonic()
         config = self.root / "containerd" / "config.toml"
-        config.write_text(containerd_config(self.root, self.runtime))
-        subnet = "10.88.0.0/16"
+        config.write_text(containerd_config(self.root, self.runtime, self.containerd or CNI_BIN))
         (self.root / "cni" / "10-gatehouse.conflist").write_text(
-            cni_config(subnet, self.bridge).replace("CNI_DATA", str(self.root / "cni-data")))
+            cni_config(POD_SUBNET, self.bridge).replace("CNI_DATA", str(self.root / "cni-data")))
         self._service_nat()
-        self._spawn("containerd", ["containerd", "--config", str(config)])
+        (self.root / "containerd.sock").unlink(missing_ok=True)  # a killed containerd's: wait for the new one's
+        self._spawn("containerd", [self._tool("containerd"), "--config", str(config)])
         deadline = time.monotonic() + 30
         while not (self.root / "containerd.sock").exists():
             self._check_alive("containerd")
@@ -304,6 +355,9 @@ class RealNode:
         here (the CNI plugin takes it as it is) so that only it may route to 127.0.0.1 (``route_localnet``)."""
         _run("ip", "link", "add", self.bridge, "type", "bridge")
         _run("ip", "link", "set", self.bridge, "up")
+        # The gateway's address now rather than at the first pod's CNI ADD (the plugin keeps it): a process of the
+        # host that serves the pods (a test's MCP server) listens on it from the start.
+        _run("ip", "addr", "add", f"{GATEWAY}/16", "dev", self.bridge)
         Path(f"/proc/sys/net/ipv4/conf/{self.bridge}/route_localnet").write_text("1\n")
         _run("iptables", "-t", "nat", "-A", *self._nat_rule())
 
@@ -342,6 +396,36 @@ class RealNode:
             time.sleep(0.5)
         self.times["kubelet"] = time.monotonic() - started
 
+    def reboot(self, timeout: float = 120.0) -> dict[str, float]:
+        """What a node's reboot does to its pods: every container killed (SIGKILL), containerd and the kubelet
+        stopped, the pods' mounts and the bridge gone, containerd's state (``/run`` on a real node) lost; then
+        containerd and the kubelet started again on the same root (images, the kubelet's pods directory, the CNI
+        allocations: a real node keeps those on disk). The Node object stays, as it does for a reboot. Returns
+        the seconds each half took."""
+        started = time.monotonic()
+        self._kill("kubelet")
+        self._kill_tasks()
+        self._kill("containerd")
+        self._kill_shims()
+        subprocess.run(["iptables", "-t", "nat", "-D", *self._nat_rule()], capture_output=True)
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
+        self._unmount()
+        shutil.rmtree(self.root / "containerd" / "state", ignore_errors=True)
+        down = time.monotonic() - started
+        self._start_containerd(prepare())
+        self._start_kubelet(timeout)
+        return {"down": down, "up": time.monotonic() - started - down}
+
+    def _kill_tasks(self) -> None:
+        if "containerd" in self.procs and self.procs["containerd"].poll() is None:
+            try:
+                for task in self.ctr("tasks", "ls", "-q").split():
+                    subprocess.run([self._tool("ctr"), "--address", str(self.root / "containerd.sock"), "-n", "k8s.io", "tasks",
+                                    "kill", "-s", "SIGKILL", task], capture_output=True)
+            except ClusterFailed:
+                pass
+            time.sleep(1)
+
     def _check_alive(self, component: str) -> None:
         if self.procs[component].poll() is not None:
             raise ClusterFailed(f"{component} exited ({self.procs[component].returncode}):\n{self._tail(component, 40)}")
@@ -359,14 +443,7 @@ class RealNode:
         scheduler bound the next test's operator pods to such a node (`make e2e-node`: crun's node, then runc's)."""
         self._kill("kubelet")
         self.cluster.kubectl("delete", "node", self.name, "--ignore-not-found", "--wait=false")
-        if "containerd" in self.procs and self.procs["containerd"].poll() is None:
-            try:
-                for task in self.ctr("tasks", "ls", "-q").split():
-                    subprocess.run(["ctr", "--address", str(self.root / "containerd.sock"), "-n", "k8s.io", "tasks",
-                                    "kill", "-s", "SIGKILL", task], capture_output=True)
-            except ClusterFailed:
-                pass
-            time.sleep(1)
+        self._kill_tasks()
         self._kill("containerd")
         self._kill_shims()
         subprocess.run(["iptables", "-t", "nat", "-D", *self._nat_rule()], capture_output=True)
