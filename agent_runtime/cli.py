@@ -6,6 +6,7 @@ Each command is a thin shell over a module that does the work; heavy imports hap
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -220,6 +221,59 @@ def serve(
         pass
     if not server.started:
         raise typer.Exit(3)  # uvicorn's STARTUP_FAILURE: it has logged why
+
+
+@runtime_app.command()
+def gateway(
+    config: Path | None = typer.Option(None, "--config", help="GatewayConfig JSON (what the operator would mount)."),
+    files: list[Path] = typer.Option([], "-f", "--file", help="Manifests (MCPGateway, RemoteMCPServer) instead."),
+    name: str | None = typer.Option(None, "--gateway", help="MCPGateway to serve when the files hold several."),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8080, "--port", help="Port to listen on (0: any free port, printed in the ready line)."),
+    log_level: str = typer.Option("warning", "--log-level"),
+    api_token_file: Path | None = typer.Option(
+        None, "--api-token-file", help="Bearer tokens callers may present, one 'principal[:groups=a,b]:token' a line."
+    ),
+    insecure_allow_anonymous: bool = typer.Option(
+        False, "--insecure-allow-anonymous", help="Serve a non-loopback address without authentication."
+    ),
+    allowed_hosts: list[str] = typer.Option([], "--allowed-host", help="Host names allowed besides loopback (repeatable)."),
+) -> None:
+    """Serve an MCPGateway: an MCP server (streamable HTTP at /mcp) in front of its upstream (docs/gateway.md)."""
+    from agent_runtime.access.settings import load_access_settings
+    from agent_runtime.agent_config import GatewayConfig
+
+    try:
+        if (config is None) == (not files):
+            raise ValueError("give either --config FILE or one or more -f MANIFEST")
+        if config is not None:
+            gateway_config = GatewayConfig.from_json(config.read_text())
+        else:
+            from agent_runtime.manifests import select_gateway_config
+
+            gateway_config = select_gateway_config(files, name)
+        hosts = tuple(h.strip() for item in allowed_hosts for h in item.split(",") if h.strip())
+        access = load_access_settings(gateway_config.access, token_file=api_token_file,
+                                      insecure_allow_anonymous=insecure_allow_anonymous, allowed_hosts=hosts)
+        import uvicorn
+
+        from agent_runtime.gateway.app import MCP_PATH, GatewaySettings, build_gateway_app
+
+        app = build_gateway_app(GatewaySettings(config=gateway_config, host=host, port=port, access=access))
+    except (TranslationError, FileNotFoundError, ValueError, RuntimeError) as exc:
+        _fail(exc)
+
+    class Announcing(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                bound = next((s.getsockname()[1] for srv in self.servers for s in (srv.sockets or ())), port)
+                shown = f"[{host}]" if ":" in host else host
+                print(f"gateway {gateway_config.name} ready: http://{shown}:{bound}{MCP_PATH} "
+                      f"(upstream {gateway_config.upstream.url})", flush=True)
+
+    Announcing(uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, timeout_keep_alive=75,
+                              proxy_headers=False)).run()
 
 
 def _otel(flag: bool) -> bool:
