@@ -100,6 +100,8 @@ from agent_runtime.kube.objects import approval_name
 from agent_runtime.kube.token_review import TokenReviewMethod
 from agent_runtime.metrics import Metrics
 from agent_runtime.models.factory import build_model
+from agent_runtime.pauses.registry import PauseKinds
+from agent_runtime.pauses.resumptions import Resumptions
 from agent_runtime.questions.flow import HitlRuntime
 from agent_runtime.rest.api import RestApi
 from agent_runtime.rest.audit import AuditApi
@@ -150,6 +152,7 @@ class Runtime:
     hitl: HitlRuntime | None = None
     elicitations: ElicitationRuntime | None = None
     delegations: DelegationRuntime | None = None
+    kinds: PauseKinds = field(default_factory=PauseKinds)  # the kinds of paused call (a taskless kind registers here)
     _database: DatabaseWatch | None = field(default=None, init=False)  # once the stores are open
 
     @property
@@ -330,6 +333,7 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     task_store = CachedTaskStore(db, fresh=fresh)
     toolsets = {server.name: build_toolset(server) for server in config.mcp_servers}
     gate = Gate(config, approvals, metrics)
+    kinds = PauseKinds()  # filled below, in routing order (pauses/registry.py)
     hitl = HitlRuntime(config, db, metrics, fresh=fresh)  # hitl_request: tools (if humanTools.hitlRequest), store, flow, sweeper
     # sub-agents (spec.tools[].type Agent): one tool and one A2A client each; their pauses wait in gatehouse_delegations
     clients = {sub.name: SubAgentClient(sub) for sub in config.sub_agents}
@@ -365,17 +369,19 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
         interrupted_task_timeout=1.0,
     )
     resumer = Resumer(handler, task_store.owner_of)
-    sweeper = TimeoutSweeper(approvals, resumer, config.approval.on_timeout, settings.sweep_interval)
+    # a decision continues its pause through the kind: a taskless kind's callback, else the A2A resumer (pauses/)
+    resumptions = Resumptions(approvals, resumer, kinds)
+    sweeper = TimeoutSweeper(approvals, resumptions, config.approval.on_timeout, settings.sweep_interval)
     hitl.watch(handler, settings.sweep_interval)
     elicitations.watch(handler, settings.sweep_interval)
     delegations.watch(handler, max(settings.sweep_interval, 1.0))  # each round asks every open sub-agent task over HTTP
-    decide = DecideOne(approvals, metrics, resumer, task_store, config)
+    decide = DecideOne(approvals, metrics, resumptions, task_store, config)
     kube = KubeBridge(
         settings.kube, config.name, approvals, decide, hitl=hitl.store, identities=settings.access.identities,
     ) if settings.kube else None
     return Runtime(
         settings, db, metrics, approvals, sessions, task_store, toolsets, gate, handler, resumer, sweeper, decide,
-        kube=kube, hitl=hitl, elicitations=elicitations, delegations=delegations,
+        kube=kube, hitl=hitl, elicitations=elicitations, delegations=delegations, kinds=kinds,
     )
 
 
