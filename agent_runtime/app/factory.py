@@ -90,10 +90,10 @@ from agent_runtime.app.tool_watch import ToolServersWatch
 from agent_runtime.approvals import ApprovalService
 from agent_runtime.database import Database
 from agent_runtime.delegation.client import SubAgentClient
-from agent_runtime.delegation.flow import DelegationRuntime
+from agent_runtime.delegation.flow import DelegationFlow, DelegationRuntime
 from agent_runtime.delegation.tool import SubAgentTool
 from agent_runtime.elicitations import wire as elicitation_wire
-from agent_runtime.elicitations.flow import ElicitationRuntime
+from agent_runtime.elicitations.flow import ElicitationFlow, ElicitationRuntime
 from agent_runtime.fresh_ids import FreshIds
 from agent_runtime.kube.bridge import KubeBridge
 from agent_runtime.kube.objects import approval_name
@@ -102,7 +102,7 @@ from agent_runtime.metrics import Metrics
 from agent_runtime.models.factory import build_model
 from agent_runtime.pauses.registry import PauseKinds
 from agent_runtime.pauses.resumptions import Resumptions
-from agent_runtime.questions.flow import HitlRuntime
+from agent_runtime.questions.flow import HitlFlow, HitlRuntime
 from agent_runtime.rest.api import RestApi
 from agent_runtime.rest.audit import AuditApi
 from agent_runtime.server.decide_one import DecideOne
@@ -351,18 +351,23 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     runner = Runner(app_name=config.name, agent=agent, session_service=sessions, auto_create_session=True)
     # MCP tools' questions (elicitation): a round waits as long as an approval would
     elicitations = ElicitationRuntime(db, config.approval.timeout_seconds, fresh=fresh)
-    turns = TurnRunner(runner, sessions, approvals, metrics, config.approval.timeout_seconds, questions=hitl.recorder.record,
-                       elicitations=elicitations.recorder.record, delegations=delegations.recorder.record)
+    turns = TurnRunner(runner, sessions, approvals, metrics, config.approval.timeout_seconds, recorders=[
+        (HitlFlow.name, hitl.recorder), (ElicitationFlow.name, elicitations.recorder),
+        (DelegationFlow.name, delegations.recorder),
+    ])
+    # the kinds of paused call besides approvals, in routing order (pauses/registry.py)
+    if config.sub_agents:
+        kinds.add(delegations.flow_for(turns, approvals.finish_execution))
+    kinds.add(elicitations.flow_for(turns, _retry(toolsets), approvals.finish_execution, single_process=db.sqlite))
+    kinds.add(hitl.flow_for(turns))
     name_of = (lambda request_id: approval_name(config.name, request_id)) if settings.kube else None
     executor = GatehouseExecutor(
-        config, turns, approvals, metrics, single_process=db.sqlite, approval_name=name_of, hitl=hitl.flow_for(turns),
-        owner_of=task_store.owner_of,
-        elicit=elicitations.flow_for(turns, _retry(toolsets), approvals.finish_execution, single_process=db.sqlite),
-        delegate=delegations.flow_for(turns, approvals.finish_execution),
+        config, turns, approvals, metrics, single_process=db.sqlite, approval_name=name_of, owner_of=task_store.owner_of,
+        kinds=kinds,
     )
     handler = GatehouseRequestHandler(
         agent_executor=executor, task_store=task_store, agent_card=agent_card(config, settings.url), approvals=approvals,
-        hitl=hitl.store, elicitations=elicitations.store, delegations=delegations.store,
+        kinds=kinds,
         request_context_builder=SimpleRequestContextBuilder(task_id_generator=fresh, context_id_generator=fresh),
         # a2a-sdk keeps an ActiveTask (queues, producer and consumer tasks: ~40 KB) per paused task until it is idle
         # this long; the store keeps the task, and a decision or a subscription recreates it from there.

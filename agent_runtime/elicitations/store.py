@@ -12,8 +12,8 @@ this table: not in a pause, a log or the task history. Its life:
 
 Every change is a compare-and-swap on ``status`` and ``version`` (:class:`agent_runtime.pauses.store.PauseStore`),
 committed before anything follows from it: two answers racing cannot both win, and the claim (answered → retrying) is
-committed before the tool is called, so an answered call is retried at most once — a restart after the claim finds ``retrying`` and tells the model the call was
-continued once and never reported back, never retries it again.
+committed before the tool is called, so an answered call is retried at most once — a restart after the claim finds
+``retrying`` and tells the model the call was continued once and never reported back, never retries it again.
 """
 
 from __future__ import annotations

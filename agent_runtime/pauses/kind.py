@@ -7,19 +7,24 @@ of its pause. The server never imports a kind: it asks :class:`~agent_runtime.pa
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Task
 
 from agent_runtime.principals import Principal
+from agent_runtime.run_scope import RunScope
 
 
 class Internal:
     """Base of every in-process verdict (a sweeper's timeout, a watcher's news, DecideOne's resume): the executor's
     ``internal`` is one of these or None, never a client's field."""
+
+    # On a task that is submitted or working (someone else is resuming it), the verdict changes nothing and is dropped
+    # without a word; False: the executor answers it as it would a client's message.
+    dropped_while_working: ClassVar[bool] = False
 
 
 class Paused(Protocol):
@@ -66,15 +71,40 @@ class Decision:
     refused: str = ""
 
 
+class Recorder(Protocol):
+    """Turns what a run paused on (its :class:`~agent_runtime.run_scope.RunScope`) into the kind's durable row, before
+    anyone is told; None when the run did not pause on this kind. ``confirmation_ids``: ADK's confirmation call id of
+    each paused call id."""
+
+    async def record(self, scope: RunScope, confirmation_ids: Mapping[str, str]) -> Paused | None: ...
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A turn's pause of a kind (``TurnOutcome.pause``): the kind's name and its new row."""
+
+    kind: str
+    record: Any
+
+
 class PauseKind(Protocol):
     """One kind of paused call with an A2A task (a question, a tool's question, a sub-agent's pause).
 
     Registered in order in :class:`~agent_runtime.pauses.registry.PauseKinds`; approvals are the fallback the executor
     keeps (the richest kind: votes, N-of-M, batches, grants)."""
 
-    name: str  # the interrupt_type of its pause (the wire: agent_runtime.wire.INTERRUPT_*)
-    internal_key: str  # where its in-process verdicts travel in the server call context
-    internal_type: type[Internal]
+    @property
+    def name(self) -> str:
+        """Its name in the registry (its pause's interrupt_type where it has one of its own)."""
+        ...
+
+    @property
+    def internal_key(self) -> str:
+        """Where its in-process verdicts travel in the server call context."""
+        ...
+
+    @property
+    def internal_type(self) -> type[Internal]: ...
 
     async def for_task(self, task_id: str) -> Sequence[Paused]:
         """Every pause of the task, oldest first."""
@@ -103,4 +133,4 @@ class PauseKind(Protocol):
     async def report_pause(self, updater: TaskUpdater, record: Any) -> None: ...
 
 
-__all__ = ["Decision", "Internal", "Outcome", "PauseKind", "Paused", "Report"]
+__all__ = ["Decision", "Internal", "Outcome", "PauseKind", "Paused", "Recorded", "Recorder", "Report"]

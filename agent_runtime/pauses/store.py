@@ -84,7 +84,7 @@ class PauseStore(Generic[R]):
         raise NotImplementedError
 
     @staticmethod
-    def to_row(record: R) -> dict[str, Any]:
+    def to_row(r: R) -> dict[str, Any]:
         raise NotImplementedError
 
     # --- listeners (a Kubernetes mirror) ---------------------------------------------------------

@@ -18,7 +18,7 @@ The gate never gates this tool (it subclasses :class:`~agent_runtime.run_scope.H
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from google.adk.tools.tool_context import ToolContext
@@ -157,7 +157,7 @@ class QuestionRecorder:
         self._timeout = default_timeout_seconds
         self._clock = clock or store.clock
 
-    async def record(self, scope: RunScope, confirmation_ids: dict[str, str]) -> HitlRecord | None:
+    async def record(self, scope: RunScope, confirmation_ids: Mapping[str, str]) -> HitlRecord | None:
         if not scope.hitl:
             return None
         (question,) = scope.hitl  # the tool refuses a second question in the same turn
