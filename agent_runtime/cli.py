@@ -238,6 +238,10 @@ def gateway(
         False, "--insecure-allow-anonymous", help="Serve a non-loopback address without authentication."
     ),
     allowed_hosts: list[str] = typer.Option([], "--allowed-host", help="Host names allowed besides loopback (repeatable)."),
+    state_dir: Path = typer.Option(Path(".gatehouse"), "--state-dir", help="Where the default sqlite database lives."),
+    database_url: str | None = typer.Option(
+        None, "--database-url", envvar="GATEHOUSE_DATABASE_URL", help="The held calls' database (default: sqlite)."
+    ),
 ) -> None:
     """Serve an MCPGateway: an MCP server (streamable HTTP at /mcp) in front of its upstream (docs/gateway.md)."""
     from agent_runtime.access.settings import load_access_settings
@@ -257,9 +261,17 @@ def gateway(
                                       insecure_allow_anonymous=insecure_allow_anonymous, allowed_hosts=hosts)
         import uvicorn
 
+        from agent_runtime.database import LocationError, check_location, default_database_url
         from agent_runtime.gateway.app import MCP_PATH, GatewaySettings, build_gateway_app
 
-        app = build_gateway_app(GatewaySettings(config=gateway_config, host=host, port=port, access=access))
+        try:
+            check_location(database_url or default_database_url(state_dir),
+                           "the state directory" if database_url is None else "the database directory")
+        except LocationError as exc:
+            raise ValueError(str(exc)) from None
+
+        app = build_gateway_app(GatewaySettings(config=gateway_config, host=host, port=port, access=access,
+                                                state_dir=state_dir, database_url=database_url))
     except (TranslationError, FileNotFoundError, ValueError, RuntimeError) as exc:
         _fail(exc)
 

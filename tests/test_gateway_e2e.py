@@ -29,11 +29,12 @@ from tests.support.processes import GATEHOUSE_CMD, free_port, running
 pytestmark = pytest.mark.e2e
 
 RUNTIME_CMD = [sys.executable, "-c", "from agent_runtime.cli import runtime_main; runtime_main()"]
-TOKENS = "alice:groups=sre:tok-alice\nbob:tok-bob\n"
+TOKENS = "alice:groups=sre:tok-alice\nbob:tok-bob\ncarol:groups=sre:tok-carol\n"
 OFFERED = ["read_file", "write_file", "delete_file", "put_file"]  # list_dir is the upstream's, not offered
 
 
-def _manifests(upstream_url: str, server: str, gateway: str, extra_server: str = "", upstream: str = "") -> str:
+def _manifests(upstream_url: str, server: str, gateway: str, extra_server: str = "", upstream: str = "",
+               approval: str = "") -> str:
     return f"""
 apiVersion: gatehouse.dev/v1alpha1
 kind: RemoteMCPServer
@@ -49,12 +50,14 @@ spec:
   upstream: {upstream or f'{{name: {server}}}'}
   approval:
     rules: [{{tool: read_file, when: {{arg: path, glob: "**/.env*"}}, action: deny}}]
+{approval}
 """
 
 
 class Served:
     def __init__(self, url: str, upstream: str, sandbox: Path, journal: Path) -> None:
         self.url, self.upstream, self.sandbox, self.journal = url, upstream, sandbox, journal
+        self.base = url.removesuffix("mcp")  # the gateway's REST API: {base}approvals
 
     def ran(self) -> list[dict[str, Any]]:
         if not self.journal.exists():
@@ -72,10 +75,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     tools_port, gateway_port = free_port(), free_port()
     upstream = f"http://127.0.0.1:{tools_port}/mcp"
     offered = f"{{name: file-tools, toolNames: [{', '.join(OFFERED)}], requireApproval: [delete_file]}}"
-    (base / "gateway.yaml").write_text(_manifests(upstream, "file-tools", "files-gate", upstream=offered))
+    approval = ("    timeout: 1m\n    editableTools: [delete_file]\n"
+                "    approvers: {groups: [sre], allowRequester: false}")  # carol (sre) may not approve her own calls
+    (base / "gateway.yaml").write_text(_manifests(upstream, "file-tools", "files-gate", upstream=offered, approval=approval))
     tools = [*GATEHOUSE_CMD, "demo-tools", "--sandbox", str(sandbox), "--port", str(tools_port), "--journal", str(journal)]
     gateway = [*RUNTIME_CMD, "gateway", "-f", str(base / "gateway.yaml"), "--port", str(gateway_port),
-               "--api-token-file", str(base / "tokens")]
+               "--api-token-file", str(base / "tokens"), "--state-dir", str(base / "state")]
     with running(tools, ready="demo-tools ready"), running(gateway, ready="gateway files-gate ready", timeout=60):
         yield Served(f"http://127.0.0.1:{gateway_port}/mcp", upstream, sandbox, journal)
 
@@ -110,14 +115,102 @@ async def test_an_ungated_call_runs_once_and_returns_the_upstreams_result(served
     assert [(c["tool"], c["args"]["path"]) for c in served.ran()[before:]] == [("write_file", "ungated.txt")]
 
 
-async def test_a_gated_call_does_not_run_and_the_model_reads_why(served: Served) -> None:
-    """Until held calls land (Phase B), a gated call fails closed: an isError result naming the approval it needs."""
-    (served.sandbox / "keep.txt").write_text("keep me")
+async def pending(served: Served, token: str = "tok-alice", tool: str = "delete_file") -> dict[str, Any]:
+    """The one pending request for ``tool``, as ``GET /approvals`` shows it to an approver (waiting for it to appear)."""
+    async with httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}) as http:
+        for _ in range(200):
+            listed = (await http.get(served.base + "approvals")).json()
+            found = [a for a in listed["approvals"] if a["tool"] == tool]
+            if found:
+                (one,) = found
+                return dict(one)
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"no pending {tool} request appeared")
+
+
+async def decide(served: Served, request_id: str, token: str, body: dict[str, Any]) -> httpx2.Response:
+    async with httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}) as http:
+        return await http.post(f"{served.base}approvals/{request_id}/decision", json=body,
+                               headers={"idempotency-key": f"k-{request_id}-{token}-{body['decision']}"})
+
+
+async def held_call(served: Served, token: str, tool: str, args: dict[str, Any], **options: Any) -> asyncio.Task[Any]:
+    async def call() -> mcp_types.CallToolResult:
+        async with connected(served.url, token=token, **options) as client:
+            return await client.call_tool(tool, args)
+
+    return asyncio.create_task(call())
+
+
+async def test_a_gated_call_waits_is_approved_over_rest_and_runs_once(served: Served) -> None:
+    (served.sandbox / "gone.txt").write_text("bye")
     before = len(served.ran())
-    async with connected(served.url) as client:
-        result = await client.call_tool("delete_file", {"path": "keep.txt"})
-    assert result.is_error and "needs a human's approval" in _text(result) and "was not run" in _text(result)
-    assert (served.sandbox / "keep.txt").exists() and served.ran()[before:] == []
+    call = await held_call(served, "tok-bob", "delete_file", {"path": "gone.txt"})
+    request = await pending(served)
+    assert request["requested_by"] == "bob" and not call.done() and served.ran()[before:] == []
+    answer = await decide(served, request["id"], "tok-alice", {"decision": "approve", "reason": "fine"})
+    assert answer.status_code == 200, answer.text
+    result = await asyncio.wait_for(call, 30)
+    assert not result.is_error, _text(result)
+    assert not (served.sandbox / "gone.txt").exists()
+    assert [(c["tool"], c["args"]) for c in served.ran()[before:]] == [("delete_file", {"path": "gone.txt"})]
+    again = await decide(served, request["id"], "tok-carol", {"decision": "approve"})
+    assert again.status_code == 409 and [c["tool"] for c in served.ran()[before:]] == ["delete_file"]  # once
+
+
+async def test_a_denied_call_is_an_error_with_the_reason(served: Served) -> None:
+    (served.sandbox / "kept.txt").write_text("keep")
+    before = len(served.ran())
+    call = await held_call(served, "tok-bob", "delete_file", {"path": "kept.txt"})
+    request = await pending(served)
+    denial = {"decision": "deny", "reason": "we still need it"}
+    assert (await decide(served, request["id"], "tok-alice", denial)).status_code == 200
+    result = await asyncio.wait_for(call, 30)
+    assert result.is_error and "we still need it" in _text(result) and "not run" in _text(result)
+    assert (served.sandbox / "kept.txt").exists() and served.ran()[before:] == []
+
+
+async def test_an_edited_call_runs_with_the_approvers_arguments(served: Served) -> None:
+    (served.sandbox / "asked-for.txt").write_text("a")
+    (served.sandbox / "instead.txt").write_text("b")
+    before = len(served.ran())
+    call = await held_call(served, "tok-bob", "delete_file", {"path": "asked-for.txt"})
+    request = await pending(served)
+    body = {"decision": "approve", "arguments": {"path": "instead.txt"}, "args_hash": request["args_hash"]}
+    assert (await decide(served, request["id"], "tok-alice", body)).status_code == 200
+    result = await asyncio.wait_for(call, 30)
+    assert not result.is_error, _text(result)
+    assert (served.sandbox / "asked-for.txt").exists() and not (served.sandbox / "instead.txt").exists()
+    assert [c["args"] for c in served.ran()[before:]] == [{"path": "instead.txt"}]
+
+
+async def test_a_requester_who_may_not_decide_their_own_call_is_refused(served: Served) -> None:
+    (served.sandbox / "carols.txt").write_text("c")
+    call = await held_call(served, "tok-carol", "delete_file", {"path": "carols.txt"})
+    request = await pending(served, token="tok-carol")
+    refused = await decide(served, request["id"], "tok-carol", {"decision": "approve"})
+    assert refused.status_code == 403, refused.text
+    assert not call.done() and (served.sandbox / "carols.txt").exists()
+    assert (await decide(served, request["id"], "tok-alice", {"decision": "approve"})).status_code == 200
+    assert not (await asyncio.wait_for(call, 30)).is_error and not (served.sandbox / "carols.txt").exists()
+
+
+async def test_a_client_whose_timeout_is_shorter_than_the_wait_retries_and_gets_the_result(served: Served) -> None:
+    """The client gives up before anyone decides; its retry of the same call finds the same request (no second one),
+    and gets the result once approved. The approval alone, with nobody waiting, runs nothing."""
+    (served.sandbox / "slow.txt").write_text("s")
+    before = len(served.ran())
+    first = await held_call(served, "tok-bob", "delete_file", {"path": "slow.txt"}, read_timeout_seconds=1.0)
+    request = await pending(served)
+    with pytest.raises(Exception):  # noqa: B017 - the SDK's own timeout error, whatever its class
+        await asyncio.wait_for(first, 30)
+    assert (await decide(served, request["id"], "tok-alice", {"decision": "approve"})).status_code == 200
+    await asyncio.sleep(1.0)
+    assert served.ran()[before:] == [] and (served.sandbox / "slow.txt").exists()  # nobody waits: nothing ran
+    retry = await held_call(served, "tok-bob", "delete_file", {"path": "slow.txt"})
+    result = await asyncio.wait_for(retry, 30)
+    assert not result.is_error, _text(result)
+    assert [c["args"] for c in served.ran()[before:]] == [{"path": "slow.txt"}]
 
 
 async def test_a_call_the_policy_denies_is_an_error_with_the_reason(served: Served) -> None:

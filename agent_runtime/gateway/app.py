@@ -1,12 +1,17 @@
-"""The gateway's ASGI app: authentication (the Agent's: tokens, JWT, TokenReview), the binding of MCP sessions to
-principals, the MCP endpoint at :data:`MCP_PATH`, and the probes."""
+"""The gateway's ASGI app: authentication (the Agent's: tokens, JWT), the binding of MCP sessions to principals, the
+MCP endpoint at :data:`MCP_PATH`, the REST approvals API (``/approvals``: the same as an Agent runtime's, over the
+held calls) and the probes. The held calls live in the same approvals store as an Agent's pauses (sqlite in
+``--state-dir``, or ``--database-url``), decided through ``DecideOne`` and timed out by the same sweeper."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -21,9 +26,22 @@ from agent_runtime.access.methods import BearerMethod, TokenFileMethod
 from agent_runtime.access.middleware import RequirePrincipal
 from agent_runtime.access.settings import AccessSettings, is_loopback
 from agent_runtime.agent_config import GatewayConfig
+from agent_runtime.approvals import ApprovalService, Resolution
+from agent_runtime.database import Database, default_database_url
 from agent_runtime.gateway.bindings import BindSessions
+from agent_runtime.gateway.held import HeldCalls
 from agent_runtime.gateway.server import build_server
 from agent_runtime.gateway.upstream import Upstream
+from agent_runtime.metrics import Metrics
+from agent_runtime.pauses.registry import PauseKinds
+from agent_runtime.pauses.resumptions import Resumptions
+from agent_runtime.rest.api import RestApi
+from agent_runtime.rest.settings import RestSettings
+from agent_runtime.server.decide_one import DecideOne
+from agent_runtime.server.sweeper import TimeoutSweeper
+from agent_runtime.server.task_store import CachedTaskStore
+
+log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
 READY_TIMEOUT = 5.0  # seconds /readyz waits for the upstream to list its tools
@@ -35,6 +53,22 @@ class GatewaySettings:
     host: str = "127.0.0.1"
     port: int = 8080
     access: AccessSettings = field(default_factory=AccessSettings)
+    state_dir: Path = Path(".gatehouse")
+    database_url: str | None = None
+    sweep_interval: float = 0.25
+
+    @property
+    def db_url(self) -> str:
+        return self.database_url or default_database_url(self.state_dir)
+
+
+class NoTasks:
+    """The A2A resumer of a gateway: it has no A2A tasks, so every decided request is a held call's (Resumptions hands
+    those to :class:`HeldCalls`); anything else is logged and left alone."""
+
+    async def resume(self, task_id: str, context_id: str, resolutions: dict[str, Resolution], source: str,
+                     note: str) -> Any:
+        log.warning("gateway: a decision for %s, which is no held call of this gateway: ignored", task_id)
 
 
 def build_authenticator(settings: GatewaySettings) -> Authenticator:
@@ -58,7 +92,17 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
     config = settings.config
     upstream = upstream or Upstream(config.upstream)
     authenticator = build_authenticator(settings)
-    server = build_server(config, upstream)
+    db = Database(settings.db_url)
+    approvals = ApprovalService(db)
+    metrics = Metrics()
+    held = HeldCalls(config, approvals)
+    kinds = PauseKinds()
+    kinds.add_taskless(held)
+    resumptions = Resumptions(approvals, NoTasks(), kinds)
+    decide = DecideOne(approvals, metrics, resumptions, CachedTaskStore(db), config)
+    rest = RestApi(RestSettings(), agent=config.name, db=db, approvals=approvals, metrics=metrics, decide_one=decide)
+    sweeper = TimeoutSweeper(approvals, resumptions, config.approval.on_timeout, settings.sweep_interval)
+    server = build_server(config, upstream, held)
     mcp = server.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host)
 
     async def healthz(_: Request) -> Response:
@@ -73,11 +117,17 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        await approvals.create_tables()
+        await rest.start()
+        sweeper.start()
         keeper = asyncio.create_task(upstream.run(), name="gateway-upstream")
         try:
             async with server.session_manager.run():
                 yield
         finally:
+            await sweeper.stop()
+            await rest.stop()
+            await db.dispose()
             keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await keeper
@@ -85,11 +135,11 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
     allowed = runtime_hosts(settings.access.allowed_hosts, local_mode=not authenticator.required,
                             loopback_bind=is_loopback(settings.host), public_url=None,
                             anonymous_remote=settings.access.allow_anonymous_remote)
-    guarded: ASGIApp = RequirePrincipal(BindSessions(mcp), authenticator=authenticator, proxy=settings.access.proxy)
+    inner = Starlette(routes=[*rest.routes, Mount("/", app=BindSessions(mcp))])  # /approvals…, then /mcp
+    guarded: ASGIApp = RequirePrincipal(inner, authenticator=authenticator, proxy=settings.access.proxy)
     if allowed is not None:
         guarded = HostCheck(guarded, allowed=allowed, exempt=frozenset({"/healthz", "/readyz"}))
-    return Starlette(routes=[Route("/healthz", healthz), Route("/readyz", readyz), Mount("/", app=guarded)],
-                     lifespan=lifespan)
+    return Starlette(routes=[Route("/healthz", healthz), Route("/readyz", readyz), Mount("/", app=guarded)], lifespan=lifespan)
 
 
 __all__ = ["MCP_PATH", "GatewaySettings", "build_authenticator", "build_gateway_app"]

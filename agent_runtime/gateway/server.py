@@ -21,6 +21,7 @@ from starlette.requests import Request
 from agent_runtime.access.middleware import principal_of
 from agent_runtime.agent_config import GatewayConfig
 from agent_runtime.gateway import routing
+from agent_runtime.gateway.held import HeldCalls, Progress, refusal
 from agent_runtime.gateway.upstream import Upstream
 from agent_runtime.principals import Principal, anonymous
 
@@ -41,7 +42,38 @@ def caller(ctx: ServerRequestContext[Any]) -> Principal:
     return principal_of(ctx.request) if isinstance(ctx.request, Request) else anonymous()
 
 
-def build_server(config: GatewayConfig, upstream: Upstream) -> Server[Any]:
+def _progress(ctx: ServerRequestContext[Any]) -> Progress | None:
+    """Progress notifications to the waiting client, when it asked for them (a progress token): they keep its stream
+    busy, and a client that resets its timeout on progress waits as long as the decision takes."""
+    meta: Any = ctx.meta or {}
+    token = meta.get("progress_token", meta.get("progressToken")) if isinstance(meta, dict) else None
+    if token is None:
+        return None
+    count = 0
+
+    async def tell(message: str) -> None:
+        nonlocal count
+        count += 1
+        await ctx.session.send_progress_notification(token, float(count), None, message,
+                                                     str(ctx.request_id) if ctx.request_id is not None else None)
+
+    return tell
+
+
+def build_server(config: GatewayConfig, upstream: Upstream, held: HeldCalls | None = None) -> Server[Any]:
+    """``held``: where gated calls wait for a decision; None: a gated call is refused (fails closed)."""
+
+    async def forward(tool: str, args: dict[str, Any]) -> mcp_types.CallToolResult:
+        try:
+            found = await upstream.call_tool(tool, args)
+        except Exception as exc:
+            return _error(f"The upstream tool server {config.upstream.name!r} failed on {tool}: {exc}. "
+                          "The call may or may not have run there.")
+        if isinstance(found, mcp_types.CallToolResult):
+            return found
+        return _error(f"The upstream tool server asked a question about the approved call to {tool}; an approved call "
+                      "is run once, as approved, so it was not answered.")
+
     async def list_tools(
         ctx: ServerRequestContext[Any], params: mcp_types.PaginatedRequestParams | None
     ) -> mcp_types.ListToolsResult:
@@ -54,6 +86,13 @@ def build_server(config: GatewayConfig, upstream: Upstream) -> Server[Any]:
         args = dict(params.arguments or {})
         route = routing.route(config, params.name, args)
         who = caller(ctx)
+        if route.kind == "hold" and held is not None and route.decision is not None:
+            record = await held.open_request(who, params.name, args, route.decision)
+            log.info("gateway %s: %s held as %s for %s", config.name, params.name, record.id, who.id)
+            decided = await held.wait(record, _progress(ctx))
+            if decided.status == "approved":
+                return await held.run_approved(decided, forward)
+            return refusal(decided)
         if route.kind != "forward":
             log.info("gateway %s: %s %s for %s", config.name, route.kind, params.name, who.id)
             return _error(NOT_HELD_YET.format(message=route.message) if route.kind == "hold" else route.message)
