@@ -328,3 +328,36 @@ async def test_resources_and_prompts_are_not_offered(recorded: str) -> None:
         for ask in (client.list_resources(), client.read_resource("memo://secret"), client.list_prompts()):
             with pytest.raises(MCPError):
                 await asyncio.wait_for(ask, 30)
+
+
+async def test_kill_9_while_a_call_waits_the_retry_finds_its_request_and_it_runs_once(
+    served: Served, tmp_path: Path,
+) -> None:
+    """The held call is in the gateway's database: after a kill -9 and a restart the client's retry waits on the same
+    request (no second one), and the approval runs the call once."""
+    port = free_port()
+    offered = f"{{name: file-tools, toolNames: [{', '.join(OFFERED)}], requireApproval: [delete_file]}}"
+    (tmp_path / "gateway.yaml").write_text(_manifests(served.upstream, "file-tools", "files-gate", upstream=offered,
+                                                      approval="    approvers: {groups: [sre]}"))
+    (tmp_path / "tokens").write_text(TOKENS)
+    args = [*RUNTIME_CMD, "gateway", "-f", str(tmp_path / "gateway.yaml"), "--port", str(port),
+            "--api-token-file", str(tmp_path / "tokens"), "--state-dir", str(tmp_path / "state")]
+    restarted = Served(f"http://127.0.0.1:{port}/mcp", served.upstream, served.sandbox, served.journal)
+    (served.sandbox / "survives.txt").write_text("x")
+    before = len(served.ran())
+    with running(args, ready="gateway files-gate ready", timeout=60) as proc:
+        first = await held_call(restarted, "tok-bob", "delete_file", {"path": "survives.txt"})
+        request = await pending(restarted)
+        proc.kill()  # SIGKILL: nothing is flushed or closed
+        proc.wait(10)
+        with pytest.raises(Exception):  # noqa: B017 - the cut connection, as the SDK reports it
+            await asyncio.wait_for(first, 30)
+    with running(args, ready="gateway files-gate ready", timeout=60):
+        retry = await held_call(restarted, "tok-bob", "delete_file", {"path": "survives.txt"})
+        assert (await pending(restarted))["id"] == request["id"]  # the same request, not a second one
+        await asyncio.sleep(0.5)
+        assert not retry.done()
+        assert (await decide(restarted, request["id"], "tok-alice", {"decision": "approve"})).status_code == 200
+        result = await asyncio.wait_for(retry, 30)
+    assert not result.is_error, _text(result)
+    assert [c["args"] for c in served.ran()[before:]] == [{"path": "survives.txt"}]
