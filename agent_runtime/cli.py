@@ -242,6 +242,9 @@ def gateway(
     database_url: str | None = typer.Option(
         None, "--database-url", envvar="GATEHOUSE_DATABASE_URL", help="The held calls' database (default: sqlite)."
     ),
+    keepalive: str = typer.Option(
+        "15s", "--keepalive", help="How often a client waiting on a held call gets a progress notification."
+    ),
 ) -> None:
     """Serve an MCPGateway: an MCP server (streamable HTTP at /mcp) in front of its upstream (docs/gateway.md)."""
     from agent_runtime.access.settings import load_access_settings
@@ -262,6 +265,7 @@ def gateway(
         import uvicorn
 
         from agent_runtime.database import LocationError, check_location, default_database_url
+        from agent_runtime.durations import parse_duration
         from agent_runtime.gateway.app import MCP_PATH, GatewaySettings, build_gateway_app
 
         try:
@@ -271,7 +275,8 @@ def gateway(
             raise ValueError(str(exc)) from None
 
         app = build_gateway_app(GatewaySettings(config=gateway_config, host=host, port=port, access=access,
-                                                state_dir=state_dir, database_url=database_url))
+                                                state_dir=state_dir, database_url=database_url,
+                                                keepalive=parse_duration(keepalive)))
     except (TranslationError, FileNotFoundError, ValueError, RuntimeError) as exc:
         _fail(exc)
 

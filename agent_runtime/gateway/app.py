@@ -29,7 +29,7 @@ from agent_runtime.agent_config import GatewayConfig
 from agent_runtime.approvals import ApprovalService, Resolution
 from agent_runtime.database import Database, default_database_url
 from agent_runtime.gateway.bindings import BindSessions
-from agent_runtime.gateway.held import HeldCalls
+from agent_runtime.gateway.held import KEEPALIVE_SECONDS, HeldCalls
 from agent_runtime.gateway.server import build_server
 from agent_runtime.gateway.upstream import Upstream
 from agent_runtime.metrics import Metrics
@@ -56,6 +56,7 @@ class GatewaySettings:
     state_dir: Path = Path(".gatehouse")
     database_url: str | None = None
     sweep_interval: float = 0.25
+    keepalive: float = KEEPALIVE_SECONDS  # seconds between progress notifications to a client waiting on a held call
 
     @property
     def db_url(self) -> str:
@@ -95,7 +96,7 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
     db = Database(settings.db_url)
     approvals = ApprovalService(db)
     metrics = Metrics()
-    held = HeldCalls(config, approvals)
+    held = HeldCalls(config, approvals, keepalive=settings.keepalive)
     kinds = PauseKinds()
     kinds.add_taskless(held)
     resumptions = Resumptions(approvals, NoTasks(), kinds)
