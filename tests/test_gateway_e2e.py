@@ -22,6 +22,7 @@ import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from tests.support.processes import GATEHOUSE_CMD, free_port, running
@@ -88,7 +89,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 @asynccontextmanager
 async def connected(url: str, token: str | None = "tok-alice", **options: Any) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx2.AsyncClient(headers=headers) as http:
+    async with create_mcp_http_client(headers=headers) as http:  # the SDK's own timeouts (read: 300 s)
         async with Client(streamable_http_client(url, http_client=http), **options) as client:
             yield client
 
