@@ -243,3 +243,34 @@ class AgentConfig(ConfigModel):
     @classmethod
     def from_json(cls, text: str | bytes) -> AgentConfig:
         return cls.model_validate_json(text)
+
+
+GATEWAY_SCHEMA_VERSION: Literal["gatehouse.dev/gateway-config/v1"] = "gatehouse.dev/gateway-config/v1"
+
+
+class GatewayConfig(ConfigModel):
+    """What an MCPGateway's runtime (``gatehouse-runtime gateway --config``) needs: its upstream and the same approval,
+    access and audit settings as an Agent's, read by the same code (:mod:`agent_runtime.policy`,
+    :mod:`agent_runtime.authority`, :mod:`agent_runtime.access`). A schema of its own, so neither runtime ever starts
+    from the other's config by mistake."""
+
+    schema_version: Literal["gatehouse.dev/gateway-config/v1"] = GATEWAY_SCHEMA_VERSION
+    name: str
+    namespace: str = "default"
+    description: str = ""
+    upstream: McpServerConfig  # tool_names empty: every upstream tool is offered
+    approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
+    access: AccessConfig = Field(default_factory=AccessConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
+
+    @property
+    def mcp_servers(self) -> list[McpServerConfig]:
+        """The upstream as the policy reads an Agent's tool servers (:func:`agent_runtime.policy.evaluate`)."""
+        return [self.upstream]
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> GatewayConfig:
+        return cls.model_validate_json(text)

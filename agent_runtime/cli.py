@@ -6,6 +6,7 @@ Each command is a thin shell over a module that does the work; heavy imports hap
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -220,6 +221,85 @@ def serve(
         pass
     if not server.started:
         raise typer.Exit(3)  # uvicorn's STARTUP_FAILURE: it has logged why
+
+
+@runtime_app.command()
+def gateway(
+    config: Path | None = typer.Option(None, "--config", help="GatewayConfig JSON (what the operator would mount)."),
+    files: list[Path] = typer.Option([], "-f", "--file", help="Manifests (MCPGateway, RemoteMCPServer) instead."),
+    name: str | None = typer.Option(None, "--gateway", help="MCPGateway to serve when the files hold several."),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8080, "--port", help="Port to listen on (0: any free port, printed in the ready line)."),
+    log_level: str = typer.Option("warning", "--log-level"),
+    api_token_file: Path | None = typer.Option(
+        None, "--api-token-file", help="Bearer tokens callers may present, one 'principal[:groups=a,b]:token' a line."
+    ),
+    insecure_allow_anonymous: bool = typer.Option(
+        False, "--insecure-allow-anonymous", help="Serve a non-loopback address without authentication."
+    ),
+    allowed_hosts: list[str] = typer.Option([], "--allowed-host", help="Host names allowed besides loopback (repeatable)."),
+    state_dir: Path = typer.Option(Path(".gatehouse"), "--state-dir", help="Where the default sqlite database lives."),
+    database_url: str | None = typer.Option(
+        None, "--database-url", envvar="GATEHOUSE_DATABASE_URL", help="The held calls' database (default: sqlite)."
+    ),
+    keepalive: str = typer.Option(
+        "15s", "--keepalive", help="How often a client waiting on a held call gets a progress notification."
+    ),
+    kubeconfig: Path | None = typer.Option(None, "--kubeconfig", help="Mirror held calls as ToolApprovals in this cluster."),
+    kube_namespace: str | None = typer.Option(None, "--kube-namespace", help="Their namespace (with $KUBECONFIG: turns it on)."),
+    trust_kubectl: bool = typer.Option(
+        False, "--trust-kubectl-without-admission-policy",
+        help="Count kubectl votes although no admission policy vouches for who wrote them (tests, a cluster you trust).",
+    ),
+) -> None:
+    """Serve an MCPGateway: an MCP server (streamable HTTP at /mcp) in front of its upstream (docs/gateway.md)."""
+    from agent_runtime.access.settings import load_access_settings
+    from agent_runtime.agent_config import GatewayConfig
+
+    try:
+        if (config is None) == (not files):
+            raise ValueError("give either --config FILE or one or more -f MANIFEST")
+        if config is not None:
+            gateway_config = GatewayConfig.from_json(config.read_text())
+        else:
+            from agent_runtime.manifests import select_gateway_config
+
+            gateway_config = select_gateway_config(files, name)
+        hosts = tuple(h.strip() for item in allowed_hosts for h in item.split(",") if h.strip())
+        access = load_access_settings(gateway_config.access, token_file=api_token_file,
+                                      insecure_allow_anonymous=insecure_allow_anonymous, allowed_hosts=hosts)
+        import uvicorn
+
+        from agent_runtime.database import LocationError, check_location, default_database_url
+        from agent_runtime.durations import parse_duration
+        from agent_runtime.gateway.app import MCP_PATH, GatewaySettings, build_gateway_app
+        from agent_runtime.kube import detect
+
+        kube = detect(kubeconfig, kube_namespace, default_namespace=gateway_config.namespace, trust_kubectl=trust_kubectl)
+
+        try:
+            check_location(database_url or default_database_url(state_dir),
+                           "the state directory" if database_url is None else "the database directory")
+        except LocationError as exc:
+            raise ValueError(str(exc)) from None
+
+        app = build_gateway_app(GatewaySettings(config=gateway_config, host=host, port=port, access=access,
+                                                state_dir=state_dir, database_url=database_url,
+                                                keepalive=parse_duration(keepalive), kube=kube))
+    except (TranslationError, FileNotFoundError, ValueError, RuntimeError) as exc:
+        _fail(exc)
+
+    class Announcing(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                bound = next((s.getsockname()[1] for srv in self.servers for s in (srv.sockets or ())), port)
+                shown = f"[{host}]" if ":" in host else host
+                print(f"gateway {gateway_config.name} ready: http://{shown}:{bound}{MCP_PATH} "
+                      f"(upstream {gateway_config.upstream.url})", flush=True)
+
+    Announcing(uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, timeout_keep_alive=75,
+                              proxy_headers=False)).run()
 
 
 def _otel(flag: bool) -> bool:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_runtime import policy
-from agent_runtime.agent_config import AgentConfig, ApproversConfig
+from agent_runtime.agent_config import ApproversConfig
 
 
 class EditRefused(ValueError):
@@ -42,14 +42,14 @@ def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> tuple[str, 
     return tuple(sorted(k for k in before.keys() | after.keys() if k not in before or k not in after or before[k] != after[k]))
 
 
-def editable(config: AgentConfig, server: str | None, tool: str, requested_args: dict[str, Any]) -> bool:
+def editable(config: policy.PolicySource, server: str | None, tool: str, requested_args: dict[str, Any]) -> bool:
     """Whether the call as the model made it may be approved with other arguments."""
     decision = policy.evaluate(config, server, tool, requested_args)
     return decision.verdict == "require" and decision.allow_edit
 
 
 def plan(
-    config: AgentConfig, *, server: str | None, tool: str, requested_args: dict[str, Any], current_args: dict[str, Any],
+    config: policy.PolicySource, *, server: str | None, tool: str, requested_args: dict[str, Any], current_args: dict[str, Any],
     current_approvers: ApproversConfig | None, new_args: dict[str, Any],
 ) -> EditPlan | None:
     """Check an edit of a pending call (``requested_args``: as the model made it; ``current_args``: as it stands, after

@@ -45,6 +45,7 @@ from agent_runtime.toolapproval_client import (
     identity,
     ignored_events,
     kind_of,
+    owner_of,
     phase_of,
 )
 from agent_runtime.ui.cards import Card, Filters, Outcome, Question, Status, VoteLine, newest_first
@@ -60,6 +61,7 @@ NEEDS_REASON = "a denial needs a reason: the model is told why its call did not 
 _PHASES: dict[str, Status] = {
     "Pending": "pending", "Approved": "approved", "Granted": "approved", "Denied": "denied", "Canceled": "denied",
     "Expired": "expired", "Orphaned": "orphaned",
+    "Abandoned": "orphaned",  # a gateway's held call nobody waits for: like an orphan, nothing will ever run it
 }
 _FAILED: dict[str, Literal["unknown", "already", "invalid", "refused"]] = {  # PluginError.kind -> Outcome.status
     "unknown": "unknown", "already": "already", "invalid": "invalid", "refused": "refused", "forbidden": "refused",
@@ -117,7 +119,7 @@ def card_of(obj: dict[str, Any]) -> Card:
     created = epoch(spec.get("requestedAt")) or epoch(meta.get("creationTimestamp")) or 0.0
     return Card(
         id=str(spec.get("requestId") or meta.get("name", "")),
-        agent=str(spec.get("agentRef", "")),
+        agent=owner_of(obj),
         tool=str(spec.get("tool", "")),
         args=spec.get("arguments") or {},
         hint=str(spec.get("hint") or ""),
@@ -184,7 +186,7 @@ class ClusterInbox:
         self.problem = ""
         self._listed = {key_of(i): str((i.get("metadata") or {}).get("resourceVersion", "")) for i in items}
         self._known.update(self._listed)
-        self.agents = tuple(sorted({*self.agents, *(str((i.get("spec") or {}).get("agentRef", "")) for i in items)} - {""}))
+        self.agents = tuple(sorted({*self.agents, *(owner_of(i) for i in items)} - {""}))
         return items
 
     async def _cards(self) -> list[Card]:

@@ -42,6 +42,7 @@ from agent_runtime.toolapproval_client import (
     ignored_events,
     kind_of,
     my_vote,
+    owner_of,
     phase_of,
     seconds,
     verdict,
@@ -67,13 +68,16 @@ def list_approvals(
     all_namespaces: bool = typer.Option(False, "-A", "--all-namespaces"),
     namespace: str | None = typer.Option(None, "-n", "--namespace"),
     agent: str | None = typer.Option(None, "--agent", help="Only this Agent's approvals."),
+    gateway: str | None = typer.Option(None, "--gateway", help="Only this MCPGateway's held calls."),
     show_all: bool = typer.Option(False, "--all", help="Include decided ones, not only Pending."),
     context: str | None = typer.Option(None, "--context"),
 ) -> None:
     """List pending tool approvals and the model's hitl_request questions (KIND tells them apart)."""
     client = _api(context)
     api = client.CustomObjectsApi()
-    selector = f"gatehouse.dev/agent={agent}" if agent else None
+    if agent and gateway:
+        raise typer.BadParameter("give --agent or --gateway, not both")
+    selector = f"gatehouse.dev/agent={agent}" if agent else f"gatehouse.dev/gateway={gateway}" if gateway else None
     kwargs = {"label_selector": selector} if selector else {}
     ns = _namespace(namespace, context)
     try:
@@ -85,6 +89,8 @@ def list_approvals(
         raise _explain(exc, "", "*" if all_namespaces else ns, "list") from None
     if agent:  # also filter client-side: not every API server honours label selectors
         items = [i for i in items if i["spec"].get("agentRef") == agent]
+    if gateway:
+        items = [i for i in items if i["spec"].get("gatewayRef") == gateway]
     if not show_all:
         items = [i for i in items if phase_of(i) == "Pending"]
     if not items:
@@ -94,7 +100,7 @@ def list_approvals(
     rows = []
     for item in sorted(items, key=lambda i: i["metadata"].get("creationTimestamp") or ""):
         args = json.dumps(item["spec"].get("arguments") or {}, sort_keys=True)
-        row = [item["metadata"]["name"], item["spec"]["agentRef"], kind_of(item), item["spec"]["tool"],
+        row = [item["metadata"]["name"], owner_of(item), kind_of(item), item["spec"]["tool"],
                args if len(args) <= 48 else args[:45] + "...", phase_of(item), (item.get("status") or {}).get("approvals", ""),
                _age(item["metadata"].get("creationTimestamp"))]
         rows.append(([item["metadata"]["namespace"]] if all_namespaces else []) + row)
@@ -118,7 +124,7 @@ def describe(
     ns = _namespace(namespace, context)
     obj = _get(client, name, ns, "read")
     spec, status = obj["spec"], obj.get("status") or {}
-    out.print(f"[bold]Name:[/]        {name}\n[bold]Namespace:[/]   {ns}\n[bold]Agent:[/]       {spec['agentRef']}")
+    out.print(f"[bold]Name:[/]        {name}\n[bold]Namespace:[/]   {ns}\n[bold]Agent:[/]       {owner_of(obj)}")
     out.print(f"[bold]Kind:[/]        {kind_of(obj)}")
     out.print(f"[bold]Tool:[/]        {spec['tool']}\n[bold]Phase:[/]       {phase_of(obj)}")
     out.print(f"[bold]Hint:[/]        {spec.get('hint', '')}")

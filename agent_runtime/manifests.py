@@ -10,14 +10,15 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from agent_runtime.agent_config import AgentConfig
+from agent_runtime.agent_config import AgentConfig, GatewayConfig
 from agent_runtime.errors import Problem, TranslationError, problems_from_validation
-from agent_runtime.resources import API_VERSION, Agent, ModelConfig, RemoteMCPServer, ToolApproval
+from agent_runtime.resources import API_VERSION, Agent, MCPGateway, ModelConfig, RemoteMCPServer, ToolApproval
 from agent_runtime.resources.common import Resource
-from agent_runtime.translator import translate
+from agent_runtime.translator import translate, translate_gateway
 
 KINDS: dict[str, type[Resource]] = {
     "Agent": Agent,
+    "MCPGateway": MCPGateway,
     "ModelConfig": ModelConfig,
     "RemoteMCPServer": RemoteMCPServer,
     "ToolApproval": ToolApproval,
@@ -31,6 +32,7 @@ class ManifestSet:
     agents: dict[str, Agent] = field(default_factory=dict)
     model_configs: dict[str, ModelConfig] = field(default_factory=dict)
     mcp_servers: dict[str, RemoteMCPServer] = field(default_factory=dict)
+    gateways: dict[str, MCPGateway] = field(default_factory=dict)
 
 
 def parse_resource(doc: dict[str, Any], where: str = "") -> Resource:
@@ -63,6 +65,8 @@ def load_manifests(paths: Iterable[str | Path]) -> ManifestSet:
                 result.model_configs[resource.name] = resource
             elif isinstance(resource, RemoteMCPServer):
                 result.mcp_servers[resource.name] = resource
+            elif isinstance(resource, MCPGateway):
+                result.gateways[resource.name] = resource
     return result
 
 
@@ -81,3 +85,18 @@ def select_agent_config(paths: Iterable[str | Path], agent_name: str | None = No
     # The other Agents of the files are the namespace the cycle and depth checks see (one Agent alone: unknown).
     agents = manifests.agents if len(manifests.agents) > 1 else None
     return translate(agent, manifests.model_configs, manifests.mcp_servers, agents=agents)
+
+
+def select_gateway_config(paths: Iterable[str | Path], gateway_name: str | None = None) -> GatewayConfig:
+    """Load manifests and translate the one MCPGateway in them (or the one named ``gateway_name``)."""
+    manifests = load_manifests(paths)
+    if gateway_name is not None:
+        if gateway_name not in manifests.gateways:
+            raise TranslationError([Problem("", f"no MCPGateway named {gateway_name!r} in the manifests")])
+        gateway = manifests.gateways[gateway_name]
+    elif len(manifests.gateways) == 1:
+        (gateway,) = manifests.gateways.values()
+    else:
+        found = sorted(manifests.gateways) or "none"
+        raise TranslationError([Problem("", f"expected exactly one MCPGateway in the manifests (found {found}); pass --gateway")])
+    return translate_gateway(gateway, manifests.mcp_servers)

@@ -1,6 +1,7 @@
 """The approval policy, evaluated at call time: may this call run, must it wait for a human, or is it refused?
 
-Pure: a function of the AgentConfig and the call. Order of evaluation (first that applies wins):
+Pure: a function of the AgentConfig (or an MCPGateway's GatewayConfig) and the call. Order of evaluation (first
+that applies wins):
 
 1. ``approval.rules`` in order — a rule applies when its tool matches and its ``when`` condition (if any)
    matches the argument (paths normalised first); its action decides: ``require``, ``allow`` or ``deny``.
@@ -19,13 +20,24 @@ or ``deny`` rule apply rather than silently not match: doubt gates, it never all
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from agent_runtime.agent_config import AgentConfig, ApproversConfig, RuleConfig
+from agent_runtime.agent_config import ApprovalPolicy, ApproversConfig, McpServerConfig, RuleConfig
 from agent_runtime.globs import glob_match, normalise_path
 
 PolicyAction = Literal["allow", "require", "deny"]
+
+
+class PolicySource(Protocol):
+    """What the policy reads of an AgentConfig, or of an MCPGateway's GatewayConfig (its upstream as the one server)."""
+
+    @property
+    def approval(self) -> ApprovalPolicy: ...
+
+    @property
+    def mcp_servers(self) -> Sequence[McpServerConfig]: ...
 
 
 @dataclass(frozen=True)
@@ -59,11 +71,11 @@ def _describe(rule: RuleConfig) -> str:
     return f"argument {rule.arg!r} matches {matcher}"
 
 
-def _approvers(config: AgentConfig, tool: str) -> ApproversConfig | None:
+def _approvers(config: PolicySource, tool: str) -> ApproversConfig | None:
     return config.approval.tool_approvers.get(tool) or config.approval.approvers
 
 
-def evaluate(config: AgentConfig, server: str | None, tool: str, args: dict[str, Any]) -> Decision:
+def evaluate(config: PolicySource, server: str | None, tool: str, args: dict[str, Any]) -> Decision:
     """Decide one call of ``tool`` (offered by MCP server ``server``, or None for built-in tools)."""
     for i, rule in enumerate(config.approval.rules):
         if rule.tool == tool and _rule_matches(rule, args):
@@ -87,7 +99,7 @@ def evaluate(config: AgentConfig, server: str | None, tool: str, args: dict[str,
     return Decision("allow", "not gated")
 
 
-def gated_mcp_tools(config: AgentConfig) -> dict[str, tuple[str, str]]:
+def gated_mcp_tools(config: PolicySource) -> dict[str, tuple[str, str]]:
     """Each MCP tool the Agent offers (``toolNames``) that may need an approval: tool → (its server, the field that
     gates it). Used at start-up: a gated tool the server does not offer is a misconfiguration to report, never a gate
     that silently never fires."""
@@ -104,7 +116,7 @@ def gated_mcp_tools(config: AgentConfig) -> dict[str, tuple[str, str]]:
     return gated
 
 
-def requester_only(config: AgentConfig) -> tuple[str, ...]:
+def requester_only(config: PolicySource) -> tuple[str, ...]:
     """Where ``config`` gates calls that get no approvers, so that only their requester may decide them (``rules[0]
     (read_file)``, ``requireApproval (delete_file)``, ``requireForAllTools``); empty when every gated call has some."""
     if config.approval.approvers is not None:
@@ -119,7 +131,7 @@ def requester_only(config: AgentConfig) -> tuple[str, ...]:
     return tuple(found)
 
 
-def server_of(config: AgentConfig, tool: str) -> str | None:
+def server_of(config: PolicySource, tool: str) -> str | None:
     """The MCP server that offers ``tool`` (tool names are unique per agent; the translator checks it)."""
     for mcp in config.mcp_servers:
         if tool in mcp.tool_names:
@@ -127,4 +139,4 @@ def server_of(config: AgentConfig, tool: str) -> str | None:
     return None
 
 
-__all__ = ["Decision", "PolicyAction", "evaluate", "gated_mcp_tools", "requester_only", "server_of"]
+__all__ = ["Decision", "PolicyAction", "PolicySource", "evaluate", "gated_mcp_tools", "requester_only", "server_of"]

@@ -8,11 +8,13 @@ scope of the run it is called in.
 
 from __future__ import annotations
 
+import json
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 from google.adk.tools.base_tool import BaseTool
+from pydantic import BaseModel
 
 from agent_runtime.agent_config import ApproversConfig, RedactConfig
 
@@ -45,6 +47,34 @@ class PendingElicitation:
     note: str = ""  # what the model is told with the final result (an approver's edit, a URL request declined)
 
 
+@dataclass(frozen=True)
+class Pause:
+    """A sub-agent's input-required status, as received: its text, data parts and status-message metadata (stored in
+    ``gatehouse_delegations.pause_json``; agent_runtime/delegation)."""
+
+    text: str = ""
+    data: list[dict[str, Any]] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({"text": self.text, "data": self.data, "metadata": self.metadata}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, raw: str) -> Pause:
+        value = json.loads(raw)
+        return cls(str(value.get("text", "")), list(value.get("data", [])), dict(value.get("metadata", {})))
+
+
+@dataclass(frozen=True)
+class PendingQuestion:
+    """A ``hitl_request`` call the run paused on (agent_runtime/questions/tool.py)."""
+
+    request_id: str
+    call_id: str
+    tool: str
+    args: BaseModel  # questions.wire.HitlArgs, validated when the model called the tool
+
+
 @dataclass
 class PendingDelegation:
     """A sub-agent call whose sub-agent paused (agent_runtime/delegation/tool.py): this run pauses with it."""
@@ -56,7 +86,7 @@ class PendingDelegation:
     args: dict[str, Any]
     child_task_id: str
     child_context_id: str
-    pause: Any  # agent_runtime.delegation.store.Pause: the sub-agent's pause, as received
+    pause: Pause  # the sub-agent's pause, as received
     note: str = ""  # what the model is told with the final result (an approver's edit of the delegation itself)
 
 
@@ -68,7 +98,7 @@ class RunScope:
     context_id: str
     owner: str = ""  # the principal the run acts for: the task's owner, who asked for these calls
     pending: list[PendingCall] = field(default_factory=list)
-    hitl: list[Any] = field(default_factory=list)  # the hitl_request question this run paused on (questions/tool.py)
+    hitl: list[PendingQuestion] = field(default_factory=list)  # the hitl_request question it paused on (questions/tool.py)
     eliciting: list[PendingElicitation] = field(default_factory=list)  # an MCP tool's question (server/toolsets.py)
     delegating: list[PendingDelegation] = field(default_factory=list)  # a sub-agent's pause (delegation/tool.py)
     requester: str = ""  # the human the run acts for, when it differs from the owner (a task delegated by a parent agent)
@@ -85,4 +115,6 @@ class HumanTool(BaseTool):
 CURRENT_RUN: ContextVar[RunScope | None] = ContextVar("gatehouse_run", default=None)
 
 
-__all__ = ["CURRENT_RUN", "HumanTool", "PendingCall", "PendingDelegation", "PendingElicitation", "RunScope"]
+__all__ = [
+    "CURRENT_RUN", "HumanTool", "Pause", "PendingCall", "PendingDelegation", "PendingElicitation", "PendingQuestion", "RunScope",
+]

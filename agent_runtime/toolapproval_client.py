@@ -26,6 +26,7 @@ from agent_runtime.resources import GROUP, VERSION
 from agent_runtime.resources.tool_approval import KIND_APPROVAL, KIND_HITL, LABEL_KIND, PLURAL
 
 ORPHANED = "Orphaned"
+ABANDONED = "Abandoned"  # a gateway's held call nobody waits for any more (docs/gateway.md): it never runs
 IGNORED = "VotesIgnored"  # the Warning Event the runtime leaves on a ToolApproval whose votes it ignores
 _DONE = {"Approve": "Approved", "Deny": "Denied"}
 _NOUN = {"Approve": "approval", "Deny": "denial"}
@@ -153,6 +154,12 @@ def phase_of(obj: dict[str, Any]) -> str:
     return (obj.get("status") or {}).get("phase") or "Pending"
 
 
+def owner_of(obj: dict[str, Any]) -> str:
+    """Whose runtime holds the call: the Agent's name, or ``gateway/<name>`` for an MCPGateway's held call."""
+    spec = obj.get("spec") or {}
+    return str(spec.get("agentRef") or (f"gateway/{spec['gatewayRef']}" if spec.get("gatewayRef") else ""))
+
+
 def identity(client: Any) -> tuple[str, list[str]]:
     """The caller's username and groups as the API server sees them (SelfSubjectReview, Kubernetes 1.28+)."""
     try:
@@ -220,6 +227,9 @@ def cast_vote(
     if phase_of(obj) == ORPHANED:
         raise PluginError(f'toolapproval "{name}" is Orphaned: {(obj.get("status") or {}).get("reason", "")}; '
                           "nothing changed", "refused")
+    if phase_of(obj) == ABANDONED:
+        raise PluginError(f'toolapproval "{name}" is Abandoned: the client that made the call no longer waits for it, '
+                          "so it will never run; nothing changed", "refused")
     if phase_of(obj) != "Pending":
         decided = obj["spec"].get("decision") or {}
         by = (obj.get("status") or {}).get("decidedBy") or decided.get("decidedBy") or "?"

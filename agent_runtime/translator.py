@@ -27,8 +27,17 @@ from agent_runtime import redaction, wire
 from agent_runtime.durations import parse_duration
 from agent_runtime.errors import Problem, TranslationError
 from agent_runtime.globs import glob_to_regex
-from agent_runtime.resources import Agent, ModelConfig, RemoteMCPServer
-from agent_runtime.resources.agent import PUBLIC_URL_PATTERN, AgentTool, ApproversSpec, DelegatorSpec, RedactSpec
+from agent_runtime.resources import Agent, MCPGateway, ModelConfig, RemoteMCPServer
+from agent_runtime.resources.agent import (
+    PUBLIC_URL_PATTERN,
+    AccessSpec,
+    AgentTool,
+    ApprovalSpec,
+    ApproversSpec,
+    AuditSpec,
+    DelegatorSpec,
+    RedactSpec,
+)
 
 # Where the operator mounts the access Secrets in the runtime's pod (read-only), and the file names there.
 ACCESS_DIR = "/var/run/gatehouse/access"
@@ -199,35 +208,42 @@ def _servers(
                         f"{name!r} is not in toolNames of server {ref.name!r} ({', '.join(ref.tool_names)})",
                     )
                 )
-        server = mcp_servers.get(ref.name)
-        if server is None:
-            problems.append(Problem(f"{path}.name", f"RemoteMCPServer {ref.name!r} not found in namespace {agent.namespace!r}"))
-            continue
-        where = f"RemoteMCPServer {ref.name!r} spec"
-        if not re.match(r"^https?://", server.spec.url):
-            problems.append(Problem(f"{where}.url", f"must be an http:// or https:// URL, got {server.spec.url!r}"))
-        timeout = _duration(server.spec.timeout, f"{where}.timeout", problems)
-        headers = [
-            ac.HeaderRef(
-                name=h.name,
-                value_from=ac.SecretEnvRef(
-                    env=env_name("MCP", ref.name, h.name), secret=h.secret_key_ref.name, key=h.secret_key_ref.key
-                ),
-            )
-            for h in server.spec.headers_from
-        ]
-        out.append(
-            ac.McpServerConfig(
-                name=ref.name,
-                url=server.spec.url,
-                protocol=server.spec.protocol,
-                timeout_seconds=timeout,
-                tool_names=list(ref.tool_names),
-                require_approval=list(ref.require_approval),
-                headers=headers,
-            )
-        )
+        found = _server(ref.name, ref.tool_names, ref.require_approval, f"{path}.name", agent.namespace, mcp_servers,
+                        problems)
+        if found is not None:
+            out.append(found)
     return out
+
+
+def _server(
+    name: str, tool_names: list[str], require_approval: list[str], path: str, namespace: str,
+    mcp_servers: Mapping[str, RemoteMCPServer], problems: list[Problem],
+) -> ac.McpServerConfig | None:
+    """The RemoteMCPServer ``name`` as an Agent's tool server or a gateway's upstream; ``path`` names the reference."""
+    server = mcp_servers.get(name)
+    if server is None:
+        problems.append(Problem(path, f"RemoteMCPServer {name!r} not found in namespace {namespace!r}"))
+        return None
+    where = f"RemoteMCPServer {name!r} spec"
+    if not re.match(r"^https?://", server.spec.url):
+        problems.append(Problem(f"{where}.url", f"must be an http:// or https:// URL, got {server.spec.url!r}"))
+    timeout = _duration(server.spec.timeout, f"{where}.timeout", problems)
+    headers = [
+        ac.HeaderRef(
+            name=h.name,
+            value_from=ac.SecretEnvRef(env=env_name("MCP", name, h.name), secret=h.secret_key_ref.name, key=h.secret_key_ref.key),
+        )
+        for h in server.spec.headers_from
+    ]
+    return ac.McpServerConfig(
+        name=name,
+        url=server.spec.url,
+        protocol=server.spec.protocol,
+        timeout_seconds=timeout,
+        tool_names=list(tool_names),
+        require_approval=list(require_approval),
+        headers=headers,
+    )
 
 
 def _agent_tools(agent: Agent) -> list[tuple[int, AgentTool]]:
@@ -397,19 +413,25 @@ def _sub_agents(
 
 
 def _policy(agent: Agent, problems: list[Problem]) -> ac.ApprovalPolicy:
-    spec = agent.spec.approval
     known = {name for t in agent.spec.tools if t.mcp_server is not None for name in t.mcp_server.tool_names}
     known.update(tool.name for _, tool in _agent_tools(agent))  # the parent may gate a delegation itself
     if agent.spec.human_tools.hitl_request:
         known.update(wire.HITL_TOOL_ALIASES)
+    return _approval_policy(agent.spec.approval, known, problems)
+
+
+def _approval_policy(spec: ApprovalSpec, known: set[str] | None, problems: list[Problem]) -> ac.ApprovalPolicy:
+    """``spec.approval`` of an Agent or an MCPGateway, the same fields read the same way; ``known``: the tools a rule,
+    an exemption or an approvers entry may name (``None``: any, for a gateway that offers every upstream tool, whose
+    names are known only when the upstream answers)."""
     for i, name in enumerate(spec.exempt):
-        if name not in known:
+        if known is not None and name not in known:
             problems.append(Problem(f"spec.approval.exempt[{i}]", f"unknown tool {name!r}; known tools: {sorted(known)}"))
     default_approvers = _approvers(spec.approvers, "spec.approval.approvers", problems)
     rules = []
     for i, rule in enumerate(spec.rules):
         path = f"spec.approval.rules[{i}]"
-        if rule.tool not in known:
+        if known is not None and rule.tool not in known:
             problems.append(Problem(f"{path}.tool", f"unknown tool {rule.tool!r}; known tools: {sorted(known)}"))
         when = rule.when
         if when is not None and when.regex is not None:
@@ -445,7 +467,7 @@ def _policy(agent: Agent, problems: list[Problem]) -> ac.ApprovalPolicy:
     first: dict[str, int] = {}
     for i, entry in enumerate(spec.tool_approvers):
         path = f"spec.approval.toolApprovers[{i}]"
-        if entry.tool not in known:
+        if known is not None and entry.tool not in known:
             problems.append(Problem(f"{path}.tool", f"unknown tool {entry.tool!r}; known tools: {sorted(known)}"))
         approvers = _approvers(entry.approvers, f"{path}.approvers", problems)
         if entry.tool in first:
@@ -461,7 +483,7 @@ def _policy(agent: Agent, problems: list[Problem]) -> ac.ApprovalPolicy:
         if approvers is not None:
             tool_approvers[entry.tool] = approvers
     for i, name in enumerate(spec.editable_tools):
-        if name not in known:
+        if known is not None and name not in known:
             problems.append(Problem(f"spec.approval.editableTools[{i}]", f"unknown tool {name!r}; known tools: {sorted(known)}"))
     timeout = _duration(spec.timeout, "spec.approval.timeout", problems)
     grant_ttl = _duration(spec.grant_ttl, "spec.approval.grantTTL", problems)
@@ -521,7 +543,11 @@ def _approvers(spec: ApproversSpec | None, path: str, problems: list[Problem]) -
 
 
 def _access(agent: Agent, in_cluster: bool, problems: list[Problem]) -> ac.AccessConfig:
-    access = agent.spec.access
+    return _access_config(agent.spec.access, agent.namespace, in_cluster, problems)
+
+
+def _access_config(access: AccessSpec, namespace: str, in_cluster: bool, problems: list[Problem]) -> ac.AccessConfig:
+    """``spec.access`` of an Agent or an MCPGateway."""
     principals: dict[str, int] = {}
     for i, identity in enumerate(access.identities):
         if identity.principal in principals:
@@ -575,21 +601,20 @@ def _access(agent: Agent, in_cluster: bool, problems: list[Problem]) -> ac.Acces
             ac.IdentityConfig(principal=i.principal, aliases=list(dict.fromkeys(i.aliases))) for i in access.identities
         ],
         unowned_tasks_owner=access.unowned_tasks_owner,
-        delegators=list(dict.fromkeys(_delegator(agent, d) for d in access.delegators)),
-        bridges={_delegator(agent, d): d.channel for d in access.delegators if d.channel is not None},
+        delegators=list(dict.fromkeys(_delegator(namespace, d) for d in access.delegators)),
+        bridges={_delegator(namespace, d): d.channel for d in access.delegators if d.channel is not None},
         max_delegation_depth=access.max_delegation_depth,
     )
 
 
-def _delegator(agent: Agent, delegator: DelegatorSpec) -> str:
+def _delegator(namespace: str, delegator: DelegatorSpec) -> str:
     """The principal a delegator entry names (an Agent: its runtime's ServiceAccount)."""
     if delegator.agent is not None:
-        return service_account_principal(agent.namespace, delegator.agent)
+        return service_account_principal(namespace, delegator.agent)
     return str(delegator.principal)
 
 
-def _audit(agent: Agent, problems: list[Problem]) -> ac.AuditConfig:
-    spec = agent.spec.audit
+def _audit(spec: AuditSpec, problems: list[Problem]) -> ac.AuditConfig:
     auditors = ac.AuditorsConfig(users=list(dict.fromkeys(spec.auditors.users)), groups=list(dict.fromkeys(spec.auditors.groups)))
     return ac.AuditConfig(auditors=auditors, retention_seconds=_duration(spec.retention, "spec.audit.retention", problems))
 
@@ -628,7 +653,7 @@ def translate(
     sub_agents = _sub_agents(agent, agents, in_cluster, mcp_tool_names, problems)
     policy = _policy(agent, problems)
     access = _access(agent, in_cluster, problems)
-    audit = _audit(agent, problems)
+    audit = _audit(agent.spec.audit, problems)
     if problems or model is None:
         raise TranslationError(problems)
     spec = agent.spec
@@ -650,6 +675,33 @@ def translate(
         access=access,
         audit=audit,
         card=card,
+    )
+
+
+def translate_gateway(
+    gateway: MCPGateway, mcp_servers: Mapping[str, RemoteMCPServer], *, in_cluster: bool = False
+) -> ac.GatewayConfig:
+    """Build the GatewayConfig for ``gateway``; raise :class:`TranslationError` listing every problem. Its approval,
+    access and audit blocks go through the same functions as an Agent's (``in_cluster`` as for :func:`translate`)."""
+    problems: list[Problem] = []
+    spec = gateway.spec
+    upstream = spec.upstream
+    for j, name in enumerate(upstream.require_approval):
+        if upstream.tool_names and name not in upstream.tool_names:
+            problems.append(
+                Problem(f"spec.upstream.requireApproval[{j}]", f"{name!r} is not in toolNames ({', '.join(upstream.tool_names)})")
+            )
+    server = _server(upstream.name, upstream.tool_names, upstream.require_approval, "spec.upstream.name",
+                     gateway.namespace, mcp_servers, problems)
+    known = set(upstream.tool_names) if upstream.tool_names else None
+    policy = _approval_policy(spec.approval, known, problems)
+    access = _access_config(spec.access, gateway.namespace, in_cluster, problems)
+    audit = _audit(spec.audit, problems)
+    if problems or server is None:
+        raise TranslationError(problems)
+    return ac.GatewayConfig(
+        name=gateway.name, namespace=gateway.namespace, description=spec.description, upstream=server,
+        approval=policy, access=access, audit=audit,
     )
 
 

@@ -10,12 +10,13 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from agent_runtime.resources import Agent, ModelConfig, RemoteMCPServer, ToolApproval
+from agent_runtime.resources import Agent, MCPGateway, ModelConfig, RemoteMCPServer, ToolApproval
 from tests.support.crd_validation import cel_errors, load_crds, schema_for, validate
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 MODELS: dict[str, type[BaseModel]] = {
     "Agent": Agent,
+    "MCPGateway": MCPGateway,
     "ModelConfig": ModelConfig,
     "RemoteMCPServer": RemoteMCPServer,
     "ToolApproval": ToolApproval,
@@ -30,7 +31,7 @@ def _example_docs() -> list[dict[str, Any]]:
     return docs
 
 
-def test_all_four_crds_exist_with_status_and_printer_columns() -> None:
+def test_all_five_crds_exist_with_status_and_printer_columns() -> None:
     crds = load_crds()
     assert set(crds) == set(MODELS)
     for kind, crd in crds.items():
@@ -41,10 +42,10 @@ def test_all_four_crds_exist_with_status_and_printer_columns() -> None:
         assert version["additionalPrinterColumns"], kind
     columns = [c["name"].upper() for c in crds["ToolApproval"]["spec"]["versions"][0]["additionalPrinterColumns"]]
     assert columns == ["AGENT", "TOOL", "SUMMARY", "REQUESTED BY", "PHASE", "APPROVALS", "EXPIRES", "EXECUTION", "AGE",
-                       "KIND", "DECIDED BY", "SOURCE", "WAITING FOR", "TASK"]
+                       "KIND", "DECIDED BY", "SOURCE", "WAITING FOR", "TASK", "GATEWAY"]
     wide = [c["name"].upper() for c in crds["ToolApproval"]["spec"]["versions"][0]["additionalPrinterColumns"]
             if c.get("priority", 0) > 0]  # only under -o wide
-    assert wide == ["KIND", "DECIDED BY", "SOURCE", "WAITING FOR", "TASK"]
+    assert wide == ["KIND", "DECIDED BY", "SOURCE", "WAITING FOR", "TASK", "GATEWAY"]
 
 
 def _structural(schema: dict[str, Any], path: str) -> None:

@@ -91,17 +91,19 @@ from agent_runtime.app.tool_watch import ToolServersWatch
 from agent_runtime.approvals import ApprovalService
 from agent_runtime.database import Database
 from agent_runtime.delegation.client import SubAgentClient
-from agent_runtime.delegation.flow import DelegationRuntime
+from agent_runtime.delegation.flow import DelegationFlow, DelegationRuntime
 from agent_runtime.delegation.tool import SubAgentTool
 from agent_runtime.elicitations import wire as elicitation_wire
-from agent_runtime.elicitations.flow import ElicitationRuntime
+from agent_runtime.elicitations.flow import ElicitationFlow, ElicitationRuntime
 from agent_runtime.fresh_ids import FreshIds
 from agent_runtime.kube.bridge import KubeBridge
 from agent_runtime.kube.objects import approval_name
 from agent_runtime.kube.token_review import TokenReviewMethod
 from agent_runtime.metrics import Metrics
 from agent_runtime.models.factory import build_model
-from agent_runtime.questions.flow import HitlRuntime
+from agent_runtime.pauses.registry import PauseKinds
+from agent_runtime.pauses.resumptions import Resumptions
+from agent_runtime.questions.flow import HitlFlow, HitlRuntime
 from agent_runtime.rest.api import RestApi
 from agent_runtime.rest.audit import AuditApi
 from agent_runtime.server.decide_one import DecideOne
@@ -152,6 +154,7 @@ class Runtime:
     hitl: HitlRuntime | None = None
     elicitations: ElicitationRuntime | None = None
     delegations: DelegationRuntime | None = None
+    kinds: PauseKinds = field(default_factory=PauseKinds)  # the kinds of paused call (a taskless kind registers here)
     _database: DatabaseWatch | None = field(default=None, init=False)  # once the stores are open
 
     @property
@@ -332,6 +335,7 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     task_store = CachedTaskStore(db, fresh=fresh)
     toolsets = {server.name: build_toolset(server) for server in config.mcp_servers}
     gate = Gate(config, approvals, metrics)
+    kinds = PauseKinds()  # filled below, in routing order (pauses/registry.py)
     hitl = HitlRuntime(config, db, metrics, fresh=fresh)  # hitl_request: tools (if humanTools.hitlRequest), store, flow, sweeper
     # sub-agents (spec.tools[].type Agent): one tool and one A2A client each; their pauses wait in gatehouse_delegations
     clients = {sub.name: SubAgentClient(sub) for sub in config.sub_agents}
@@ -349,35 +353,42 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     runner = Runner(app_name=config.name, agent=agent, session_service=sessions, auto_create_session=True)
     # MCP tools' questions (elicitation): a round waits as long as an approval would
     elicitations = ElicitationRuntime(db, config.approval.timeout_seconds, fresh=fresh)
-    turns = TurnRunner(runner, sessions, approvals, metrics, config.approval.timeout_seconds, questions=hitl.recorder.record,
-                       elicitations=elicitations.recorder.record, delegations=delegations.recorder.record)
+    turns = TurnRunner(runner, sessions, approvals, metrics, config.approval.timeout_seconds, recorders=[
+        (HitlFlow.name, hitl.recorder), (ElicitationFlow.name, elicitations.recorder),
+        (DelegationFlow.name, delegations.recorder),
+    ])
+    # the kinds of paused call besides approvals, in routing order (pauses/registry.py)
+    if config.sub_agents:
+        kinds.add(delegations.flow_for(turns, approvals.finish_execution))
+    kinds.add(elicitations.flow_for(turns, _retry(toolsets), approvals.finish_execution, single_process=db.sqlite))
+    kinds.add(hitl.flow_for(turns))
     name_of = (lambda request_id: approval_name(config.name, request_id)) if settings.kube else None
     executor = GatehouseExecutor(
-        config, turns, approvals, metrics, single_process=db.sqlite, approval_name=name_of, hitl=hitl.flow_for(turns),
-        owner_of=task_store.owner_of,
-        elicit=elicitations.flow_for(turns, _retry(toolsets), approvals.finish_execution, single_process=db.sqlite),
-        delegate=delegations.flow_for(turns, approvals.finish_execution),
+        config, turns, approvals, metrics, single_process=db.sqlite, approval_name=name_of, owner_of=task_store.owner_of,
+        kinds=kinds,
     )
     handler = GatehouseRequestHandler(
         agent_executor=executor, task_store=task_store, agent_card=agent_card(config, settings.url), approvals=approvals,
-        hitl=hitl.store, elicitations=elicitations.store, delegations=delegations.store,
+        kinds=kinds,
         request_context_builder=SimpleRequestContextBuilder(task_id_generator=fresh, context_id_generator=fresh),
         # a2a-sdk keeps an ActiveTask (queues, producer and consumer tasks: ~40 KB) per paused task until it is idle
         # this long; the store keeps the task, and a decision or a subscription recreates it from there.
         interrupted_task_timeout=1.0,
     )
     resumer = Resumer(handler, task_store.owner_of)
-    sweeper = TimeoutSweeper(approvals, resumer, config.approval.on_timeout, settings.sweep_interval)
+    # a decision continues its pause through the kind: a taskless kind's callback, else the A2A resumer (pauses/)
+    resumptions = Resumptions(approvals, resumer, kinds)
+    sweeper = TimeoutSweeper(approvals, resumptions, config.approval.on_timeout, settings.sweep_interval)
     hitl.watch(handler, settings.sweep_interval)
     elicitations.watch(handler, settings.sweep_interval)
     delegations.watch(handler, max(settings.sweep_interval, 1.0))  # each round asks every open sub-agent task over HTTP
-    decide = DecideOne(approvals, metrics, resumer, task_store, config)
+    decide = DecideOne(approvals, metrics, resumptions, task_store, config)
     kube = KubeBridge(
         settings.kube, config.name, approvals, decide, hitl=hitl.store, identities=settings.access.identities,
     ) if settings.kube else None
     return Runtime(
         settings, db, metrics, approvals, sessions, task_store, toolsets, gate, handler, resumer, sweeper, decide,
-        kube=kube, hitl=hitl, elicitations=elicitations, delegations=delegations,
+        kube=kube, hitl=hitl, elicitations=elicitations, delegations=delegations, kinds=kinds,
     )
 
 

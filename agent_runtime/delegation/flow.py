@@ -13,31 +13,29 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from a2a.helpers.proto_helpers import new_data_part, new_text_part
-from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.tasks import TaskUpdater
-from a2a.types import Message, Role, SendMessageRequest, Task, TaskState
+from a2a.types import Message, Task, TaskState
 from google.protobuf.json_format import MessageToDict
 
 from agent_runtime import kagent_hitl, replies, wire
-from agent_runtime.approvals import ApprovalRecord
 from agent_runtime.database import Database
 from agent_runtime.delegation import relay
 from agent_runtime.delegation.client import ChildStatus, SubAgentClient, SubAgentUnreachable
 from agent_runtime.delegation.store import AlreadyFinished, DelegationRecord, DelegationStore
 from agent_runtime.fresh_ids import FreshIds
 from agent_runtime.kagent_hitl import URI as KAGENT_URI
-from agent_runtime.periodic import PeriodicSweep
+from agent_runtime.pauses.flow import InternalSweep, PauseRuntime, resume_tail
+from agent_runtime.pauses.kind import Decision, Internal, Outcome, Report
 from agent_runtime.principals import Principal
 from agent_runtime.run_scope import RunScope
 
@@ -50,27 +48,19 @@ UNREACHABLE_GRACE_SECONDS = 60.0  # past the pause's expiry, a sub-agent still u
 RESERVED_METADATA = (relay.ON_BEHALF_OF, relay.DEPTH, relay.REQUESTER, KAGENT_URI)
 
 FinishExecution = Callable[[str, Any], Awaitable[object]]  # ApprovalService.finish_execution(call_id, result)
-Report = Callable[[TaskUpdater, Any], Awaitable[None]]
-
-
-class ResumedTurn(Protocol):
-    @property
-    def text(self) -> str: ...
-    @property
-    def errors(self) -> list[str]: ...
-    @property
-    def paused(self) -> bool: ...
 
 
 class DelegationTurns(Protocol):
     async def resume_call(
         self, task_id: str, context_id: str, call_id: str, tool: str, response: dict[str, Any]
-    ) -> ResumedTurn: ...
+    ) -> Outcome: ...
 
 
 @dataclass(frozen=True)
-class InternalDelegation:
+class InternalDelegation(Internal):
     """The watcher saw the sub-agent's task change (or stay unreachable past the expiry); only in-process code sets it."""
+
+    dropped_while_working: ClassVar[bool] = True
 
     delegation_id: str
     status: ChildStatus | None = None
@@ -87,28 +77,42 @@ class DelegationFlow:
         self._turns = turns
         self._finish_execution = finish_execution
 
+    name = "delegation"  # its own pause carries the sub-agent's interrupt_type; this name is the registry's
+    internal_key = INTERNAL_DELEGATION
+    internal_type = InternalDelegation
+
     async def open_in_context(self, context_id: str) -> list[DelegationRecord]:
         return await self._store.open_in_context(context_id)
 
-    async def waiting(self, task_id: str) -> bool:
-        return any(r.open for r in await self._store.for_task(task_id))
+    async def for_task(self, task_id: str) -> list[DelegationRecord]:
+        return await self._store.for_task(task_id)
 
-    async def routes(self, task_id: str, approvals: Sequence[ApprovalRecord], internal: Any, others: Sequence[float]) -> bool:
-        """Whether a message on this input-required task is for a sub-agent's pause. ``others``: when the task's other
-        pauses (questions, tools' questions) were made; with nothing open, whichever paused last finishes the task."""
-        if isinstance(internal, InternalDelegation):
-            return True
-        if internal is not None or any(r.status == "pending" for r in approvals):
-            return False
-        rows = await self._store.for_task(task_id)
-        if not rows:
-            return False
-        if any(r.open for r in rows):
-            return True
-        return rows[-1].created_at >= max([*(r.created_at for r in approvals), *others], default=float("-inf"))
+    def busy_text(self, record: DelegationRecord) -> str:
+        return (f"Task {record.task_id} of this context waits for the sub-agent {record.agent} ({record.id}); decide it "
+                "(same task_id) before sending a new message.")
 
-    async def decision(
-        self, task: Task, message: Message, updater: TaskUpdater, internal: Any, report: Report, voter: Principal,
+    def finished_text(self, records: Sequence[DelegationRecord]) -> str:
+        return finished_text(records)
+
+    async def withdraw(self, task_id: str) -> bool:
+        """A sub-agent's pause: its task is canceled with this one."""
+        if not any(r.open for r in await self._store.for_task(task_id)):
+            return False
+        await self.cancel(task_id)
+        return True
+
+    async def canceled(self, task_id: str) -> None:
+        return None
+
+    async def decision(self, decision: Decision) -> None:
+        d = decision
+        if d.refused:  # a claim to act for someone from a caller not trusted to: never passed on
+            return await self.refuse(d.task.id, d.updater, d.refused)
+        await self._decide(d.task, d.message, d.updater, d.internal, d.report, d.voter)
+
+    async def _decide(
+        self, task: Task, message: Message, updater: TaskUpdater, internal: Internal | None, report: Report,
+        voter: Principal,
     ) -> None:
         rows = await self._store.for_task(task.id)
         current = rows[-1]
@@ -222,12 +226,8 @@ class DelegationFlow:
             result = {**result, "gatehouse_note": record.note}
         await replies.resuming(updater)  # WORKING: the decision is taken, the work resumes
         outcome = await self._turns.resume_call(task.id, task.context_id, record.call_id, record.tool, result)
-        if outcome.paused:
-            return await report(updater, outcome)
-        text = outcome.text or ("; ".join(outcome.errors) if outcome.errors else "(no reply)")
         summary = {"tool": record.tool, "agent": record.agent, "task_id": record.child_task_id, "outcome": record.outcome}
-        await replies.finish(updater, [text], failed=bool(outcome.errors and not outcome.text),
-                             metadata={"delegations": {record.id: summary}}, status_metadata={"interrupt_type": None})
+        await resume_tail(updater, outcome, report, {"delegations": {record.id: summary}})
 
 
 def finished_text(records: Sequence[DelegationRecord]) -> str:
@@ -242,7 +242,7 @@ class DelegationRecorder:
         self._store = store
         self._timeout = timeout_seconds
 
-    async def record(self, scope: RunScope) -> DelegationRecord | None:
+    async def record(self, scope: RunScope, confirmation_ids: Mapping[str, str] | None = None) -> DelegationRecord | None:
         if not scope.delegating:
             return None
         (paused,) = scope.delegating  # the tool refuses a second pause in the same turn
@@ -259,7 +259,7 @@ class DelegationRecorder:
         return record
 
 
-class DelegationWatcher(PeriodicSweep):
+class DelegationWatcher(InternalSweep[DelegationRecord]):
     """Looks at every open sub-agent task now and then: one that ended or changed without a decision passing through
     here (its own timeout, kubectl or REST on the sub-agent, an N-of-M vote cast there) is followed through the request
     handler like any decision."""
@@ -268,18 +268,18 @@ class DelegationWatcher(PeriodicSweep):
 
     def __init__(self, store: DelegationStore, clients: Mapping[str, SubAgentClient], handler: DefaultRequestHandler,
                  interval: float) -> None:
-        super().__init__(interval)
+        super().__init__(handler, interval)
         self._store = store
         self._clients = clients
-        self._handler = handler
 
-    async def sweep(self) -> int:
-        rows = await self._store.waiting()
-        results = await asyncio.gather(*(self._look(r) for r in rows), return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException):
-                log.error("following a sub-agent failed: %r", result)
-        return sum(1 for r in results if r is True)
+    async def due(self) -> list[DelegationRecord]:
+        return await self._store.waiting()
+
+    async def resolve(self, record: DelegationRecord) -> bool:
+        return await self._look(record)
+
+    def counted(self, due: Sequence[DelegationRecord], results: Sequence[Any]) -> int:
+        return sum(1 for r in results if r is True)  # the sub-agent tasks that changed
 
     async def _look(self, record: DelegationRecord) -> bool:
         client = self._clients.get(record.tool)
@@ -297,18 +297,13 @@ class DelegationWatcher(PeriodicSweep):
             if not (status.paused or status.finished):
                 return False
             internal = InternalDelegation(record.id, status)
-        message = Message(
-            role=Role.ROLE_AGENT, message_id=f"delegation-{uuid.uuid4()}", task_id=record.task_id,
-            context_id=record.context_id, parts=[new_text_part(f"{record.agent} changed"),
-                                                 new_data_part({"source": "delegation", "delegation": record.id})],
-            metadata={"gatehouse_source": "delegation"},
-        )
-        context = ServerCallContext(state={INTERNAL_DELEGATION: internal})
-        await self._handler.on_message_send(SendMessageRequest(message=message), context)
+        parts = [new_text_part(f"{record.agent} changed"), new_data_part({"source": "delegation", "delegation": record.id})]
+        await self.send(record, f"delegation-{uuid.uuid4()}", parts, INTERNAL_DELEGATION, internal,
+                        {"gatehouse_source": "delegation"})
         return True
 
 
-class DelegationRuntime:
+class DelegationRuntime(PauseRuntime):
     """Everything sub-agents need in one runtime: clients, tools, store, recorder, flow, watcher."""
 
     def __init__(self, clients: Mapping[str, SubAgentClient], db: Database, timeout_seconds: float,
@@ -317,7 +312,6 @@ class DelegationRuntime:
         self.store = DelegationStore(db, fresh=fresh)
         self.recorder = DelegationRecorder(self.store, timeout_seconds)
         self.flow: DelegationFlow | None = None
-        self.watcher: DelegationWatcher | None = None
 
     def flow_for(self, turns: DelegationTurns, finish_execution: FinishExecution) -> DelegationFlow:
         self.flow = DelegationFlow(self.store, self.clients, turns, finish_execution)
@@ -325,16 +319,10 @@ class DelegationRuntime:
 
     def watch(self, handler: DefaultRequestHandler, interval: float) -> None:
         if self.clients:
-            self.watcher = DelegationWatcher(self.store, self.clients, handler, interval)
-
-    async def open(self) -> None:
-        await self.store.create_tables()
-        if self.watcher is not None:
-            self.watcher.start()
+            self.sweeper = DelegationWatcher(self.store, self.clients, handler, interval)
 
     async def close(self) -> None:
-        if self.watcher is not None:
-            await self.watcher.stop()
+        await super().close()
         for client in self.clients.values():
             with contextlib.suppress(Exception):
                 await client.close()

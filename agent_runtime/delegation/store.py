@@ -7,23 +7,23 @@ arguments), on which sub-agent task, and the sub-agent's latest pause as this ag
     waiting ──the sub-agent's task ended (forwarded decision, its own timeout, decided elsewhere)──► done
     waiting ──this task canceled | the sub-agent unreachable past the expiry──► done  (result: an error for the model)
 
-Every change is a compare-and-swap on ``status`` and ``version``: two forwarded decisions racing cannot both hand the
-sub-agent's result to the model, and only the request that moved the row to ``done`` resumes the model.
+Every change is a compare-and-swap on ``status`` and ``version`` (:class:`agent_runtime.pauses.store.PauseStore`): two
+forwarded decisions racing cannot both hand the sub-agent's result to the model, and only the request that moved the
+row to ``done`` resumes the model.
 """
 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, Text, bindparam, select, update
+from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, bindparam, select
 
 from agent_runtime.approvals.records import iso_utc
-from agent_runtime.database import Database
-from agent_runtime.fresh_ids import FreshIds
+from agent_runtime.pauses.store import AlreadyMoved, PauseStore
+from agent_runtime.run_scope import Pause
 
 Status = Literal["waiting", "done"]
 
@@ -51,23 +51,6 @@ delegations = Table(
     Column("updated_at", Float, nullable=False),
     Column("version", Integer, nullable=False, default=0),
 )
-
-
-@dataclass(frozen=True)
-class Pause:
-    """A sub-agent's input-required status, as received: its text, data parts and status-message metadata."""
-
-    text: str = ""
-    data: list[dict[str, Any]] = field(default_factory=list)
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        return json.dumps({"text": self.text, "data": self.data, "metadata": self.metadata}, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, raw: str) -> Pause:
-        value = json.loads(raw)
-        return cls(str(value.get("text", "")), list(value.get("data", [])), dict(value.get("metadata", {})))
 
 
 @dataclass(frozen=True)
@@ -102,24 +85,18 @@ class DelegationRecord:
         return f"{self.id} ({self.tool} → task {self.child_task_id}) ended {self.outcome or 'done'}{when}"
 
 
-class AlreadyFinished(Exception):
+class AlreadyFinished(AlreadyMoved):
     """A change to a row that is no longer where the caller saw it. ``str(exc)`` is for the client."""
 
-    def __init__(self, records: Sequence[DelegationRecord]) -> None:
-        self.records = list(records)
-        details = "; ".join(r.describe() for r in records) or "no sub-agent request is open on this task"
-        super().__init__(f"Already decided: {details}. Nothing changed.")
+    prefix = "Already decided"
+    nothing = "no sub-agent request is open on this task"
 
 
-_FOR_TASK = select(delegations).where(delegations.c.task_id == bindparam("task_id")).order_by(delegations.c.created_at)
-_OPEN_IN_CONTEXT = select(delegations).where(delegations.c.context_id == bindparam("context_id"),
-                                             delegations.c.status == "waiting")
 _WAITING = select(delegations).where(delegations.c.status == "waiting").order_by(delegations.c.created_at) \
     .limit(bindparam("limit"))
 
 
-def _row_to_record(row: Any) -> DelegationRecord:
-    m = row._mapping
+def _row_to_record(m: Mapping[str, Any]) -> DelegationRecord:
     return DelegationRecord(
         id=m["id"], task_id=m["task_id"], context_id=m["context_id"], call_id=m["call_id"], tool=m["tool"],
         agent=m["agent"], args=json.loads(m["args_json"]), child_task_id=m["child_task_id"],
@@ -140,32 +117,14 @@ def _record_to_row(r: DelegationRecord) -> dict[str, Any]:
     }
 
 
-class DelegationStore:
-    def __init__(self, db: Database, clock: Callable[[], float] = time.time, fresh: FreshIds | None = None) -> None:
-        self._db = db
-        self.clock = clock
-        self._fresh = fresh  # contexts with nothing stored yet (agent_runtime/fresh_ids.py)
-
-    async def create_tables(self) -> None:
-        await self._db.create_tables(metadata)
-
-    async def add(self, record: DelegationRecord) -> None:
-        if self._fresh is not None:
-            self._fresh.written(record.context_id)
-        row = _record_to_row(record)
-        await self._db.run(lambda conn: conn.execute(delegations.insert(), [row]))
-
-    async def _select(self, stmt: Any, params: dict[str, Any] | None = None) -> list[DelegationRecord]:
-        return await self._db.run(lambda conn: [_row_to_record(row) for row in conn.execute(stmt, params)], write=False)
-
-    async def for_task(self, task_id: str) -> list[DelegationRecord]:
-        """Every sub-agent pause of the task, oldest first."""
-        return await self._select(_FOR_TASK, {"task_id": task_id})
-
-    async def open_in_context(self, context_id: str) -> list[DelegationRecord]:
-        if self._fresh is not None and context_id in self._fresh:
-            return []
-        return await self._select(_OPEN_IN_CONTEXT, {"context_id": context_id})
+class DelegationStore(PauseStore[DelegationRecord]):
+    table = delegations
+    metadata = metadata
+    state, done = "status", "done"
+    moved = ("status", "pause_json", "result_json", "outcome", "expires_at", "updated_at", "version")
+    already = AlreadyFinished
+    to_record = staticmethod(_row_to_record)
+    to_row = staticmethod(_record_to_row)
 
     async def waiting(self, limit: int = 200) -> list[DelegationRecord]:
         """Open rows, oldest first (the watcher's round)."""
@@ -173,28 +132,11 @@ class DelegationStore:
 
     async def repause(self, record: DelegationRecord, pause: Pause, expires_at: float) -> DelegationRecord:
         """waiting → waiting with the sub-agent's newer pause."""
-        return await self._move(record, pause=pause, expires_at=expires_at)
+        return await self._move(record, "waiting", pause=pause, expires_at=expires_at)
 
     async def finish(self, record: DelegationRecord, result: dict[str, Any], outcome: str) -> DelegationRecord:
         """waiting → done with ``result`` (what the model receives)."""
-        return await self._move(record, status="done", result=result, outcome=outcome)
-
-    async def _move(self, record: DelegationRecord, **values: Any) -> DelegationRecord:
-        now = self.clock()
-        updated = replace(record, **values, updated_at=now, version=record.version + 1)
-        row = _record_to_row(updated)
-        stmt = (update(delegations)
-                .where(delegations.c.id == record.id, delegations.c.version == record.version,
-                       delegations.c.status == "waiting")
-                .values({k: row[k] for k in ("status", "pause_json", "result_json", "outcome", "expires_at", "updated_at",
-                                             "version")}))
-
-        def transaction(conn: Connection) -> int:
-            return int(conn.execute(stmt).rowcount)
-
-        if await self._db.run(transaction) != 1:
-            raise AlreadyFinished(await self._select(select(delegations).where(delegations.c.id == record.id)))
-        return updated
+        return await self._move(record, "waiting", status="done", result=result, outcome=outcome)
 
 
 __all__ = ["AlreadyFinished", "DelegationRecord", "DelegationStore", "Pause", "Status", "delegations", "metadata"]

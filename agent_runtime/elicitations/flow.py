@@ -25,28 +25,26 @@ call was continued once and never reported back: not retried again), done (resum
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from a2a.helpers import get_data_parts, get_text_parts, new_data_part, new_text_part
-from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.tasks import TaskUpdater
-from a2a.types import Message, Role, SendMessageRequest, Task, TaskState
+from a2a.types import Message, Task, TaskState
 
 from agent_runtime import replies
-from agent_runtime.approvals import ApprovalRecord
 from agent_runtime.database import Database
 from agent_runtime.elicitations import wire as eliciting
 from agent_runtime.elicitations.store import AlreadyAnswered, ElicitationRecord, ElicitationStore
 from agent_runtime.fresh_ids import FreshIds
-from agent_runtime.periodic import PeriodicSweep
+from agent_runtime.pauses.flow import InternalSweep, PauseRuntime, resume_tail, text_message
+from agent_runtime.pauses.kind import Decision, Internal, Outcome, Report
 from agent_runtime.run_scope import RunScope
 
 log = logging.getLogger(__name__)
@@ -61,28 +59,16 @@ FinishExecution = Callable[[str, Any], Awaitable[object]]
 """``ApprovalService.finish_execution(call_id, result)``: a gated call's claim ends with the final result."""
 
 
-class ResumedTurn(Protocol):
-    @property
-    def text(self) -> str: ...
-    @property
-    def errors(self) -> list[str]: ...
-    @property
-    def paused(self) -> bool: ...
-
-
 class ElicitationTurns(Protocol):
     """The turn runner, as far as this flow needs it (:meth:`agent_runtime.server.turns.TurnRunner.resume_call`)."""
 
     async def resume_call(
         self, task_id: str, context_id: str, call_id: str, tool: str, response: dict[str, Any]
-    ) -> ResumedTurn: ...
-
-
-Report = Callable[[TaskUpdater, Any], Awaitable[None]]
+    ) -> Outcome: ...
 
 
 @dataclass(frozen=True)
-class InternalElicitation:
+class InternalElicitation(Internal):
     """A round resolved inside the runtime (the timeout sweeper); only in-process code can set it."""
 
     request_id: str
@@ -100,31 +86,41 @@ class ElicitationFlow:
         self._timeout = timeout_seconds
         self._single_process = single_process
 
+    name = eliciting.INTERRUPT
+    internal_key = INTERNAL_ELICITATION
+    internal_type = InternalElicitation
+
     async def open_in_context(self, context_id: str) -> list[ElicitationRecord]:
         return await self._store.open_in_context(context_id)
 
-    async def routes(self, task_id: str, approvals: Sequence[ApprovalRecord], internal: Any, others: Sequence[float]) -> bool:
-        """Whether a message on this input-required task is for a tool's question. ``others``: when the task's other
-        pauses (questions) were made; with nothing open anywhere, whichever paused last finishes the task."""
-        if isinstance(internal, InternalElicitation):
-            return True
-        if internal is not None or any(r.status == "pending" for r in approvals):
+    async def for_task(self, task_id: str) -> list[ElicitationRecord]:
+        return await self._store.for_task(task_id)
+
+    def busy_text(self, record: ElicitationRecord) -> str:
+        return (f"Task {record.task_id} of this context is waiting for an answer to {record.tool}'s question "
+                f"{record.id}; answer it (same task_id) before sending a new message.")
+
+    def finished_text(self, records: Sequence[ElicitationRecord]) -> str:
+        return finished_text(records)
+
+    async def withdraw(self, task_id: str) -> bool:
+        """A tool's question is open: the call (approved or not) waits for the user, it is not running. It ends canceled
+        and is never retried; nothing else of the task is pending (one kind of pause per turn)."""
+        if not any(r.open for r in await self._store.for_task(task_id)):
             return False
-        rounds = await self._store.for_task(task_id)
-        if not rounds:
-            return False
-        if any(r.open for r in rounds):
-            return True
-        return rounds[-1].created_at >= max([*(r.created_at for r in approvals), *others], default=float("-inf"))
+        await self.cancel(task_id)
+        return True
 
-    async def asked_at(self, task_id: str) -> list[float]:
-        """When each round of the task's tools' questions was asked."""
-        return [r.created_at for r in await self._store.for_task(task_id)]
+    async def canceled(self, task_id: str) -> None:
+        return None
 
-    async def waiting(self, task_id: str) -> bool:
-        return any(r.open for r in await self._store.for_task(task_id))
+    async def decision(self, decision: Decision) -> None:
+        d = decision  # a tool's question has no relayed requester to refuse: ``refused`` does not apply
+        await self._decide(d.task, d.message, d.updater, d.internal, d.report)
 
-    async def decision(self, task: Task, message: Message, updater: TaskUpdater, internal: Any, report: Report) -> None:
+    async def _decide(
+        self, task: Task, message: Message, updater: TaskUpdater, internal: Internal | None, report: Report,
+    ) -> None:
         rounds = await self._store.for_task(task.id)
         current = rounds[-1]
         if isinstance(internal, InternalElicitation):
@@ -148,7 +144,7 @@ class ElicitationFlow:
             except eliciting.ElicitationError as exc:
                 return await self.still_waiting(updater, current, str(exc))
             except AlreadyAnswered as exc:
-                return await updater.update_status(task.status.state, message=_text(updater, str(exc)))
+                return await updater.update_status(task.status.state, message=text_message(updater, str(exc)))
         if current.status == "answered":
             return await self._continue(task, current, updater, report)
         if current.status == "retrying":
@@ -208,13 +204,10 @@ class ElicitationFlow:
         result = eliciting.with_note(result, record.note)
         await replies.resuming(updater)  # WORKING: the decision is taken, the work resumes
         outcome = await self._turns.resume_call(task.id, task.context_id, record.call_id, record.tool, result)
-        if outcome.paused:
-            return await report(updater, outcome)
-        text = outcome.text or ("; ".join(outcome.errors) if outcome.errors else "(no reply)")
-        timeout = f"{record.id} ({record.tool}): timeout, {result.get('error', '')}." if record.outcome == "timeout" else ""
+        notes = [f"{record.id} ({record.tool}): timeout, {result.get('error', '')}."] \
+            if record.outcome == "timeout" else []
         summary = {"tool": record.tool, "outcome": record.outcome, "source": record.source, "round": record.round}
-        await replies.finish(updater, [text, timeout], failed=bool(outcome.errors and not outcome.text),
-                             metadata={"elicitations": {record.id: summary}}, status_metadata={"interrupt_type": None})
+        await resume_tail(updater, outcome, report, {"elicitations": {record.id: summary}}, notes)
 
 
 def _new_id() -> str:
@@ -223,10 +216,6 @@ def _new_id() -> str:
 
 def _join(*notes: str) -> str:
     return " ".join(n for n in notes if n)
-
-
-def _text(updater: TaskUpdater, text: str) -> Message:
-    return updater.new_agent_message([new_text_part(text)])
 
 
 def _replayed(data_parts: list[Any], rounds: list[ElicitationRecord]) -> list[ElicitationRecord]:
@@ -251,7 +240,7 @@ class ElicitationRecorder:
         self._store = store
         self._timeout = timeout_seconds
 
-    async def record(self, scope: RunScope) -> ElicitationRecord | None:
+    async def record(self, scope: RunScope, confirmation_ids: Mapping[str, str] | None = None) -> ElicitationRecord | None:
         if not scope.eliciting:
             return None
         (asked,) = scope.eliciting  # the tool refuses a second question in the same turn
@@ -267,37 +256,26 @@ class ElicitationRecorder:
         return record
 
 
-class ElicitationSweeper(PeriodicSweep):
+class ElicitationSweeper(InternalSweep[ElicitationRecord]):
     """Times out questions past ``expires_at`` server-side, through the request handler like any answer."""
 
     name = "gatehouse-elicitation-sweeper"
 
     def __init__(self, store: ElicitationStore, handler: DefaultRequestHandler, interval: float = 0.25) -> None:
-        super().__init__(interval)
+        super().__init__(handler, interval)
         self._store = store
-        self._handler = handler
 
-    async def sweep(self) -> int:
-        expired = await self._store.expired()
-        results = await asyncio.gather(*(self._resolve(r) for r in expired), return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException):
-                log.error("elicitation timeout resume failed: %r", result)
-        return len(expired)
+    async def due(self) -> list[ElicitationRecord]:
+        return await self._store.expired()
 
-    async def _resolve(self, record: ElicitationRecord) -> None:
+    async def resolve(self, record: ElicitationRecord) -> None:
         seconds = record.expires_at - record.created_at
         result = eliciting.timeout_result(record.tool, seconds)
         note = f"Timeout: no answer to {record.id} ({record.tool}) within {seconds:g}s; the call is not completed."
-        message = Message(
-            role=Role.ROLE_AGENT, message_id=f"timeout-{uuid.uuid4()}", task_id=record.task_id,
-            context_id=record.context_id, parts=[new_text_part(note), new_data_part({"source": "timeout",
-                                                                                      "elicitation": record.id})],
-            metadata={"gatehouse_source": "timeout"},
-        )
-        context = ServerCallContext(state={INTERNAL_ELICITATION: InternalElicitation(record.id)})
+        parts = [new_text_part(note), new_data_part({"source": "timeout", "elicitation": record.id})]
         try:
-            await self._handler.on_message_send(SendMessageRequest(message=message), context)
+            await self.send(record, f"timeout-{uuid.uuid4()}", parts, INTERNAL_ELICITATION,
+                            InternalElicitation(record.id), {"gatehouse_source": "timeout"})
         finally:
             # A task that could not be resumed (canceled, say) must not be swept again and again.
             current = [r for r in await self._store.for_task(record.task_id) if r.id == record.id and r.status == "pending"]
@@ -306,7 +284,7 @@ class ElicitationSweeper(PeriodicSweep):
                     await self._store.finish(current[0], result, outcome="timeout", source="timeout")
 
 
-class ElicitationRuntime:
+class ElicitationRuntime(PauseRuntime):
     """Everything MCP elicitation needs in one runtime: store, recorder, flow, sweeper."""
 
     def __init__(self, db: Database, timeout_seconds: float, fresh: FreshIds | None = None) -> None:
@@ -314,7 +292,6 @@ class ElicitationRuntime:
         self.recorder = ElicitationRecorder(self.store, timeout_seconds)
         self._timeout = timeout_seconds
         self.flow: ElicitationFlow | None = None
-        self.sweeper: ElicitationSweeper | None = None
 
     def flow_for(
         self, turns: ElicitationTurns, retry: Retry, finish_execution: FinishExecution, *, single_process: bool
@@ -324,15 +301,6 @@ class ElicitationRuntime:
 
     def watch(self, handler: DefaultRequestHandler, interval: float) -> None:
         self.sweeper = ElicitationSweeper(self.store, handler, interval)
-
-    async def open(self) -> None:
-        await self.store.create_tables()
-        if self.sweeper is not None:
-            self.sweeper.start()
-
-    async def close(self) -> None:
-        if self.sweeper is not None:
-            await self.sweeper.stop()
 
 
 __all__ = [

@@ -10,26 +10,24 @@ this table: not in a pause, a log or the task history. Its life:
                                                      └─asked again────► done, and round n+1 pending (one transaction)
     pending ──expires_at passed (sweeper) | task canceled──► done            (no retry)
 
-Every change is a compare-and-swap on ``status`` and ``version``, committed before anything follows from it: two
-answers racing cannot both win, and the claim (answered → retrying) is committed before the tool is called, so an
-answered call is retried at most once — a restart after the claim finds ``retrying`` and tells the model the call was
-continued once and never reported back, never retries it again.
+Every change is a compare-and-swap on ``status`` and ``version`` (:class:`agent_runtime.pauses.store.PauseStore`),
+committed before anything follows from it: two answers racing cannot both win, and the claim (answered → retrying) is
+committed before the tool is called, so an answered call is retried at most once — a restart after the claim finds
+``retrying`` and tells the model the call was continued once and never reported back, never retries it again.
 """
 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, Text, bindparam, select, update
+from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text
 
 from agent_runtime.approvals.records import iso_utc
-from agent_runtime.database import Database
 from agent_runtime.elicitations.wire import ElicitationPrompt, FormRequest
-from agent_runtime.fresh_ids import FreshIds
+from agent_runtime.pauses.store import AlreadyMoved, PauseStore
 
 Status = Literal["pending", "answered", "retrying", "done"]
 
@@ -103,25 +101,14 @@ class ElicitationRecord:
         return f"{self.id} ({self.tool}) ended {self.outcome or 'done'} by {self.source or 'unknown'}{when}"
 
 
-class AlreadyAnswered(Exception):
+class AlreadyAnswered(AlreadyMoved):
     """A change to a round that is no longer where the caller saw it. ``str(exc)`` is for the client."""
 
-    def __init__(self, records: Sequence[ElicitationRecord]) -> None:
-        self.records = list(records)
-        details = "; ".join(r.describe() for r in records) or "no tool question is open on this task"
-        super().__init__(f"Already answered: {details}. Nothing changed.")
+    prefix = "Already answered"
+    nothing = "no tool question is open on this task"
 
 
-_FOR_TASK = (select(elicitations).where(elicitations.c.task_id == bindparam("task_id"))
-             .order_by(elicitations.c.created_at, elicitations.c.round))
-_OPEN_IN_CONTEXT = select(elicitations).where(elicitations.c.context_id == bindparam("context_id"),
-                                              elicitations.c.status != "done")
-_EXPIRED = (select(elicitations).where(elicitations.c.status == "pending", elicitations.c.expires_at <= bindparam("now"))
-            .order_by(elicitations.c.expires_at).limit(bindparam("limit")))
-
-
-def _row_to_record(row: Any) -> ElicitationRecord:
-    m = row._mapping
+def _row_to_record(m: Mapping[str, Any]) -> ElicitationRecord:
     requests = {k: FormRequest.model_validate(v) for k, v in json.loads(m["requests_json"]).items()}
     return ElicitationRecord(
         id=m["id"], task_id=m["task_id"], context_id=m["context_id"], call_id=m["call_id"], tool=m["tool"],
@@ -146,35 +133,15 @@ def _record_to_row(r: ElicitationRecord) -> dict[str, Any]:
     }
 
 
-class ElicitationStore:
-    def __init__(self, db: Database, clock: Callable[[], float] = time.time, fresh: FreshIds | None = None) -> None:
-        self._db = db
-        self.clock = clock
-        self._fresh = fresh  # contexts with nothing stored yet (agent_runtime/fresh_ids.py)
-
-    async def create_tables(self) -> None:
-        await self._db.create_tables(metadata)
-
-    async def add(self, record: ElicitationRecord) -> None:
-        if self._fresh is not None:
-            self._fresh.written(record.context_id)
-        row = _record_to_row(record)
-        await self._db.run(lambda conn: conn.execute(elicitations.insert(), [row]))
-
-    async def _select(self, stmt: Any, params: dict[str, Any] | None = None) -> list[ElicitationRecord]:
-        return await self._db.run(lambda conn: [_row_to_record(row) for row in conn.execute(stmt, params)], write=False)
-
-    async def for_task(self, task_id: str) -> list[ElicitationRecord]:
-        """Every round of every tool question of the task, oldest first."""
-        return await self._select(_FOR_TASK, {"task_id": task_id})
-
-    async def open_in_context(self, context_id: str) -> list[ElicitationRecord]:
-        if self._fresh is not None and context_id in self._fresh:
-            return []
-        return await self._select(_OPEN_IN_CONTEXT, {"context_id": context_id})
-
-    async def expired(self, limit: int = 100) -> list[ElicitationRecord]:
-        return await self._select(_EXPIRED, {"now": self.clock(), "limit": limit})
+class ElicitationStore(PauseStore[ElicitationRecord]):
+    table = elicitations
+    metadata = metadata
+    state, done, expiring = "status", "done", "pending"  # an answered round is the retry's, never timed out
+    moved = ("status", "responses_json", "result_json", "outcome", "source", "updated_at", "version")
+    order = ("created_at", "round")
+    already = AlreadyAnswered
+    to_record = staticmethod(_row_to_record)
+    to_row = staticmethod(_record_to_row)
 
     async def answer(self, record: ElicitationRecord, responses: dict[str, Any], source: str) -> ElicitationRecord:
         """pending → answered with ``responses`` (every question's ElicitResult, the runtime's own answers included)."""
@@ -197,28 +164,6 @@ class ElicitationStore:
         if source is not None:
             values["source"] = source
         return await self._move(record, record.status, also=then, **values)
-
-    async def _move(
-        self, record: ElicitationRecord, expected: Status, also: ElicitationRecord | None = None, **values: Any
-    ) -> ElicitationRecord:
-        now = self.clock()
-        updated = replace(record, **values, updated_at=now, version=record.version + 1)
-        row = _record_to_row(updated)
-        stmt = (update(elicitations)
-                .where(elicitations.c.id == record.id, elicitations.c.version == record.version,
-                       elicitations.c.status == expected)
-                .values({k: row[k] for k in ("status", "responses_json", "result_json", "outcome", "source", "updated_at",
-                                             "version")}))
-
-        def transaction(conn: Connection) -> int:
-            count = int(conn.execute(stmt).rowcount)
-            if count == 1 and also is not None:
-                conn.execute(elicitations.insert(), [_record_to_row(also)])
-            return count
-
-        if await self._db.run(transaction) != 1:
-            raise AlreadyAnswered(await self._select(select(elicitations).where(elicitations.c.id == record.id)))
-        return updated
 
 
 def _outcome_of(responses: dict[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """The runtime side of ``hitl_request``: pausing, answering, confirming, timing out and resuming a question.
 
 The executor routes a message on an ``input-required`` task here when the task's pending kind is a question
-(:meth:`HitlFlow.routes`), and the approval path otherwise, so an approval decision never reaches a
+(:class:`HitlFlow` is a :class:`~agent_runtime.pauses.kind.PauseKind`; :mod:`agent_runtime.pauses.registry` routes),
+and the approval path otherwise, so an approval decision never reaches a
 question and an answer never reaches an approval (the pure parsers refuse the other kind as well):
 
     pause          text part (question_wire.describe_prompt) + HitlInterrupt data part, metadata interrupt_type hitl_request
@@ -18,27 +19,25 @@ has to create it, hand its parts to the agent, the turn runner and the executor,
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from a2a.helpers import get_data_parts, get_text_parts, new_data_part, new_text_part
-from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.tasks import TaskUpdater
-from a2a.types import Message, Role, SendMessageRequest, Task, TaskState
+from a2a.types import Message, Task, TaskState
 
 from agent_runtime import kagent_hitl, replies, wire
 from agent_runtime.agent_config import AgentConfig
-from agent_runtime.approvals import ApprovalRecord
 from agent_runtime.database import Database
 from agent_runtime.fresh_ids import FreshIds
 from agent_runtime.metrics import Metrics
-from agent_runtime.periodic import PeriodicSweep
+from agent_runtime.pauses.flow import InternalSweep, PauseRuntime, resume_tail, text_message
+from agent_runtime.pauses.kind import Decision, Internal, Outcome, Report
 from agent_runtime.questions import wire as question_wire
 from agent_runtime.questions.store import AlreadyAnswered, HitlRecord, HitlStore, result_json
 from agent_runtime.questions.tool import HitlMetrics, HitlTool, QuestionRecorder, build_tools
@@ -48,32 +47,17 @@ log = logging.getLogger(__name__)
 INTERNAL_HITL = "gatehouse.internal_hitl"
 INTERRUPT_METADATA = {"interrupt_type": wire.INTERRUPT_HITL}
 
-class ResumedTurn(Protocol):
-    """What the flow reads of a resumed turn (the server's ``TurnOutcome``)."""
-
-    @property
-    def text(self) -> str: ...
-    @property
-    def errors(self) -> list[str]: ...
-    @property
-    def paused(self) -> bool: ...
-
-
 class QuestionTurns(Protocol):
     """The turn runner, as far as questions need it (:meth:`agent_runtime.server.turns.TurnRunner.resume_question`):
     the server runs turns and routes messages here; this package never imports it."""
 
     async def resume_question(
         self, task_id: str, context_id: str, confirmation_id: str, result: dict[str, Any]
-    ) -> ResumedTurn: ...
-
-
-Report = Callable[[TaskUpdater, Any], Awaitable[None]]
-"""The executor's own reporting of a turn's outcome (used when a resumed turn pauses again with that outcome)."""
+    ) -> Outcome: ...
 
 
 @dataclass(frozen=True)
-class InternalHitl:
+class InternalHitl(Internal):
     """A question resolved inside the runtime (the timeout sweeper); only in-process code can set it."""
 
     request_id: str
@@ -81,6 +65,12 @@ class InternalHitl:
 
 
 class HitlFlow:
+    """The ``hitl_request`` kind of pause (:class:`agent_runtime.pauses.kind.PauseKind`)."""
+
+    name = wire.INTERRUPT_HITL
+    internal_key = INTERNAL_HITL
+    internal_type = InternalHitl
+
     def __init__(self, store: HitlStore, turns: QuestionTurns, metrics: HitlMetrics | None = None) -> None:
         self._store = store
         self._turns = turns
@@ -89,24 +79,29 @@ class HitlFlow:
     async def open_in_context(self, context_id: str) -> list[HitlRecord]:
         return await self._store.open_in_context(context_id)
 
-    async def questions(self, task_id: str) -> list[HitlRecord]:
+    async def for_task(self, task_id: str) -> list[HitlRecord]:
         return await self._store.for_task(task_id)
 
-    async def routes(self, task_id: str, approvals: Sequence[ApprovalRecord], internal: Any) -> bool:
-        """Whether a message on this input-required task is for a question (else for approvals)."""
-        if isinstance(internal, InternalHitl):
-            return True
-        if internal is not None or any(r.status == "pending" for r in approvals):
-            return False
-        questions = await self._store.for_task(task_id)
-        if not questions:
-            return False
-        if any(q.open for q in questions):
-            return True
-        # Nothing open on either side (a restart cut a resume short): whichever paused last finishes it.
-        return max(q.created_at for q in questions) >= max((r.created_at for r in approvals), default=float("-inf"))
+    def busy_text(self, record: HitlRecord) -> str:
+        return (f"Task {record.task_id} of this context is waiting for an answer to question {record.id} "
+                "(hitl_request); answer it (same task_id) before sending a new message.")
 
-    async def decision(self, task: Task, message: Message, updater: TaskUpdater, internal: Any, report: Report) -> None:
+    def finished_text(self, records: Sequence[HitlRecord]) -> str:
+        return finished_text(records)
+
+    async def withdraw(self, task_id: str) -> bool:
+        return False  # approvals first (a started approved call refuses the cancel), then :meth:`canceled`
+
+    async def canceled(self, task_id: str) -> None:
+        await self.cancel(task_id)
+
+    async def decision(self, decision: Decision) -> None:
+        d = decision  # a question has no relayed requester to refuse: ``refused`` does not apply
+        await self._decide(d.task, d.message, d.updater, d.internal, d.report)
+
+    async def _decide(
+        self, task: Task, message: Message, updater: TaskUpdater, internal: Internal | None, report: Report,
+    ) -> None:
         questions = await self._store.for_task(task.id)
         current = next((q for q in questions if q.open), None)
         if isinstance(internal, InternalHitl):
@@ -135,7 +130,7 @@ class HitlFlow:
             now_open = next((r for r in exc.records if r.open), None)
             if now_open is not None:
                 return await self.still_waiting(updater, now_open, str(exc))
-            return await updater.update_status(task.status.state, message=_text(updater, str(exc)))
+            return await updater.update_status(task.status.state, message=text_message(updater, str(exc)))
         if result is None:
             return await self.report_pause(updater, updated)  # chosen; now confirm or cancel
         await self._resume(task, updated, updater, report)
@@ -173,22 +168,14 @@ class HitlFlow:
     async def _resume(self, task: Task, record: HitlRecord, updater: TaskUpdater, report: Report) -> None:
         result = record.result
         if result is None:  # cannot happen for a finished question; never resume the model without a result
-            return await updater.update_status(task.status.state, message=_text(updater, "The question has no result."))
+            return await updater.update_status(task.status.state, message=text_message(updater, "The question has no result."))
         if self._metrics is not None:
             self._metrics.results.labels(status=result.status, source=result.source).inc()
         payload = result_json(result)
         await replies.resuming(updater)  # WORKING: the decision is taken, the work resumes
         outcome = await self._turns.resume_question(task.id, task.context_id, record.confirmation_id, payload)
-        if outcome.paused:
-            return await report(updater, outcome)
-        text = outcome.text or ("; ".join(outcome.errors) if outcome.errors else "(no reply)")
-        timeout = f"{record.id} ({record.tool}): timeout, {result.message}." if result.source == "timeout" else ""
-        await replies.finish(updater, [text, timeout], failed=bool(outcome.errors and not outcome.text),
-                             metadata={"hitl": {record.id: payload}}, status_metadata={"interrupt_type": None})
-
-
-def _text(updater: TaskUpdater, text: str) -> Message:
-    return updater.new_agent_message([new_text_part(text)])
+        notes = [f"{record.id} ({record.tool}): timeout, {result.message}."] if result.source == "timeout" else []
+        await resume_tail(updater, outcome, report, {"hitl": {record.id: payload}}, notes)
 
 
 def _replayed(data_parts: list[Any], questions: list[HitlRecord]) -> list[HitlRecord]:
@@ -206,37 +193,26 @@ def finished_text(records: Sequence[HitlRecord]) -> str:
     return str(AlreadyAnswered([r for r in records if not r.open]))
 
 
-class HitlSweeper(PeriodicSweep):
+class HitlSweeper(InternalSweep[HitlRecord]):
     """Resolves questions past ``expires_at`` server-side, through the request handler like any decision."""
 
     name = "gatehouse-hitl-sweeper"
 
     def __init__(self, store: HitlStore, handler: DefaultRequestHandler, interval: float = 0.25) -> None:
-        super().__init__(interval)
+        super().__init__(handler, interval)
         self._store = store
-        self._handler = handler
 
-    async def sweep(self) -> int:
-        expired = await self._store.expired()
-        results = await asyncio.gather(*(self._resolve(r) for r in expired), return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException):
-                log.error("hitl timeout resume failed: %r", result)
-        return len(expired)
+    async def due(self) -> list[HitlRecord]:
+        return await self._store.expired()
 
-    async def _resolve(self, record: HitlRecord) -> None:
+    async def resolve(self, record: HitlRecord) -> None:
         result = question_wire.on_timeout(record.state())
         seconds = f"{record.expires_at - record.created_at:g}"
         note = f"Timeout: no answer to {record.id} within {seconds}s; {result.message}."
-        message = Message(
-            role=Role.ROLE_AGENT, message_id=f"timeout-{uuid.uuid4()}", task_id=record.task_id,
-            context_id=record.context_id,
-            parts=[new_text_part(note), new_data_part({"source": "timeout", "hitl": {record.id: result_json(result)}})],
-            metadata={"gatehouse_source": "timeout"},
-        )
-        context = ServerCallContext(state={INTERNAL_HITL: InternalHitl(record.id)})
+        parts = [new_text_part(note), new_data_part({"source": "timeout", "hitl": {record.id: result_json(result)}})]
         try:
-            await self._handler.on_message_send(SendMessageRequest(message=message), context)
+            await self.send(record, f"timeout-{uuid.uuid4()}", parts, INTERNAL_HITL, InternalHitl(record.id),
+                            {"gatehouse_source": "timeout"})
         finally:
             # A task that could not be resumed (canceled, say) must not be swept again and again.
             with contextlib.suppress(AlreadyAnswered):
@@ -245,7 +221,7 @@ class HitlSweeper(PeriodicSweep):
                     await self._store.advance(current[0], replace(current[0].state(), stage="done"), result, "timeout")
 
 
-class HitlRuntime:
+class HitlRuntime(PauseRuntime):
     """Everything hitl_request needs in one runtime: store, tools (when enabled), recorder, flow, sweeper."""
 
     def __init__(self, config: AgentConfig, db: Database, metrics: Metrics, fresh: FreshIds | None = None) -> None:
@@ -254,7 +230,6 @@ class HitlRuntime:
         self.tools: list[HitlTool] = build_tools(config.human_tools.hitl_request, self.metrics)
         self.recorder = QuestionRecorder(self.store, config.approval.timeout_seconds)
         self.flow: HitlFlow | None = None
-        self.sweeper: HitlSweeper | None = None
 
     def flow_for(self, turns: QuestionTurns) -> HitlFlow:
         self.flow = HitlFlow(self.store, turns, self.metrics)
@@ -262,15 +237,6 @@ class HitlRuntime:
 
     def watch(self, handler: DefaultRequestHandler, interval: float) -> None:
         self.sweeper = HitlSweeper(self.store, handler, interval)
-
-    async def open(self) -> None:
-        await self.store.create_tables()
-        if self.sweeper is not None:
-            self.sweeper.start()
-
-    async def close(self) -> None:
-        if self.sweeper is not None:
-            await self.sweeper.stop()
 
 
 __all__ = ["INTERNAL_HITL", "HitlFlow", "HitlRuntime", "HitlSweeper", "InternalHitl", "finished_text"]

@@ -7,7 +7,8 @@ approval sweeper, session grants) can ever touch it, and no answer can ever appr
     stage answer ──answer|cancel──► done                             (no confirmation)
     any open stage ──expires_at passed (sweeper)──► done, source timeout
 
-Every change is a compare-and-swap on ``version`` (``UPDATE … WHERE id = ? AND version = ?``), committed
+Every change is a compare-and-swap on ``version`` (``UPDATE … WHERE id = ? AND version = ?``,
+:class:`agent_runtime.pauses.store.PauseStore`), committed
 before anyone is told, so two answers racing for one question (two clients, a client and the sweeper, two
 replicas) cannot both win, and a replay after ``done`` changes nothing. ``result_json`` holds the
 :class:`~agent_runtime.questions.wire.HitlResult` the model receives, so a restart between "answered" and "model
@@ -21,21 +22,15 @@ commit; the agreed way to tell a mirrored question from a tool approval is the l
 from __future__ import annotations
 
 import json
-import logging
-import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, bindparam, func, select, update
+from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, func, select
 
 from agent_runtime.approvals.records import iso_utc
-from agent_runtime.database import Database
-from agent_runtime.fresh_ids import FreshIds
-from agent_runtime.prepared import Prepared, mappings
+from agent_runtime.pauses.store import AlreadyMoved, Listener, PauseStore
 from agent_runtime.questions import wire as question_wire
-
-log = logging.getLogger(__name__)
 
 metadata = MetaData()
 
@@ -101,22 +96,11 @@ class HitlRecord:
         return f"{self.id} ({self.tool}) ended {status}{chosen} by {self.source or 'unknown'}{when}"
 
 
-# Statements of the request path and the sweeper, built once (bind parameters).
-_FOR_TASK = Prepared(select(questions).where(questions.c.task_id == bindparam("task_id")).order_by(questions.c.created_at))
-_OPEN_IN_CONTEXT = select(questions).where(questions.c.context_id == bindparam("context_id"), questions.c.stage != "done")
-_EXPIRED = (
-    select(questions).where(questions.c.stage != "done", questions.c.expires_at <= bindparam("now"))
-    .order_by(questions.c.expires_at).limit(bindparam("limit"))
-)
-
-
-class AlreadyAnswered(Exception):
+class AlreadyAnswered(AlreadyMoved):
     """An answer to a question that is no longer open (or changed meanwhile). ``str(exc)`` is for the client."""
 
-    def __init__(self, records: Sequence[HitlRecord]) -> None:
-        self.records = list(records)
-        details = "; ".join(r.describe() for r in records) or "no question is open on this task"
-        super().__init__(f"Already answered: {details}. Nothing changed.")
+    prefix = "Already answered"
+    nothing = "no question is open on this task"
 
 
 def _row_to_record(m: Mapping[str, Any]) -> HitlRecord:
@@ -139,84 +123,26 @@ def _record_to_row(r: HitlRecord) -> dict[str, Any]:
     }
 
 
-HitlListener = Callable[[str, HitlRecord], Awaitable[None] | None]
+HitlListener = Listener
 """Called after a commit with ``("requested" | "answered" | "resolved", record)``; must be quick, never raises out."""
 
 
-class HitlStore:
-    def __init__(self, db: Database, clock: Callable[[], float] = time.time, fresh: FreshIds | None = None) -> None:
-        self._db = db
-        self.clock = clock
-        self._listeners: list[HitlListener] = []
-        self._fresh = fresh  # contexts with nothing stored yet (agent_runtime/fresh_ids.py)
-
-    def subscribe(self, listener: HitlListener) -> Callable[[], None]:
-        """Add a listener; returns the function that removes it again."""
-        self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
-
-        return unsubscribe
-
-    async def _publish(self, kind: str, record: HitlRecord) -> None:
-        for listener in list(self._listeners):
-            try:
-                result = listener(kind, record)
-                if result is not None:
-                    await result
-            except Exception:  # a listener must never break an answer
-                log.exception("hitl listener failed on %s", kind)
-
-    async def create_tables(self) -> None:
-        await self._db.create_tables(metadata)
-
-    async def add(self, record: HitlRecord) -> None:
-        if self._fresh is not None:
-            self._fresh.written(record.context_id)
-        row = _record_to_row(record)
-        await self._db.run(lambda conn: conn.execute(questions.insert(), [row]))
-        await self._publish("requested", record)
-
-    async def _select(self, stmt: Any, params: dict[str, Any] | None = None) -> list[HitlRecord]:
-        return await self._db.run(lambda conn: [_row_to_record(m) for m in mappings(conn, stmt, params)], write=False)
-
-    async def for_task(self, task_id: str) -> list[HitlRecord]:
-        """Every question of the task, oldest first."""
-        return await self._select(_FOR_TASK, {"task_id": task_id})
-
-    async def open_in_context(self, context_id: str) -> list[HitlRecord]:
-        if self._fresh is not None and context_id in self._fresh:
-            return []
-        return await self._select(_OPEN_IN_CONTEXT, {"context_id": context_id})
+class HitlStore(PauseStore[HitlRecord]):
+    table = questions
+    metadata = metadata
+    state, done = "stage", "done"
+    moved = ("stage", "selected", "source", "updated_at", "result_json", "version")
+    already = AlreadyAnswered
+    to_record = staticmethod(_row_to_record)
+    to_row = staticmethod(_record_to_row)
 
     async def advance(
         self, record: HitlRecord, state: question_wire.HitlState, result: question_wire.HitlResult | None, source: str
     ) -> HitlRecord:
         """Move ``record`` to ``state`` (and ``result``) if nobody changed it since it was read; else AlreadyAnswered."""
-        now = self.clock()
-        values = {
-            "stage": state.stage, "selected": state.selected, "source": source, "updated_at": now,
-            "result_json": result.model_dump_json() if result else None, "version": record.version + 1,
-        }
-        stmt = (
-            update(questions)
-            .where(questions.c.id == record.id, questions.c.version == record.version, questions.c.stage != "done")
-            .values(**values)
-        )
-        if await self._db.run(lambda conn: conn.execute(stmt).rowcount) != 1:
-            current = await self._select(select(questions).where(questions.c.id == record.id))
-            raise AlreadyAnswered(current)
-        updated = replace(
-            record, stage=state.stage, selected=state.selected, result=result, source=source, updated_at=now,
-            version=record.version + 1,
-        )
+        updated = await self._move(record, None, stage=state.stage, selected=state.selected, result=result, source=source)
         await self._publish("resolved" if result is not None else "answered", updated)
         return updated
-
-    async def expired(self, limit: int = 100) -> list[HitlRecord]:
-        return await self._select(_EXPIRED, {"now": self.clock(), "limit": limit})
 
     async def open_questions(self, limit: int = 100_000) -> list[HitlRecord]:
         """Every open question, oldest first (the Kubernetes mirror catches up with them at start-up)."""

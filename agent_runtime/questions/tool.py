@@ -18,8 +18,7 @@ The gate never gates this tool (it subclasses :class:`~agent_runtime.run_scope.H
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from google.adk.tools.tool_context import ToolContext
@@ -29,7 +28,7 @@ from prometheus_client import Counter
 from agent_runtime.metrics import Metrics
 from agent_runtime.questions import wire as question_wire
 from agent_runtime.questions.store import HitlRecord, HitlStore
-from agent_runtime.run_scope import CURRENT_RUN, HumanTool, RunScope
+from agent_runtime.run_scope import CURRENT_RUN, HumanTool, PendingQuestion, RunScope
 
 DESCRIPTION = (
     "Ask the human a question and wait for the answer. The human picks exactly one of `options`. With "
@@ -77,14 +76,6 @@ def error_result(message: str, request_id: str = "") -> dict[str, Any]:
         message=message,
     )
     return result.model_dump(mode="json")
-
-
-@dataclass(frozen=True)
-class PendingQuestion:
-    request_id: str
-    call_id: str
-    tool: str
-    args: question_wire.HitlArgs
 
 
 class HitlTool(HumanTool):
@@ -166,18 +157,20 @@ class QuestionRecorder:
         self._timeout = default_timeout_seconds
         self._clock = clock or store.clock
 
-    async def record(self, scope: RunScope, confirmation_ids: dict[str, str]) -> HitlRecord | None:
+    async def record(self, scope: RunScope, confirmation_ids: Mapping[str, str]) -> HitlRecord | None:
         if not scope.hitl:
             return None
         (question,) = scope.hitl  # the tool refuses a second question in the same turn
+        args = question.args
+        assert isinstance(args, question_wire.HitlArgs)  # the tool put it there, validated
         confirmation_id = confirmation_ids.get(question.call_id)
         if confirmation_id is None:
             raise RuntimeError(f"ADK did not pause hitl_request call {question.call_id}")
         now = self._clock()
-        timeout = question.args.timeoutMs / 1000 if question.args.timeoutMs else self._timeout
+        timeout = args.timeoutMs / 1000 if args.timeoutMs else self._timeout
         record = HitlRecord(
             id=question.request_id, task_id=scope.task_id, context_id=scope.context_id,
-            confirmation_id=confirmation_id, call_id=question.call_id, tool=question.tool, args=question.args,
+            confirmation_id=confirmation_id, call_id=question.call_id, tool=question.tool, args=args,
             created_at=now, expires_at=now + timeout, updated_at=now,
         )
         await self._store.add(record)

@@ -1,7 +1,8 @@
-"""Pydantic models of the four Gatehouse custom resources, one module per CRD in ``crds/``."""
+"""Pydantic models of the five Gatehouse custom resources, one module per CRD in ``crds/``."""
 
 from agent_runtime.resources.agent import Agent, AgentSpec
 from agent_runtime.resources.common import API_VERSION, GROUP, VERSION, ObjectMeta, SecretKeyRef
+from agent_runtime.resources.gateway import MCPGateway, MCPGatewaySpec
 from agent_runtime.resources.mcp_server import RemoteMCPServer, RemoteMCPServerSpec
 from agent_runtime.resources.model_config import ModelConfig, ModelConfigSpec
 from agent_runtime.resources.tool_approval import ToolApproval, ToolApprovalSpec, ToolApprovalStatus
@@ -12,6 +13,8 @@ __all__ = [
     "VERSION",
     "Agent",
     "AgentSpec",
+    "MCPGateway",
+    "MCPGatewaySpec",
     "ModelConfig",
     "ModelConfigSpec",
     "ObjectMeta",

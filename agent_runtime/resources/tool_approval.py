@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from agent_runtime.channels import Channel
 from agent_runtime.resources.common import Resource, SpecModel
@@ -12,6 +12,7 @@ from agent_runtime.wire import HITL_TOOL_NAME
 
 PLURAL = "toolapprovals"
 LABEL_AGENT = "gatehouse.dev/agent"
+LABEL_GATEWAY = "gatehouse.dev/gateway"  # on a held call of an MCPGateway (docs/gateway.md), instead of LABEL_AGENT
 LABEL_CONTEXT = "gatehouse.dev/context"
 LABEL_KIND = "gatehouse.dev/kind"
 """Tells a tool approval (``KIND_APPROVAL``) from a mirrored ``hitl_request`` question (``KIND_HITL``)."""
@@ -46,8 +47,13 @@ class ApprovalVote(SpecModel):
     on_behalf_of: OnBehalfOf | None = None
 
 
+ONE_OWNER_MESSAGE = "a ToolApproval names exactly one of spec.agentRef (an Agent) or spec.gatewayRef (an MCPGateway)"
+
+
 class ToolApprovalSpec(SpecModel):
-    agent_ref: str = Field(min_length=1)
+    # Exactly one of the two (the CRD's CEL rule says the same): objects written before gateways carry agentRef only.
+    agent_ref: str = ""
+    gateway_ref: str = ""
     context_id: str
     task_id: str
     request_id: str
@@ -63,10 +69,22 @@ class ToolApprovalSpec(SpecModel):
     decision: ApprovalDecision | None = None  # one legacy decision: counted as the vote of decidedBy
     votes: list[ApprovalVote] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _one_owner(self) -> ToolApprovalSpec:
+        if bool(self.agent_ref) == bool(self.gateway_ref):
+            raise ValueError(ONE_OWNER_MESSAGE)
+        return self
 
-Phase = Literal["Pending", "Approved", "Denied", "Expired", "Canceled", "Granted", "Orphaned"]
+    @property
+    def owner(self) -> str:
+        """The Agent or MCPGateway whose runtime holds the call, as people read it: ``gateway/<name>`` for a gateway."""
+        return self.agent_ref or f"gateway/{self.gateway_ref}"
+
+
+Phase = Literal["Pending", "Approved", "Denied", "Expired", "Canceled", "Granted", "Orphaned", "Abandoned"]
 """``Orphaned``: the runtime has no record of the request (its state was lost, or another runtime made the object);
-nothing will ever decide it (agent_runtime/kube/orphans.py)."""
+nothing will ever decide it (agent_runtime/kube/orphans.py). ``Abandoned``: a gateway's held call whose client no
+longer waits for it (docs/gateway.md); an approval of it runs nothing."""
 
 
 class CountedVote(SpecModel):

@@ -14,15 +14,15 @@ from a2a.helpers import get_data_parts
 from a2a.types import Message
 
 from agent_runtime import edits
-from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import ApprovalRecord, Voted
 from agent_runtime.authority import who_may_decide
+from agent_runtime.policy import PolicySource
 
 OUTCOME_LABEL = {"approved": "approved", "denied": "denied", "expired": "timeout"}
 
 
 def plan_edits(
-    config: AgentConfig, pending: list[ApprovalRecord], proposed: dict[str, dict[str, Any]],
+    config: PolicySource, pending: list[ApprovalRecord], proposed: dict[str, dict[str, Any]],
 ) -> dict[str, edits.EditPlan]:
     """Check each proposed edit against the policy (:func:`agent_runtime.edits.plan`); raises
     :class:`~agent_runtime.edits.EditRefused` naming the request. An edit equal to the current arguments is no edit."""

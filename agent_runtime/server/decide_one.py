@@ -47,14 +47,15 @@ from a2a.server.context import ServerCallContext
 from sqlalchemy import Connection
 
 from agent_runtime import redaction
-from agent_runtime.agent_config import AgentConfig, ApprovalPolicy
+from agent_runtime.agent_config import ApprovalPolicy
 from agent_runtime.approvals import ApprovalRecord, ApprovalService, Voted
 from agent_runtime.authority import Judgement, Vote, refusal
 from agent_runtime.edits import EditPlan, EditRefused
 from agent_runtime.metrics import Metrics
+from agent_runtime.pauses.resumptions import A2AResumer
+from agent_runtime.policy import PolicySource
 from agent_runtime.server.batches import OUTCOME_LABEL, plan_edits
 from agent_runtime.server.owners import acting_for
-from agent_runtime.server.resume import Resumer
 from agent_runtime.server.task_store import CachedTaskStore
 from agent_runtime.server.waiting_on import Waiting, waiting_on
 
@@ -91,9 +92,9 @@ class DecideOne:
 
     approvals: ApprovalService
     metrics: Metrics
-    resumer: Resumer
+    resumer: A2AResumer  # pauses.resumptions.Resumptions: a taskless kind's callback, or the A2A resumer
     tasks: CachedTaskStore  # read under each task's owner (start-up recovery acts for the owner, like every resume)
-    config: AgentConfig | None = None  # the policy an edit is checked against (agent_runtime/edits.py); None: no edits
+    config: PolicySource | None = None  # the policy an edit is checked against (agent_runtime/edits.py); None: no edits
 
     async def __call__(
         self,

@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from a2a.helpers import get_data_parts, get_text_parts, new_data_part, new_task_from_user_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -42,12 +42,11 @@ from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Resolution
 from agent_runtime.approvals.grants import GrantTerms, terms_problem
 from agent_runtime.authority import Vote
-from agent_runtime.delegation import flow as delegation_flow
 from agent_runtime.delegation import relay
-from agent_runtime.elicitations import flow as elicitation_flow
 from agent_runtime.metrics import Metrics
+from agent_runtime.pauses.kind import Decision, Internal
+from agent_runtime.pauses.registry import PauseKinds
 from agent_runtime.principals import Identities, Principal
-from agent_runtime.questions import flow as question_flow
 from agent_runtime.server import batches, delegated
 from agent_runtime.server.busy import ContextGuard
 from agent_runtime.server.cancel import withdraw_approvals
@@ -71,28 +70,27 @@ class DecidedElsewhere(Exception):
 
 
 @dataclass(frozen=True)
-class InternalDecision:
+class InternalDecision(Internal):
     """Verdicts decided inside the runtime (trusted: only in-process code builds a ServerCallContext)."""
 
     resolutions: dict[str, Resolution]
     source: str
+    dropped_while_working: ClassVar[bool] = True
 
 
 class GatehouseExecutor(AgentExecutor):
     def __init__(
         self, config: AgentConfig, turns: TurnRunner, approvals: ApprovalService, metrics: Metrics, *, single_process: bool,
-        approval_name: Callable[[str], str | None] | None = None, hitl: question_flow.HitlFlow | None = None,
-        owner_of: Callable[[str], Awaitable[str | None]] | None = None,
-        elicit: elicitation_flow.ElicitationFlow | None = None, delegate: delegation_flow.DelegationFlow | None = None,
+        approval_name: Callable[[str], str | None] | None = None,
+        owner_of: Callable[[str], Awaitable[str | None]] | None = None, kinds: PauseKinds | None = None,
     ) -> None:
         """``single_process``: no other replica can work on a task (sqlite), so a stalled resume is finished at once.
-        ``approval_name``: the ToolApproval name of a request, where approvals are mirrored to Kubernetes."""
+        ``approval_name``: the ToolApproval name of a request, where approvals are mirrored to Kubernetes. ``kinds``:
+        the other kinds of paused call (questions, tools' questions, sub-agents' pauses), asked in their order."""
         self._single_process = single_process
-        self._hitl = hitl  # hitl_request questions: routed by the task's pending kind (questions/flow.py)
-        self._elicit = elicit  # MCP tools' questions, likewise (elicitations/flow.py)
-        self._delegate = delegate if config.sub_agents else None  # sub-agents' pauses, likewise (delegation/flow.py)
+        self._kinds = kinds if kinds is not None else PauseKinds()
         self._identities = Identities.of(config.access.identities)
-        self._guard = ContextGuard(approvals, owner_of=owner_of, hitl=hitl, elicit=elicit, delegate=self._delegate)
+        self._guard = ContextGuard(approvals, owner_of=owner_of, kinds=self._kinds)
         self._config = config
         self._turns = turns
         self._approvals = approvals
@@ -105,13 +103,8 @@ class GatehouseExecutor(AgentExecutor):
         assert message is not None and context.task_id and context.context_id
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
         task = context.current_task
-        internal = context.call_context.state.get(INTERNAL_DECISION) if context.call_context else None
-        if internal is None and context.call_context:
-            internal = context.call_context.state.get(question_flow.INTERNAL_HITL)
-        if internal is None and context.call_context:
-            internal = context.call_context.state.get(elicitation_flow.INTERNAL_ELICITATION)
-        if internal is None and context.call_context:
-            internal = context.call_context.state.get(delegation_flow.INTERNAL_DELEGATION)
+        state = context.call_context.state if context.call_context else {}
+        internal: Internal | None = state.get(INTERNAL_DECISION) or self._kinds.internal_of(state)
         # The run acts for the task's owner: a2a-sdk found the task under this principal (server/owners.py); a task a
         # parent agent delegated here also for the human it relays (server/delegated.py).
         owner = TASK_OWNER.set(owner_name(context.call_context))
@@ -128,8 +121,8 @@ class GatehouseExecutor(AgentExecutor):
             TASK_DEPTH.reset(depth_token)
 
     async def _execute(
-        self, context: RequestContext, task: Task | None, message: Message, updater: TaskUpdater, internal: Any,
-        event_queue: EventQueue,
+        self, context: RequestContext, task: Task | None, message: Message, updater: TaskUpdater,
+        internal: Internal | None, event_queue: EventQueue,
     ) -> None:
         assert context.task_id and context.context_id
         if task is None:
@@ -150,7 +143,7 @@ class GatehouseExecutor(AgentExecutor):
         elif task.status.state in TERMINAL_STATES:
             # Finished meanwhile (another replica decided it): write nothing; the handler answers "Already decided".
             raise UnsupportedOperationError(message=f"Task {task.id} is in terminal state: {TaskState.Name(task.status.state)}")
-        elif isinstance(internal, InternalDecision | delegation_flow.InternalDelegation):
+        elif internal is not None and internal.dropped_while_working:
             return  # submitted/working: someone else is on it; an internal decision changes nothing here
         else:
             records = await self._approvals.for_task(task.id)
@@ -177,15 +170,10 @@ class GatehouseExecutor(AgentExecutor):
         Each request's decision is the arbiter: one decided before the cancel is not withdrawn (its call runs, unless
         the task is canceled before the run starts: then nothing runs and the task says ``CANCELED``), one the cancel
         denied first answers a later decision with "Already decided: … denied by cancel"."""
-        if self._delegate is not None and await self._delegate.waiting(task.id):
-            return await self._delegate.cancel(task.id)  # a sub-agent's pause: its task is canceled with this one
-        if self._elicit is not None and await self._elicit.waiting(task.id):
-            # A tool's question is open: the call (approved or not) waits for the user, it is not running. It ends
-            # canceled and is never retried; nothing else of the task is pending (one kind of pause per turn).
-            return await self._elicit.cancel(task.id)
+        if await self._kinds.withdraw(task.id):
+            return  # a kind's pause was the task's (a sub-agent's, a tool's question): ended by the kind
         await withdraw_approvals(self._approvals, self._metrics, task, by)
-        if self._hitl is not None:
-            await self._hitl.cancel(task.id)
+        await self._kinds.canceled(task.id)  # the open question, after a started approved call refused the cancel
 
     # --- a new turn -----------------------------------------------------------------------------
 
@@ -203,7 +191,9 @@ class GatehouseExecutor(AgentExecutor):
 
     # --- a decision -----------------------------------------------------------------------------
 
-    async def _decision(self, task: Task, message: Message, updater: TaskUpdater, internal: Any, voter: Principal) -> None:
+    async def _decision(
+        self, task: Task, message: Message, updater: TaskUpdater, internal: Internal | None, voter: Principal,
+    ) -> None:
         records = await self._approvals.for_task(task.id)
         refused = ""
         if internal is None:
@@ -211,19 +201,11 @@ class GatehouseExecutor(AgentExecutor):
                 voter = delegated.voter(message, voter, self._config, self._identities)
             except relay.DelegationRefused as exc:
                 refused = str(wire.DecisionError(str(exc)))
-        others = await self._other_pauses(task.id) if self._delegate is not None else []
-        if self._delegate is not None and await self._delegate.routes(task.id, records, internal, others):
-            if refused:
-                return await self._delegate.refuse(task.id, updater, refused)
-            return await self._delegate.decision(task, message, updater, internal, self._report, voter)
+        kind = await self._kinds.route(task.id, records, internal)
+        if kind is not None:  # another kind's pause is the task's (pauses/registry.py): the kind decides
+            return await kind.decision(Decision(task, message, updater, internal, self._report, voter, refused))
         if refused and any(r.status == "pending" for r in records):
             return await self._still_waiting(updater, [r for r in records if r.status == "pending"], refused)
-        if self._elicit is not None:
-            asked_at = [q.created_at for q in await self._hitl.questions(task.id)] if self._hitl is not None else []
-            if await self._elicit.routes(task.id, records, internal, asked_at):
-                return await self._elicit.decision(task, message, updater, internal, self._report)
-        if self._hitl is not None and await self._hitl.routes(task.id, records, internal):
-            return await self._hitl.decision(task, message, updater, internal, self._report)
         pending = [r for r in records if r.status == "pending"]
         if isinstance(internal, InternalDecision) and not internal.resolutions:
             # "Resume what is recorded": requests were decided one by one (REST, kubectl; see decide_one). While some
@@ -301,11 +283,6 @@ class GatehouseExecutor(AgentExecutor):
             return await self._still_waiting(updater, still, batches.partly_decided(decided, still))
         await self._resume(task, batch, updater)
 
-    async def _other_pauses(self, task_id: str) -> list[float]:
-        """When the task's questions and tools' questions were asked (which pause came last)."""
-        asked = [q.created_at for q in await self._hitl.questions(task_id)] if self._hitl is not None else []
-        return asked + (await self._elicit.asked_at(task_id) if self._elicit is not None else [])
-
     def _count(self, decided: list[ApprovalRecord], source: str) -> None:
         self._metrics.pending.dec(len(decided))
         for r in decided:
@@ -366,12 +343,8 @@ class GatehouseExecutor(AgentExecutor):
     async def _report(
         self, updater: TaskUpdater, outcome: TurnOutcome, decided: list[ApprovalRecord] | None = None, note: str = ""
     ) -> None:
-        if outcome.question is not None and self._hitl is not None:
-            return await self._hitl.report_pause(updater, outcome.question)
-        if outcome.elicitation is not None and self._elicit is not None:
-            return await self._elicit.report_pause(updater, outcome.elicitation)
-        if outcome.delegation is not None and self._delegate is not None:
-            return await self._delegate.report_pause(updater, outcome.delegation)
+        if outcome.pause is not None:  # the turn paused on another kind (it recorded the pause): the kind says it
+            return await self._kinds.named(outcome.pause.kind).report_pause(updater, outcome.pause.record)
         if outcome.paused:
             requests = await self._action_requests(outcome.requests)
             interrupt = wire.ApprovalInterrupt(action_requests=requests)

@@ -41,12 +41,7 @@ from google.protobuf.json_format import MessageToDict
 
 from agent_runtime import kagent_hitl
 from agent_runtime.approvals import AlreadyDecided, ApprovalService, Resolution
-from agent_runtime.delegation import flow as delegation_flow
-from agent_runtime.delegation.store import DelegationStore
-from agent_runtime.elicitations import flow as elicitation_flow
-from agent_runtime.elicitations.store import ElicitationStore
-from agent_runtime.questions import flow as question_flow
-from agent_runtime.questions.store import HitlStore
+from agent_runtime.pauses.registry import PauseKinds
 from agent_runtime.server.batches import OUTCOME_LABEL
 from agent_runtime.server.executor import (
     DECIDED_ELSEWHERE,
@@ -62,14 +57,11 @@ class GatehouseRequestHandler(DefaultRequestHandler):
     """a2a-sdk's default handler, with one message (or cancel) at a time per task and exact answers for finished tasks."""
 
     def __init__(
-        self, *args: Any, approvals: ApprovalService, hitl: HitlStore | None = None,
-        elicitations: ElicitationStore | None = None, delegations: DelegationStore | None = None, **kwargs: Any,
+        self, *args: Any, approvals: ApprovalService, kinds: PauseKinds | None = None, **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self._approvals = approvals
-        self._hitl = hitl
-        self._elicitations = elicitations
-        self._delegations = delegations
+        self._kinds = kinds if kinds is not None else PauseKinds()  # the other kinds of paused call (pauses/)
         self._task_locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
     @contextlib.asynccontextmanager
@@ -135,8 +127,7 @@ class GatehouseRequestHandler(DefaultRequestHandler):
     async def _internal_acts_for_owner(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         """The runtime's own messages (a question's or a tool question's timeout, a sub-agent that ended) act for the
         task's owner, as :class:`Resumer` does: the store finds a task only under its owner."""
-        internal = (question_flow.INTERNAL_HITL, elicitation_flow.INTERNAL_ELICITATION, delegation_flow.INTERNAL_DELEGATION)
-        if isinstance(context.user, CallerUser) or all(context.state.get(key) is None for key in internal):
+        if isinstance(context.user, CallerUser) or self._kinds.internal_of(context.state) is None:
             return
         owner_of = getattr(self.task_store, "owner_of", None)
         if owner_of is not None and params.message.task_id:
@@ -180,9 +171,7 @@ class GatehouseRequestHandler(DefaultRequestHandler):
 
     async def _refuse_finished(self, task: Task, context: ServerCallContext) -> Message:
         data = await self._finished_data(task)
-        internal = (INTERNAL_DECISION, question_flow.INTERNAL_HITL, elicitation_flow.INTERNAL_ELICITATION,
-                    delegation_flow.INTERNAL_DELEGATION)
-        if all(context.state.get(key) is None for key in internal):
+        if context.state.get(INTERNAL_DECISION) is None and self._kinds.internal_of(context.state) is None:
             raise UnsupportedOperationError(message=_finished_message(task), data=data)
         return Message(  # the runtime's own decision came too late: nothing to run, nothing to raise
             role=Role.ROLE_AGENT, message_id=str(uuid.uuid4()), task_id=task.id, context_id=task.context_id,
@@ -192,19 +181,10 @@ class GatehouseRequestHandler(DefaultRequestHandler):
     async def _finished_data(self, task: Task) -> dict[str, str]:
         """The data of the error for a finished task (google.rpc.ErrorInfo metadata: strings only)."""
         records = await self._approvals.for_task(task.id)
-        questions = await self._hitl.for_task(task.id) if self._hitl is not None else []
-        asked = await self._elicitations.for_task(task.id) if self._elicitations is not None else []
-        relayed = await self._delegations.for_task(task.id) if self._delegations is not None else []
-        latest_other = max([*(r.created_at for r in records), *(q.created_at for q in questions)], default=float("-inf"))
-        if relayed and relayed[-1].created_at > max([latest_other, *(a.created_at for a in asked)]):
-            explanation = delegation_flow.finished_text(relayed)
-        elif asked and asked[-1].created_at > latest_other:
-            explanation = elicitation_flow.finished_text(asked)
-        elif questions and (not records or questions[-1].created_at > records[-1].created_at):
-            explanation = question_flow.finished_text(questions)
-        elif records:
+        explanation = await self._kinds.finished_text(task.id, records)  # the last pause was another kind's
+        if explanation is None and records:
             explanation = str(AlreadyDecided([r for r in records if r.status != "pending"]))
-        else:
+        elif explanation is None:
             explanation = (f"Task {task.id} is finished ({TaskState.Name(task.status.state)}); nothing was run for "
                            "this message. Send a new message without a taskId, in the same contextId, to go on.")
         return {"taskId": task.id, "contextId": task.context_id, "state": TaskState.Name(task.status.state),

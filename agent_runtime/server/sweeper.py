@@ -13,8 +13,8 @@ import contextlib
 import logging
 
 from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Resolution
+from agent_runtime.pauses.resumptions import A2AResumer
 from agent_runtime.periodic import PeriodicSweep
-from agent_runtime.server.resume import Resumer
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 class TimeoutSweeper(PeriodicSweep):
     name = "gatehouse-timeout-sweeper"
 
-    def __init__(self, approvals: ApprovalService, resumer: Resumer, on_timeout: str, interval: float = 0.25) -> None:
+    def __init__(self, approvals: ApprovalService, resumer: A2AResumer, on_timeout: str, interval: float = 0.25) -> None:
         super().__init__(interval)
         self._approvals = approvals
         self._resumer = resumer

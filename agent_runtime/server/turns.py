@@ -9,7 +9,7 @@ reports the pause, so a client that sees a request can decide it at once.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,11 +19,9 @@ from google.adk.telemetry.context import ContentCapturingMode, TelemetryConfig
 from google.genai import types
 
 from agent_runtime.approvals import ApprovalRecord, ApprovalService, args_hash
-from agent_runtime.delegation.store import DelegationRecord
-from agent_runtime.elicitations.store import ElicitationRecord
 from agent_runtime.metrics import Metrics
+from agent_runtime.pauses.kind import Recorded, Recorder
 from agent_runtime.principals import ANONYMOUS
-from agent_runtime.questions.store import HitlRecord
 from agent_runtime.run_scope import CURRENT_RUN, RunScope
 from agent_runtime.server.gate import confirmation_payload
 from agent_runtime.server.owners import TASK_DEPTH, TASK_OWNER, TASK_REQUESTER
@@ -43,14 +41,11 @@ class TurnOutcome:
     text: str
     requests: list[ApprovalRecord] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    question: HitlRecord | None = None  # a hitl_request pause (never together with approval requests)
-    elicitation: ElicitationRecord | None = None  # an MCP tool's question (never together with the other two)
-    delegation: DelegationRecord | None = None  # a sub-agent's pause (never together with the other three)
+    pause: Recorded | None = None  # another kind's pause (a question, …; never together with approval requests)
 
     @property
     def paused(self) -> bool:
-        return bool(self.requests) or self.question is not None or self.elicitation is not None \
-            or self.delegation is not None
+        return bool(self.requests) or self.pause is not None
 
 
 class TurnRunner:
@@ -62,9 +57,7 @@ class TurnRunner:
         metrics: Metrics,
         timeout_seconds: float,
         clock: Callable[[], float] = time.time,
-        questions: Callable[[RunScope, dict[str, str]], Awaitable[HitlRecord | None]] | None = None,
-        elicitations: Callable[[RunScope], Awaitable[ElicitationRecord | None]] | None = None,
-        delegations: Callable[[RunScope], Awaitable[DelegationRecord | None]] | None = None,
+        recorders: Sequence[tuple[str, Recorder]] = (),
     ) -> None:
         self._runner = runner
         self._sessions = sessions
@@ -72,9 +65,8 @@ class TurnRunner:
         self._metrics = metrics
         self._timeout = timeout_seconds
         self._clock = clock
-        self._questions = questions  # records a hitl_request pause (questions/tool.py QuestionRecorder.record)
-        self._elicitations = elicitations  # records a tool's question (elicitations/flow.py ElicitationRecorder.record)
-        self._delegations = delegations  # records a sub-agent's pause (delegation/flow.py DelegationRecorder.record)
+        # each kind's recorder, by the kind's name (pauses/kind.py): it stores what the run paused on, if that kind
+        self._recorders = list(recorders)
 
     async def new_turn(self, task_id: str, context_id: str, text: str) -> TurnOutcome:
         content = types.Content(role="user", parts=[types.Part(text=text)])
@@ -140,11 +132,12 @@ class TurnRunner:
         if records:
             await self._approvals.added(records)
             self._metrics.pending.inc(len(records))
-        question = await self._questions(scope, confirmation_ids) if self._questions is not None else None
-        asked = await self._elicitations(scope) if self._elicitations is not None else None
-        relayed = await self._delegations(scope) if self._delegations is not None else None
-        return TurnOutcome(text="\n".join(texts).strip(), requests=records, errors=errors, question=question,
-                           elicitation=asked, delegation=relayed)
+        pause: Recorded | None = None
+        for kind, recorder in self._recorders:  # one kind of pause per turn: at most one records anything
+            found = await recorder.record(scope, confirmation_ids)
+            if found is not None and pause is None:
+                pause = Recorded(kind, found)
+        return TurnOutcome(text="\n".join(texts).strip(), requests=records, errors=errors, pause=pause)
 
     def _records(self, scope: RunScope, confirmation_ids: dict[str, str]) -> list[ApprovalRecord]:
         now = self._clock()

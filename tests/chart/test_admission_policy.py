@@ -75,11 +75,12 @@ def test_every_spec_field_but_the_decision_and_votes_is_fixed(policy: dict[str, 
     fields = set(crd_validation.schema_for("ToolApproval")["properties"]["spec"]["properties"]) - {"decision", "votes"}
     messages = {v["message"] for v in policy["spec"]["validations"]}
     assert {f"spec.{f} cannot change after creation" for f in fields} <= messages
-    labels = {f"the gatehouse.dev/{label} label cannot change" for label in ("agent", "context", "kind")}
+    labels = {f"the gatehouse.dev/{label} label cannot change" for label in ("agent", "gateway", "context", "kind")}
     assert labels <= messages
-    # + CREATE: creator, agentRef label, nothing table.decided; status and DELETE: the runtime; votes: append-only, one per
+    # + CREATE: creator, agentRef label, gatewayRef label, nothing table.decided; status and DELETE: the runtime; votes:
+    # append-only, one per
     # request, by, groups, once per user, not on a question; decision: immutable, decidedBy, not on a question
-    assert len(messages) == len(fields) + len(labels) + 14
+    assert len(messages) == len(fields) + len(labels) + 15
 
 
 ADMITTED = [c for c in table.CASES if c.refused is None]
@@ -131,6 +132,9 @@ SOLE_RULE = [table.BY_ID[case] for case in (
     "an approval labelled a question",
     "another agent's runtime rewrites the status", "an approver writes the status",
     "another agent's runtime deletes a pending one", "an approver deletes it",
+    "an agent's runtime creates a gateway's held call", "gatewayRef is not the gateway label",
+    "a gateway's held call also labelled with an agent", "an approver relabels a held call",
+    "an agent's runtime rewrites a held call's status",
 )]
 
 

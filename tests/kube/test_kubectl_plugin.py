@@ -348,3 +348,30 @@ def test_a_bad_wait_is_refused(cluster: RunningEmulator, capsys: Cap) -> None:
     code, _, err = plugin(capsys, "approve", "fm-1", "--wait", "soon")
     assert code == 1 and "--wait soon" in err
     assert "votes" not in cluster.emulator.get_object(TA, "default", "fm-1")["spec"]
+
+
+def test_a_gateways_held_call_is_listed_described_and_refused_once_abandoned(
+    cluster: RunningEmulator, kubectl: Kubectl, tmp_path: Path, capsys: Cap,
+) -> None:
+    """An MCPGateway's held call (docs/gateway.md): spec.gatewayRef and the gatehouse.dev/gateway label name the
+    gateway; kubectl gatehouse shows it as gateway/<name>, filters by --gateway, and refuses a vote once it is
+    Abandoned (its client no longer waits, so it will never run)."""
+    held = approval("gw-1")
+    held["metadata"]["labels"] = {"gatehouse.dev/gateway": "files-gate"}
+    held["spec"].pop("agentRef")
+    held["spec"]["gatewayRef"] = "files-gate"
+    (tmp_path / "held.json").write_text(json.dumps(held))
+    kubectl("apply", "--validate=false", "-f", str(tmp_path / "held.json"))
+
+    code, out, _ = plugin(capsys, "approvals", "--gateway", "files-gate")
+    assert code == 0 and [r[:2] for r in lines(out)[1:]] == [["gw-1", "gateway/files-gate"]]
+    code, out, _ = plugin(capsys, "approvals", "--agent", "file-manager")
+    assert "gw-1" not in out
+    code, out, _ = plugin(capsys, "describe", "gw-1")
+    assert "Agent:       gateway/files-gate" in out
+
+    status = {"status": {"phase": "Abandoned", "reason": "the client no longer waits"}}
+    kubectl("patch", "toolapproval", "gw-1", "--subresource=status", "--type=merge", "-p", json.dumps(status))
+    code, _, err = plugin(capsys, "approve", "gw-1", "--wait", "0")
+    assert code == 1 and 'toolapproval "gw-1" is Abandoned' in err and "will never run" in err
+    assert not cluster.emulator.get_object(TA, "default", "gw-1")["spec"].get("votes")

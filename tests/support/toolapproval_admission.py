@@ -331,6 +331,31 @@ DELETES = [
             "deleted by its agent's runtime only (ServiceAccount default/<the gatehouse.dev/agent label>)"),
 ]
 
-CASES: list[Case] = CREATES + UPDATES + STATUS + DELETES
+# An MCPGateway's held call (docs/gateway.md): spec.gatewayRef and the gatehouse.dev/gateway label name the gateway,
+# whose runtime is the ServiceAccount named like it. Everything else is as for an Agent's.
+GATEWAY_RUNTIME = f"system:serviceaccount:{NAMESPACE}:files-gate"
+HELD = with_spec(labelled(CREATED, gatehouse_dev__agent=None, gatehouse_dev__gateway="files-gate"),
+                 agentRef=None, gatewayRef="files-gate")
+GATEWAY_STATUS_REFUSED = "a ToolApproval's status is written by its agent's runtime only (ServiceAccount default/files-gate)"
+GATEWAYS = [
+    _create("a gateway's runtime creates its held call", GATEWAY_RUNTIME, HELD),
+    _create("an agent's runtime creates a gateway's held call", RUNTIME, HELD, NOT_CREATED),
+    _create("a gateway's runtime creates it under another gateway's label", GATEWAY_RUNTIME,
+            labelled(HELD, gatehouse_dev__gateway="other-gate"), NOT_CREATED),
+    _create("gatewayRef is not the gateway label", GATEWAY_RUNTIME, with_spec(HELD, gatewayRef="other-gate"),
+            "spec.gatewayRef must equal the gatehouse.dev/gateway label"),
+    _create("a gateway's held call also labelled with an agent", GATEWAY_RUNTIME,
+            labelled(HELD, gatehouse_dev__agent="files-gate"), "spec.gatewayRef must equal the gatehouse.dev/gateway label"),
+    _update("alice votes on a held call", ALICE, with_status(HELD, PENDING), with_status(voted(vote(), obj=HELD), PENDING)),
+    _update("an approver relabels a held call", ALICE, HELD, labelled(HELD, gatehouse_dev__gateway="other-gate"),
+            "the gatehouse.dev/gateway label cannot change"),
+    _status("the gateway's runtime marks it Abandoned", GATEWAY_RUNTIME, with_status(HELD, PENDING),
+            {**PENDING, "phase": "Abandoned"}),
+    _status("an agent's runtime rewrites a held call's status", RUNTIME, with_status(HELD, PENDING), APPROVED,
+            GATEWAY_STATUS_REFUSED),
+    _delete("the gateway's runtime deletes its held call", GATEWAY_RUNTIME, with_status(HELD, PENDING)),
+]
+
+CASES: list[Case] = CREATES + UPDATES + STATUS + DELETES + GATEWAYS
 BY_ID: dict[str, Case] = {case.id: case for case in CASES}
 assert len(BY_ID) == len(CASES), "case ids are unique"
