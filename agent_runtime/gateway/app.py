@@ -32,6 +32,7 @@ from agent_runtime.gateway.bindings import BindSessions
 from agent_runtime.gateway.held import HeldCalls
 from agent_runtime.gateway.server import build_server
 from agent_runtime.gateway.upstream import Upstream
+from agent_runtime.hooks.endpoint import HOOK_PATH, HookEndpoint
 from agent_runtime.metrics import Metrics
 from agent_runtime.pauses.registry import PauseKinds
 from agent_runtime.pauses.resumptions import Resumptions
@@ -135,7 +136,8 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
     allowed = runtime_hosts(settings.access.allowed_hosts, local_mode=not authenticator.required,
                             loopback_bind=is_loopback(settings.host), public_url=None,
                             anonymous_remote=settings.access.allow_anonymous_remote)
-    inner = Starlette(routes=[*rest.routes, Mount("/", app=BindSessions(mcp))])  # /approvals…, then /mcp
+    hook = Route(HOOK_PATH, HookEndpoint(config, held, approvals), methods=["POST"])  # agent CLIs' PreToolUse
+    inner = Starlette(routes=[*rest.routes, hook, Mount("/", app=BindSessions(mcp))])  # /approvals…, /hooks…, /mcp
     guarded: ASGIApp = RequirePrincipal(inner, authenticator=authenticator, proxy=settings.access.proxy)
     if allowed is not None:
         guarded = HostCheck(guarded, allowed=allowed, exempt=frozenset({"/healthz", "/readyz"}))
