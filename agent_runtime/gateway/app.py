@@ -136,7 +136,7 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
     allowed = runtime_hosts(settings.access.allowed_hosts, local_mode=not authenticator.required,
                             loopback_bind=is_loopback(settings.host), public_url=None,
                             anonymous_remote=settings.access.allow_anonymous_remote)
-    hook = Route(HOOK_PATH, HookEndpoint(config, held, approvals), methods=["POST"])  # agent CLIs' PreToolUse
+    hook = Route(HOOK_PATH, HookEndpoint(config, held, approvals).handle, methods=["POST"])  # agent CLIs' PreToolUse
     inner = Starlette(routes=[*rest.routes, hook, Mount("/", app=BindSessions(mcp))])  # /approvals…, /hooks…, /mcp
     guarded: ASGIApp = RequirePrincipal(inner, authenticator=authenticator, proxy=settings.access.proxy)
     if allowed is not None:

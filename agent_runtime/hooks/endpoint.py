@@ -53,7 +53,7 @@ class HookEndpoint:
     def __init__(self, config: GatewayConfig, held: Held, approvals: ApprovalService) -> None:
         self.config, self.held, self.approvals = config, held, approvals
 
-    async def __call__(self, request: Request) -> Response:
+    async def handle(self, request: Request) -> Response:
         body = await request.body()
         if len(body) > MAX_BODY:
             return _problem(413, "hook input too large", [f"more than {MAX_BODY} bytes"])
