@@ -53,6 +53,7 @@ POLICY = r"""
       - {tool: Write, when: {arg: file_path, glob: '**/.env*'}, action: deny}
       - {tool: Edit, when: {arg: file_path, glob: '**/deploy/**'}, action: require}
       - {tool: mcp__github__merge_pull_request, action: require}
+      - {tool: AskUserQuestion, action: require, approvers: {users: [alice]}}
     approvers: {groups: [sre]}
 """
 
@@ -264,3 +265,19 @@ async def test_a_malformed_input_is_refused_and_denied(gate: Gate) -> None:
     assert response.status_code == 400
     ran = await command(gate.hook, {"hook_event_name": "PreToolUse", "tool_name": "Bash"})
     assert ran.code == 2 and "not a PreToolUse hook input" in ran.err
+
+
+async def test_a_question_is_answered_in_gatehouse_and_claude_reads_the_answer(gate: Gate) -> None:
+    asked = {"questions": [{"question": "Which database should the shop use?", "header": "Database",
+                            "options": [{"label": "PostgreSQL", "description": "Relational"},
+                                        {"label": "SQLite", "description": "One file"}], "multiSelect": False}]}
+    call = asyncio.create_task(command(gate.hook, pre_tool_use("AskUserQuestion", asked)))
+    request = await pending(gate, "AskUserQuestion", token="tok-alice")  # alice asked: she may answer it herself
+    assert "Which database should the shop use? [PostgreSQL | SQLite]" in request["hint"], request["hint"]
+    await decide(gate, request["id"], {"decision": "deny", "reason": "PostgreSQL"}, token="tok-alice")
+    ran = await call
+    assert ran.code == 0, ran.err
+    said = decision(ran.out)
+    assert said["permissionDecision"] == "deny"
+    assert "answered this question through Gatehouse" in said["permissionDecisionReason"]
+    assert "PostgreSQL" in said["permissionDecisionReason"]

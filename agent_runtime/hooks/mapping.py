@@ -15,7 +15,9 @@ from typing import Literal
 
 from agent_runtime import policy
 from agent_runtime.approvals import ApprovalRecord
-from agent_runtime.hooks.shapes import HookOutput, PreToolUseInput, answer
+from pydantic import ValidationError
+
+from agent_runtime.hooks.shapes import ASK_USER_QUESTION, AskUserQuestionInput, HookOutput, PreToolUseInput, answer
 
 MCP_PREFIX = "mcp__"
 OnTimeout = Literal["deny", "approve", "ask"]
@@ -37,7 +39,20 @@ def evaluate(config: policy.PolicySource, call: PreToolUseInput) -> policy.Decis
 def card_hint(decision: policy.Decision, call: PreToolUseInput) -> str:
     """What the card (ToolApproval, REST, inbox) says besides the arguments: why it waits, and where it was asked —
     the CLI's session and working directory, so an approver knows which terminal and repository it is."""
-    return f"{decision.hint} — Claude Code session {call.session_id}, cwd {call.cwd or '(not given)'}"
+    where = f"Claude Code session {call.session_id}, cwd {call.cwd or '(not given)'}"
+    if call.tool_name == ASK_USER_QUESTION and (asked := _questions(call)):
+        return f"{asked} — answer by denying with the answer as the reason; approve to let the terminal ask — {where}"
+    return f"{decision.hint} — {where}"
+
+
+def _questions(call: PreToolUseInput) -> str:
+    """``AskUserQuestion``'s questions and options, as the card shows them ("" when the input is not that shape)."""
+    try:
+        asked = AskUserQuestionInput.model_validate(call.tool_input)
+    except ValidationError:
+        return ""
+    return "; ".join(f"{q.question} [{' | '.join(o.label for o in q.options)}{' (several)' if q.multiSelect else ''}]"
+                     for q in asked.questions)
 
 
 def unheld(decision: policy.Decision, tool: str) -> HookOutput:
@@ -51,7 +66,8 @@ def unheld(decision: policy.Decision, tool: str) -> HookOutput:
 
 
 def decided(record: ApprovalRecord, on_timeout: OnTimeout) -> HookOutput:
-    """The answer to a held call once decided: approved → allow (with ``updatedInput`` when an approver edited the
+    """The answer to a held call once decided (an ``AskUserQuestion`` answered in Gatehouse: a deny carrying the
+    answer, so Claude reads it instead of asking at the terminal): approved → allow (with ``updatedInput`` when an approver edited the
     arguments); denied → deny with who and why (Claude reads it); timed out → ``onTimeout`` (``ask`` hands the
     decision to the person at the terminal)."""
     if record.status == "approved":
@@ -67,6 +83,10 @@ def decided(record: ApprovalRecord, on_timeout: OnTimeout) -> HookOutput:
         return answer("deny", f"Gatehouse: nobody decided request {record.id} for {record.tool} within the approval "
                               "timeout, so it was denied. It was not run.")
     by = record.source or "an approver"
+    if record.tool == ASK_USER_QUESTION and record.reason:
+        # The question was answered in Gatehouse: Claude reads the answer as the deny's reason instead of asking.
+        return answer("deny", f"The user answered this question through Gatehouse ({by}): {record.reason}. "
+                              "Continue with that answer; do not ask it again.")
     return answer("deny", f"Gatehouse: {record.tool} was denied ({by}): {record.reason or 'no reason given'}. "
                           "It was not run.")
 
