@@ -110,7 +110,8 @@ def denies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gate]:
     yield from _serve(tmp_path_factory.mktemp("denies"), POLICY + "    timeout: 1s\n    onTimeout: deny\n")
 
 
-def pre_tool_use(tool: str, tool_input: dict[str, Any], session: str = "sess-7f3a", cwd: str = "/home/alice/shop") -> dict[str, Any]:
+def pre_tool_use(tool: str, tool_input: dict[str, Any], session: str = "sess-7f3a",
+                 cwd: str = "/home/alice/shop") -> dict[str, Any]:
     """A PreToolUse input as the hook reference documents it."""
     return {"session_id": session, "transcript_path": f"/home/alice/.claude/projects/shop/{session}.jsonl", "cwd": cwd,
             "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": tool,

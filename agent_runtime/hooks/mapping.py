@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from agent_runtime import policy
-from agent_runtime.approvals import ApprovalRecord
 from pydantic import ValidationError
 
+from agent_runtime import policy
+from agent_runtime.approvals import ApprovalRecord
 from agent_runtime.hooks.shapes import ASK_USER_QUESTION, AskUserQuestionInput, HookOutput, PreToolUseInput, answer
 
 MCP_PREFIX = "mcp__"
@@ -66,10 +66,10 @@ def unheld(decision: policy.Decision, tool: str) -> HookOutput:
 
 
 def decided(record: ApprovalRecord, on_timeout: OnTimeout) -> HookOutput:
-    """The answer to a held call once decided (an ``AskUserQuestion`` answered in Gatehouse: a deny carrying the
-    answer, so Claude reads it instead of asking at the terminal): approved → allow (with ``updatedInput`` when an approver edited the
+    """The answer to a held call once decided: approved → allow (with ``updatedInput`` when an approver edited the
     arguments); denied → deny with who and why (Claude reads it); timed out → ``onTimeout`` (``ask`` hands the
-    decision to the person at the terminal)."""
+    decision to the person at the terminal). An ``AskUserQuestion`` answered in Gatehouse is a deny carrying the
+    answer, so Claude reads it instead of asking at the terminal."""
     if record.status == "approved":
         by = "onTimeout: approve" if record.source == "timeout" else f"approved ({record.source or 'an approver'})"
         if record.original_args is not None:
