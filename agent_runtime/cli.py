@@ -242,6 +242,15 @@ def gateway(
     database_url: str | None = typer.Option(
         None, "--database-url", envvar="GATEHOUSE_DATABASE_URL", help="The held calls' database (default: sqlite)."
     ),
+    keepalive: str = typer.Option(
+        "15s", "--keepalive", help="How often a client waiting on a held call gets a progress notification."
+    ),
+    kubeconfig: Path | None = typer.Option(None, "--kubeconfig", help="Mirror held calls as ToolApprovals in this cluster."),
+    kube_namespace: str | None = typer.Option(None, "--kube-namespace", help="Their namespace (with $KUBECONFIG: turns it on)."),
+    trust_kubectl: bool = typer.Option(
+        False, "--trust-kubectl-without-admission-policy",
+        help="Count kubectl votes although no admission policy vouches for who wrote them (tests, a cluster you trust).",
+    ),
 ) -> None:
     """Serve an MCPGateway: an MCP server (streamable HTTP at /mcp) in front of its upstream (docs/gateway.md)."""
     from agent_runtime.access.settings import load_access_settings
@@ -262,7 +271,11 @@ def gateway(
         import uvicorn
 
         from agent_runtime.database import LocationError, check_location, default_database_url
+        from agent_runtime.durations import parse_duration
         from agent_runtime.gateway.app import MCP_PATH, GatewaySettings, build_gateway_app
+        from agent_runtime.kube import detect
+
+        kube = detect(kubeconfig, kube_namespace, default_namespace=gateway_config.namespace, trust_kubectl=trust_kubectl)
 
         try:
             check_location(database_url or default_database_url(state_dir),
@@ -271,7 +284,8 @@ def gateway(
             raise ValueError(str(exc)) from None
 
         app = build_gateway_app(GatewaySettings(config=gateway_config, host=host, port=port, access=access,
-                                                state_dir=state_dir, database_url=database_url))
+                                                state_dir=state_dir, database_url=database_url,
+                                                keepalive=parse_duration(keepalive), kube=kube))
     except (TranslationError, FileNotFoundError, ValueError, RuntimeError) as exc:
         _fail(exc)
 

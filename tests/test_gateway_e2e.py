@@ -22,6 +22,7 @@ import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from tests.support.processes import GATEHOUSE_CMD, free_port, running
@@ -80,7 +81,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     (base / "gateway.yaml").write_text(_manifests(upstream, "file-tools", "files-gate", upstream=offered, approval=approval))
     tools = [*GATEHOUSE_CMD, "demo-tools", "--sandbox", str(sandbox), "--port", str(tools_port), "--journal", str(journal)]
     gateway = [*RUNTIME_CMD, "gateway", "-f", str(base / "gateway.yaml"), "--port", str(gateway_port),
-               "--api-token-file", str(base / "tokens"), "--state-dir", str(base / "state")]
+               "--api-token-file", str(base / "tokens"), "--state-dir", str(base / "state"), "--keepalive", "0.3s"]
     with running(tools, ready="demo-tools ready"), running(gateway, ready="gateway files-gate ready", timeout=60):
         yield Served(f"http://127.0.0.1:{gateway_port}/mcp", upstream, sandbox, journal)
 
@@ -88,7 +89,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 @asynccontextmanager
 async def connected(url: str, token: str | None = "tok-alice", **options: Any) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx2.AsyncClient(headers=headers) as http:
+    async with create_mcp_http_client(headers=headers) as http:  # the SDK's own timeouts (read: 300 s)
         async with Client(streamable_http_client(url, http_client=http), **options) as client:
             yield client
 
@@ -156,6 +157,28 @@ async def test_a_gated_call_waits_is_approved_over_rest_and_runs_once(served: Se
     assert [(c["tool"], c["args"]) for c in served.ran()[before:]] == [("delete_file", {"path": "gone.txt"})]
     again = await decide(served, request["id"], "tok-carol", {"decision": "approve"})
     assert again.status_code == 409 and [c["tool"] for c in served.ran()[before:]] == ["delete_file"]  # once
+
+
+async def test_a_waiting_client_gets_progress_notifications_until_the_decision(served: Served) -> None:
+    (served.sandbox / "watched.txt").write_text("w")
+    told: list[str] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        told.append(message or "")
+
+    async def call() -> mcp_types.CallToolResult:
+        async with connected(served.url, token="tok-bob") as client:
+            return await client.call_tool("delete_file", {"path": "watched.txt"}, progress_callback=progress)
+
+    waiting = asyncio.create_task(call())
+    request = await pending(served)
+    for _ in range(100):
+        if len(told) >= 2:
+            break
+        await asyncio.sleep(0.1)
+    assert len(told) >= 2 and request["id"] in told[0] and "waiting for a human's approval" in told[0]
+    assert (await decide(served, request["id"], "tok-alice", {"decision": "approve"})).status_code == 200
+    assert not (await asyncio.wait_for(waiting, 30)).is_error
 
 
 async def test_a_denied_call_is_an_error_with_the_reason(served: Served) -> None:

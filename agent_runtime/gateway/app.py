@@ -29,10 +29,13 @@ from agent_runtime.agent_config import GatewayConfig
 from agent_runtime.approvals import ApprovalService, Resolution
 from agent_runtime.database import Database, default_database_url
 from agent_runtime.gateway.bindings import BindSessions
-from agent_runtime.gateway.held import HeldCalls
+from agent_runtime.gateway.held import KEEPALIVE_SECONDS, HeldCalls
 from agent_runtime.gateway.server import build_server
 from agent_runtime.gateway.upstream import Upstream
 from agent_runtime.hooks.endpoint import HOOK_PATH, HookEndpoint
+from agent_runtime.kube import objects
+from agent_runtime.kube.bridge import KubeBridge
+from agent_runtime.kube.settings import KubeSettings
 from agent_runtime.metrics import Metrics
 from agent_runtime.pauses.registry import PauseKinds
 from agent_runtime.pauses.resumptions import Resumptions
@@ -57,10 +60,21 @@ class GatewaySettings:
     state_dir: Path = Path(".gatehouse")
     database_url: str | None = None
     sweep_interval: float = 0.25
+    keepalive: float = KEEPALIVE_SECONDS  # seconds between progress notifications to a client waiting on a held call
+    kube: KubeSettings | None = None  # held calls mirrored as ToolApprovals (spec.gatewayRef), decided with kubectl
 
     @property
     def db_url(self) -> str:
         return self.database_url or default_database_url(self.state_dir)
+
+
+@dataclass(frozen=True)
+class Serving:
+    """The gateway's readiness as the ToolApprovals' owner shows it (kube.runtime_ready): serving once started."""
+
+    ready: bool = True
+    reason: str = "Ready"
+    message: str = "the gateway serves its MCP endpoint"
 
 
 class NoTasks:
@@ -96,13 +110,15 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
     db = Database(settings.db_url)
     approvals = ApprovalService(db)
     metrics = Metrics()
-    held = HeldCalls(config, approvals)
+    held = HeldCalls(config, approvals, keepalive=settings.keepalive)
     kinds = PauseKinds()
     kinds.add_taskless(held)
     resumptions = Resumptions(approvals, NoTasks(), kinds)
     decide = DecideOne(approvals, metrics, resumptions, CachedTaskStore(db), config)
     rest = RestApi(RestSettings(), agent=config.name, db=db, approvals=approvals, metrics=metrics, decide_one=decide)
     sweeper = TimeoutSweeper(approvals, resumptions, config.approval.on_timeout, settings.sweep_interval)
+    bridge = None if settings.kube is None else KubeBridge(
+        settings.kube, config.name, approvals, decide, identities=settings.access.identities, of=objects.GATEWAY)
     server = build_server(config, upstream, held)
     mcp = server.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host)
 
@@ -121,11 +137,15 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
         await approvals.create_tables()
         await rest.start()
         sweeper.start()
+        if bridge is not None:
+            bridge.start(lambda: Serving())
         keeper = asyncio.create_task(upstream.run(), name="gateway-upstream")
         try:
             async with server.session_manager.run():
                 yield
         finally:
+            if bridge is not None:
+                await bridge.stop()
             await sweeper.stop()
             await rest.stop()
             await db.dispose()

@@ -67,10 +67,11 @@ class HeldCalls:
     name = NAME
     prefix = PREFIX
 
-    def __init__(self, config: GatewayConfig, approvals: ApprovalService,
+    def __init__(self, config: GatewayConfig, approvals: ApprovalService, *, keepalive: float = KEEPALIVE_SECONDS,
                  clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.approvals = approvals
+        self.keepalive = keepalive
         self.clock = clock
         self._waiting: dict[str, list[asyncio.Future[ApprovalRecord]]] = {}  # request id -> its waiting clients
 
@@ -113,7 +114,7 @@ class HeldCalls:
         return record
 
     async def wait(self, record: ApprovalRecord, progress: Progress | None = None) -> ApprovalRecord:
-        """Until ``record`` is decided; ``progress`` is told every :data:`KEEPALIVE_SECONDS` meanwhile."""
+        """Until ``record`` is decided; ``progress`` is told every ``keepalive`` seconds meanwhile."""
         waiter: asyncio.Future[ApprovalRecord] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(record.id, []).append(waiter)
         try:
@@ -122,7 +123,7 @@ class HeldCalls:
                 return current
             while True:
                 try:
-                    return await asyncio.wait_for(asyncio.shield(waiter), KEEPALIVE_SECONDS)
+                    return await asyncio.wait_for(asyncio.shield(waiter), self.keepalive)
                 except TimeoutError:
                     if progress is not None:
                         await progress(f"waiting for a human's approval of {record.tool} (request {record.id})")

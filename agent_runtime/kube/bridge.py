@@ -32,11 +32,12 @@ class KubeBridge:
     def __init__(
         self, settings: KubeSettings, agent: str, approvals: ApprovalService, decide_one: DecideOne,
         client: KubeClient | None = None, hitl: HitlStore | None = None, identities: Identities | None = None,
+        of: objects.OwnerKind = objects.AGENT,
     ) -> None:
         self.settings = settings
         self.agent = agent
         self.client = client or KubeClient.connect(settings.kubeconfig, settings.in_cluster)
-        self.mirror = Mirror(self.client, approvals, agent, settings.namespace, settings.retention_seconds, hitl=hitl)
+        self.mirror = Mirror(self.client, approvals, agent, settings.namespace, settings.retention_seconds, hitl=hitl, of=of)
         self.orphans = Orphans(self.client, self.mirror, approvals, hitl, settings.check_seconds)
         self.watcher = DecisionWatcher(
             self.client, self.mirror, approvals, decide_one, settings.watch_seconds, identities=identities,

@@ -81,8 +81,10 @@ class Mirror:
         clock: Callable[[], float] = time.time,
         max_backoff: float = 30.0,
         hitl: HitlStore | None = None,
+        of: objects.OwnerKind = objects.AGENT,
     ) -> None:
         self._client = client
+        self.of = of  # an Agent's runtime, or an MCPGateway's (its held calls)
         self._approvals = approvals
         self._hitl = hitl
         self.agent = agent
@@ -120,7 +122,12 @@ class Mirror:
 
     @property
     def agent_status_path(self) -> str:
-        return f"/apis/{GROUP}/{VERSION}/namespaces/{self.namespace}/agents/{self.agent}/status"
+        return f"/apis/{GROUP}/{VERSION}/namespaces/{self.namespace}/{self.of.plural}/{self.agent}/status"
+
+    @property
+    def selector(self) -> str:
+        """The label selector of this runtime's ToolApprovals."""
+        return objects.selector(self.agent, self.of)
 
     # -- the listener (never blocks, never raises into the decision path) ----------------------------
 
@@ -300,7 +307,7 @@ class Mirror:
 
     async def _sync(self, record: ApprovalRecord, decided_by: str = "") -> None:
         async def body() -> dict[str, Any]:
-            return objects.tool_approval(record, self.agent, self.namespace, await self._agent())
+            return objects.tool_approval(record, self.agent, self.namespace, await self._agent(), self.of)
 
         finished = None if record.status == "pending" else record.decided_at or self._clock()
         cast = (await self._approvals.cast_votes([record.id])).get(record.id, []) if finished is not None else []
@@ -356,7 +363,7 @@ class Mirror:
         if not decided_by and record.status != "pending":  # who decided, as in the status
             decided_by = await self.decider(record, (await self._approvals.cast_votes([record.id])).get(record.id, []))
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body = objects.event(record, agent, self.instance, now, decided_by)
+        body = objects.event(record, agent, self.instance, now, decided_by, self.of)
         await self._client.create(f"/api/v1/namespaces/{self.namespace}/events", body)
 
     def _announce_execution(self, record: ApprovalRecord) -> None:
@@ -367,7 +374,7 @@ class Mirror:
     async def _execution_event(self, record: ApprovalRecord) -> None:
         agent = await self._agent() or {"metadata": {"name": self.agent, "namespace": self.namespace}}
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body = objects.execution_event(record, agent, self.instance, now)
+        body = objects.execution_event(record, agent, self.instance, now, self.of)
         if body is not None:
             await self._client.create(f"/api/v1/namespaces/{self.namespace}/events", body)
 
@@ -398,7 +405,7 @@ class Mirror:
         if self._hitl is not None:
             for question in await self._hitl.open_questions():
                 self.sync_hitl(question)
-        listed = await self._client.get(self.collection, {"labelSelector": objects.selector(self.agent)})
+        listed = await self._client.get(self.collection, {"labelSelector": self.selector})
         for item in listed.get("items", []):
             self.observe(item)
             spec, phase = item.get("spec") or {}, (item.get("status") or {}).get("phase", "Pending")

@@ -25,7 +25,14 @@ from agent_runtime.authority import tally, who_may_decide
 from agent_runtime.channels import CHANNELS
 from agent_runtime.questions.store import HitlRecord
 from agent_runtime.resources import API_VERSION
-from agent_runtime.resources.tool_approval import KIND_APPROVAL, KIND_HITL, LABEL_AGENT, LABEL_CONTEXT, LABEL_KIND
+from agent_runtime.resources.tool_approval import (
+    KIND_APPROVAL,
+    KIND_HITL,
+    LABEL_AGENT,
+    LABEL_CONTEXT,
+    LABEL_GATEWAY,
+    LABEL_KIND,
+)
 
 COMPONENT = "gatehouse.dev"
 FINAL_PHASES = frozenset({"Approved", "Denied", "Expired", "Canceled", "Granted", "Orphaned"})
@@ -50,42 +57,59 @@ def label_value(text: str) -> str:
     return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", cleaned)
 
 
+@dataclass(frozen=True)
+class OwnerKind:
+    """Whose runtime mirrors the requests: an Agent's, or an MCPGateway's (its held calls, docs/gateway.md), which
+    names itself in ``spec.gatewayRef`` and the ``gatehouse.dev/gateway`` label instead."""
+
+    kind: str
+    plural: str
+    label: str
+    ref: str
+
+
+AGENT = OwnerKind("Agent", "agents", LABEL_AGENT, "agentRef")
+GATEWAY = OwnerKind("MCPGateway", "mcpgateways", LABEL_GATEWAY, "gatewayRef")
+
+
 def approval_name(agent: str, request_id: str) -> str:
     """``<agent>-<request id without its 'apr-' prefix>``, DNS-safe and at most 63 characters."""
     suffix = dns_label(request_id.removeprefix("apr-"), 40)
     return f"{dns_label(agent, 62 - len(suffix))}-{suffix}"
 
 
-def selector(agent: str) -> str:
-    return f"{LABEL_AGENT}={label_value(agent)}"
+def selector(agent: str, of: OwnerKind = AGENT) -> str:
+    return f"{of.label}={label_value(agent)}"
 
 
-def owner_reference(agent: dict[str, Any]) -> dict[str, Any]:
+def owner_reference(agent: dict[str, Any], of: OwnerKind = AGENT) -> dict[str, Any]:
     meta = agent["metadata"]
-    return {"apiVersion": API_VERSION, "kind": "Agent", "name": meta["name"], "uid": meta["uid"],
+    return {"apiVersion": API_VERSION, "kind": of.kind, "name": meta["name"], "uid": meta["uid"],
             "controller": False, "blockOwnerDeletion": False}
 
 
-def tool_approval(record: ApprovalRecord, agent: str, namespace: str, owner: dict[str, Any] | None) -> dict[str, Any]:
+def tool_approval(
+    record: ApprovalRecord, agent: str, namespace: str, owner: dict[str, Any] | None, of: OwnerKind = AGENT,
+) -> dict[str, Any]:
     """The ToolApproval for a pending request (its status is written separately: it is a subresource); the arguments
-    redacted, with the real arguments' hash and the paths that were redacted."""
+    redacted, with the real arguments' hash and the paths that were redacted. ``of``: an Agent's or a gateway's."""
     metadata: dict[str, Any] = {
         "name": approval_name(agent, record.id),
         "namespace": namespace,
         "labels": {
-            LABEL_AGENT: label_value(agent),
+            of.label: label_value(agent),
             LABEL_CONTEXT: label_value(record.context_id),
             LABEL_KIND: KIND_APPROVAL,
         },
     }
     if owner is not None:
-        metadata["ownerReferences"] = [owner_reference(owner)]
+        metadata["ownerReferences"] = [owner_reference(owner, of)]
     return {
         "apiVersion": API_VERSION,
         "kind": "ToolApproval",
         "metadata": metadata,
         "spec": {
-            "agentRef": agent,
+            of.ref: agent,
             "contextId": record.context_id,
             "taskId": record.task_id,
             "requestId": record.id,
@@ -346,7 +370,7 @@ _REASONS = {"Pending": "ApprovalRequested", "Approved": "ApprovalApproved", "Den
 
 
 def event(
-    record: ApprovalRecord, agent: dict[str, Any], instance: str, now: str, decided_by: str = ""
+    record: ApprovalRecord, agent: dict[str, Any], instance: str, now: str, decided_by: str = "", of: OwnerKind = AGENT,
 ) -> dict[str, Any]:
     """A core/v1 Event on the Agent about one request: requested, approved, denied, expired or canceled."""
     meta = agent["metadata"]
@@ -358,7 +382,7 @@ def event(
         who = decided_by or default_decider(record.source)
         why = f": {record.reason}" if record.reason else ""
         message = f"{_call(record)} {current.lower()} by {who} via {record.source}{why} (toolapproval {name})"
-    return _event(agent, "Agent", instance, now, _REASONS[current], message, "Normal",
+    return _event(agent, of.kind, instance, now, _REASONS[current], message, "Normal",
                   "Decide" if current != "Pending" else "Request")
 
 
@@ -367,14 +391,16 @@ _EXECUTION_REASONS: dict[execution.Outcome, str] = {
 }
 
 
-def execution_event(record: ApprovalRecord, agent: dict[str, Any], instance: str, now: str) -> dict[str, Any] | None:
+def execution_event(
+    record: ApprovalRecord, agent: dict[str, Any], instance: str, now: str, of: OwnerKind = AGENT,
+) -> dict[str, Any] | None:
     """A core/v1 Event on the Agent about what became of an approved call: Normal when it ran, Warning otherwise."""
     if record.exec_outcome is None:
         return None
     meta = agent["metadata"]
     name = approval_name(meta["name"], record.id)
     said = execution.describe(record.exec_outcome, record.exec_error)
-    return _event(agent, "Agent", instance, now, _EXECUTION_REASONS[record.exec_outcome],
+    return _event(agent, of.kind, instance, now, _EXECUTION_REASONS[record.exec_outcome],
                   f"{_call(record)} was approved, then {said} (toolapproval {name})",
                   "Normal" if record.exec_outcome == "ran" else "Warning", "Execute")
 

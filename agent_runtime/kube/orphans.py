@@ -85,7 +85,7 @@ class Orphans:
 
     async def sweep(self) -> list[str]:
         """List the agent's ToolApprovals, then :meth:`check` them; recount ``pendingApprovals``."""
-        listed = await self._client.get(self._mirror.collection, {"labelSelector": objects.selector(self._mirror.agent)})
+        listed = await self._client.get(self._mirror.collection, {"labelSelector": self._mirror.selector})
         orphaned = await self.check(listed.get("items", []))
         self._mirror.recount()
         self.sweeps += 1

@@ -96,7 +96,7 @@ class DecisionWatcher:
 
     async def _run(self) -> None:
         delay = 0.2
-        params = {"labelSelector": objects.selector(self._mirror.agent)}
+        params = {"labelSelector": self._mirror.selector}
         while True:
             try:
                 listed = await self._client.get(self._mirror.collection, params)
