@@ -239,11 +239,21 @@ async def test_no_decision_in_time_follows_on_timeout_deny(denies: Gate) -> None
     assert said["permissionDecision"] == "deny" and "approval timeout" in said["permissionDecisionReason"]
 
 
-async def test_the_command_blocks_before_its_own_timeout_runs_out(gate: Gate) -> None:
-    ran = await command(gate.hook, pre_tool_use("Bash", {"command": "git push --force origin slow"}), "tok-alice", 1.5)
+async def test_the_command_blocks_before_its_own_timeout_and_the_retry_gets_the_decision_once(gate: Gate) -> None:
+    slow = pre_tool_use("Bash", {"command": "git push --force origin slow"})
+    ran = await command(gate.hook, slow, "tok-alice", 1.5)
     assert ran.code == 2 and ran.out is None
     assert "no decision from Gatehouse within 1.5s" in ran.err and "denied" in ran.err
-    assert ran.seconds < 1.5 + 3.0  # the interpreter's start-up and the deadline, well inside a 10 s hook timeout
+    assert ran.seconds < 1.5 + 8.0  # the deadline plus the interpreter's start-up on a loaded machine
+    request = await pending(gate, "Bash")  # the request stays open after the hook gave up
+    await decide(gate, request["id"], {"decision": "approve"})
+    again = await command(gate.hook, slow)  # Claude Code retries the same call: answered from the same request
+    assert again.code == 0 and decision(again.out)["permissionDecision"] == "allow", again.err
+    once_more = asyncio.create_task(command(gate.hook, slow))  # the approval was used: a new request waits
+    fresh = await pending(gate, "Bash")
+    assert fresh["id"] != request["id"] and not once_more.done()
+    await decide(gate, fresh["id"], {"decision": "deny", "reason": "once was enough"})
+    assert decision((await once_more).out)["permissionDecision"] == "deny"
 
 
 async def test_an_unreachable_server_denies_unless_failing_open_is_set(tmp_path: Path) -> None:

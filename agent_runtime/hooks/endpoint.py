@@ -5,11 +5,13 @@ hook's token.
 A gated call is a held call (``agent_runtime.gateway.held.HeldCalls``, prefix ``held-``): one request in the
 approvals store, decided in the inbox, Slack, kubectl or REST; this request waits until it is decided or times out
 (the sweeper applies ``onTimeout``). A hook that gives up and calls again with the same tool and input attaches to the
-same request. An approval is used once: it is claimed (``claim_execution``) before ``allow`` is answered, so the
-audit records that the CLI was allowed to run it."""
+same request: a request whose hook has gone is no longer waited on here, so its decision is kept for the retry. An
+approval is used once: it is claimed (``claim_execution``) before ``allow`` is answered, so the audit records that the
+CLI was allowed to run it."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Protocol
 
@@ -30,6 +32,12 @@ log = logging.getLogger(__name__)
 HOOK_PATH = "/hooks/claude-code"
 CLIENT = "claude-code"  # the request's ``server``: where the call was asked (shown on the card)
 MAX_BODY = 4 * 1024 * 1024  # a Write's content travels in the input; larger bodies are refused, never half-read
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client closes the connection (the body has been read, so only ``http.disconnect`` comes)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _json(output: HookOutput) -> Response:
@@ -70,7 +78,20 @@ class HookEndpoint:
                                               hint=mapping.card_hint(decision, call))
         log.info("hook %s: %s held as %s for %s (session %s)", self.config.name, call.tool_name, record.id, who.id,
                  call.session_id)
-        done = await self.held.wait(record)
+        waiting = asyncio.ensure_future(self.held.wait(record))
+        gone = asyncio.ensure_future(_disconnected(request))
+        try:
+            await asyncio.wait({waiting, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+        if not waiting.done() or await request.is_disconnected():
+            # The hook gave up (its own deadline): nobody would read an answer, so an approval is left unused for
+            # the hook's retry of the same call, which attaches to this request (HeldCalls.open_request).
+            waiting.cancel()
+            log.info("hook %s: %s (%s) left by its client; the request stays open", self.config.name, record.id,
+                     call.tool_name)
+            return Response(status_code=499)
+        done = waiting.result()
         if done.status == "approved":
             claim = await self.approvals.claim_execution(done.call_id, done.tool, done.requested_hash)
             if not claim.ok or claim.record is None:
