@@ -384,3 +384,22 @@ async def test_kill_9_while_a_call_waits_the_retry_finds_its_request_and_it_runs
         result = await asyncio.wait_for(retry, 30)
     assert not result.is_error, _text(result)
     assert [c["args"] for c in served.ran()[before:]] == [{"path": "survives.txt"}]
+
+
+async def test_sse_responses_carry_event_ids_so_a_cut_stream_can_resume(served: Served) -> None:
+    """On the handshake-era protocol the gateway answers a call as an SSE stream whose events have ids
+    (agent_runtime/gateway/events.py): what the Python SDK needs to resume a cut stream with Last-Event-ID."""
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json",
+               "authorization": "Bearer tok-alice"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "read_file", "arguments": {"path": "notes.txt"}}}
+    async with httpx2.AsyncClient(timeout=30) as http:
+        opened = await http.post(served.url, json=init, headers=headers)
+        session = {**headers, "mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+        await http.post(served.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+        answer = await http.post(served.url, json=call, headers=session)
+    assert answer.headers["content-type"].startswith("text/event-stream")
+    ids = [line.removeprefix("id:").strip() for line in answer.text.splitlines() if line.startswith("id:")]
+    assert ids and all(ids) and '"hello"' in answer.text

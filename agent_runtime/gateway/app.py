@@ -29,13 +29,16 @@ from agent_runtime.agent_config import GatewayConfig
 from agent_runtime.approvals import ApprovalService, Resolution
 from agent_runtime.database import Database, default_database_url
 from agent_runtime.gateway.bindings import BindSessions
+from agent_runtime.gateway.events import RecentEvents
 from agent_runtime.gateway.held import KEEPALIVE_SECONDS, HeldCalls
 from agent_runtime.gateway.server import build_server
 from agent_runtime.gateway.upstream import Upstream
 from agent_runtime.hooks.endpoint import HOOK_PATH, HookEndpoint
 from agent_runtime.kube import objects
 from agent_runtime.kube.bridge import KubeBridge
+from agent_runtime.kube.client import KubeClient
 from agent_runtime.kube.settings import KubeSettings
+from agent_runtime.kube.token_review import TokenReviewMethod
 from agent_runtime.metrics import Metrics
 from agent_runtime.pauses.registry import PauseKinds
 from agent_runtime.pauses.resumptions import Resumptions
@@ -86,14 +89,17 @@ class NoTasks:
         log.warning("gateway: a decision for %s, which is no held call of this gateway: ignored", task_id)
 
 
-def build_authenticator(settings: GatewaySettings) -> Authenticator:
-    """As the agent runtime's: refuses an open, anonymous gateway on a non-loopback address."""
+def build_authenticator(settings: GatewaySettings, kube: KubeClient | None = None) -> Authenticator:
+    """As the agent runtime's (tokens, JWT, and with a cluster Kubernetes tokens through a TokenReview): refuses an
+    open, anonymous gateway on a non-loopback address."""
     access = settings.access
     methods: list[BearerMethod] = []
     if access.tokens:
         methods.append(TokenFileMethod(access.tokens))
     if access.jwt is not None:
         methods.append(JwtMethod(access.jwt))
+    if access.kubernetes_tokens and kube is not None:
+        methods.append(TokenReviewMethod(kube))
     authenticator = Authenticator(methods, access.identities)
     if not authenticator.required and not is_loopback(settings.host) and not access.allow_anonymous_remote:
         raise ValueError(
@@ -106,7 +112,6 @@ def build_authenticator(settings: GatewaySettings) -> Authenticator:
 def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = None) -> ASGIApp:
     config = settings.config
     upstream = upstream or Upstream(config.upstream)
-    authenticator = build_authenticator(settings)
     db = Database(settings.db_url)
     approvals = ApprovalService(db)
     metrics = Metrics()
@@ -119,8 +124,9 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
     sweeper = TimeoutSweeper(approvals, resumptions, config.approval.on_timeout, settings.sweep_interval)
     bridge = None if settings.kube is None else KubeBridge(
         settings.kube, config.name, approvals, decide, identities=settings.access.identities, of=objects.GATEWAY)
+    authenticator = build_authenticator(settings, bridge.client if bridge is not None else None)
     server = build_server(config, upstream, held)
-    mcp = server.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host)
+    mcp = server.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host, event_store=RecentEvents())
 
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})

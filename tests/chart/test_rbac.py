@@ -163,7 +163,8 @@ def test_user_cluster_roles(render: Render) -> None:
         {"apiGroups": ["gatehouse.dev"], "resources": ["toolapprovals"], "verbs": ["get", "list", "watch", "patch", "update"]},
     ]
     assert roles["gatehouse-viewer"]["rules"] == [
-        {"apiGroups": ["gatehouse.dev"], "resources": ["agents", "toolapprovals", "modelconfigs", "remotemcpservers"],
+        {"apiGroups": ["gatehouse.dev"],
+         "resources": ["agents", "toolapprovals", "modelconfigs", "remotemcpservers", "mcpgateways"],
          "verbs": ["get", "list", "watch"]},
     ]
 
