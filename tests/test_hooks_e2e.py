@@ -292,3 +292,37 @@ async def test_a_question_is_answered_in_gatehouse_and_claude_reads_the_answer(g
     assert said["permissionDecision"] == "deny"
     assert "answered this question through Gatehouse" in said["permissionDecisionReason"]
     assert "PostgreSQL" in said["permissionDecisionReason"]
+
+
+@pytest.fixture
+def odd_server() -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 that is not a gateway: 200 with a body that is no hook output, or 500."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", "0")))
+            status, body = (500, b"boom") if self.path.endswith("/fail") else (200, b'{"decision": "yes please"}')
+            self.send_response(status)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+async def test_an_answer_that_is_no_hook_output_or_an_error_denies(odd_server: str) -> None:
+    payload = pre_tool_use("Bash", {"command": "git push --force"})
+    odd = await command(odd_server + "/hooks/claude-code", payload)
+    assert odd.code == 2 and "not a hook output" in odd.err
+    failed = await command(odd_server + "/fail", payload)
+    assert failed.code == 2 and "answered HTTP 500" in failed.err
