@@ -403,3 +403,32 @@ async def test_sse_responses_carry_event_ids_so_a_cut_stream_can_resume(served: 
     assert answer.headers["content-type"].startswith("text/event-stream")
     ids = [line.removeprefix("id:").strip() for line in answer.text.splitlines() if line.startswith("id:")]
     assert ids and all(ids) and '"hello"' in answer.text
+
+
+async def test_an_approved_call_nobody_waits_for_never_runs_after_its_lifetime(served: Served, tmp_path: Path) -> None:
+    """Approved while its client was away, then not retried within the request's lifetime (approval.timeout): a retry
+    after that is a new request, and the old approval runs nothing."""
+    port = free_port()
+    offered = f"{{name: file-tools, toolNames: [{', '.join(OFFERED)}], requireApproval: [delete_file]}}"
+    (tmp_path / "gateway.yaml").write_text(_manifests(served.upstream, "file-tools", "files-gate", upstream=offered,
+                                                      approval="    timeout: 3s\n    approvers: {groups: [sre]}"))
+    (tmp_path / "tokens").write_text(TOKENS)
+    args = [*RUNTIME_CMD, "gateway", "-f", str(tmp_path / "gateway.yaml"), "--port", str(port),
+            "--api-token-file", str(tmp_path / "tokens"), "--state-dir", str(tmp_path / "state")]
+    short = Served(f"http://127.0.0.1:{port}/mcp", served.upstream, served.sandbox, served.journal)
+    (served.sandbox / "late.txt").write_text("l")
+    before = len(served.ran())
+    with running(args, ready="gateway files-gate ready", timeout=60):
+        first = await held_call(short, "tok-bob", "delete_file", {"path": "late.txt"}, read_timeout_seconds=0.5)
+        request = await pending(short)
+        with pytest.raises(Exception):  # noqa: B017 - the client's own timeout
+            await asyncio.wait_for(first, 30)
+        assert (await decide(short, request["id"], "tok-alice", {"decision": "approve"})).status_code == 200
+        await asyncio.sleep(3.5)  # past the request's lifetime, nobody waiting
+        late = await held_call(short, "tok-bob", "delete_file", {"path": "late.txt"})
+        again = await pending(short)
+        assert again["id"] != request["id"] and not late.done()
+        assert (await decide(short, again["id"], "tok-alice", {"decision": "deny", "reason": "too late"})).status_code == 200
+        result = await asyncio.wait_for(late, 30)
+    assert result.is_error and "too late" in _text(result)
+    assert served.ran()[before:] == [] and (served.sandbox / "late.txt").exists()

@@ -15,7 +15,8 @@ the timeout sweeper, which wakes it.
   gateway restart: MCP session ids do not survive one, so the key is the principal's context, the tool and the
   arguments' hash) and the retry waits on it instead of asking again.
 - **Nobody waits**: a decision that arrives while no client waits runs nothing; an approved call runs only while its
-  client (or its retry) waits for the result.
+  client (or its retry, within the request's lifetime: ``approval.timeout`` from the call) waits for the result. After
+  that a retry is a new request.
 """
 
 from __future__ import annotations
@@ -99,11 +100,12 @@ class HeldCalls:
         for record in await self.approvals.pending_in_context(context, principal.id):
             if record.tool == tool and record.requested_hash == digest:
                 return record
+        now = self.clock()
         for record in await self.approvals.by_status("approved", limit=200):
             if (record.context_id == context and record.tool == tool and record.requested_hash == digest
-                    and record.exec_state == "none" and record.task_id.startswith(PREFIX)):
-                return record  # approved while its client was away: the retry runs it
-        now, key = self.clock(), uuid.uuid4().hex
+                    and record.exec_state == "none" and record.task_id.startswith(PREFIX) and record.expires_at > now):
+                return record  # approved while its client was away, and still within its lifetime: the retry runs it
+        key = uuid.uuid4().hex
         record = ApprovalRecord(
             id=f"apr-{key[:16]}", task_id=f"{PREFIX}{key}", context_id=context, confirmation_id=f"held-{key}",
             call_id=f"mcp-{key}", tool=tool, server=server or self.config.upstream.name, args=dict(args),
