@@ -145,7 +145,7 @@ class ApprovalPolicy(ConfigModel):
     exempt: list[str] = Field(default_factory=list)
     rules: list[RuleConfig] = Field(default_factory=list)
     timeout_seconds: float = 900.0
-    on_timeout: Literal["deny", "approve"] = "deny"
+    on_timeout: Literal["deny", "approve", "ask"] = "deny"  # ask: a hook hands it to the terminal; MCP calls: deny
     allow_session_grants: bool = False
     approvers: ApproversConfig | None = None  # the default for every gated call; None: the requester decides alone
     tool_approvers: dict[str, ApproversConfig] = Field(default_factory=dict)  # per tool name

@@ -544,3 +544,39 @@ def slack(
               f"replays remembered in configmap {replay_namespace}/{replay_configmap}", soft_wrap=True)
     uvicorn.run(starlette, host=host, port=port, log_level=log_level, access_log=False,
                 proxy_headers=False)  # never X-Forwarded-For/-Proto from 127.0.0.1 (see `serve`)
+
+
+hook_app = typer.Typer(help="Agent-CLI hooks: the gateway decides before the CLI runs a tool (docs/gateway.md).",
+                       no_args_is_help=True)
+app.add_typer(hook_app, name="hook")
+
+
+@hook_app.command("claude-code")
+def hook_claude_code(
+    url: str = typer.Option(..., "--url", envvar="GATEHOUSE_HOOK_URL",
+                            help="The gateway's hook endpoint, e.g. https://gate.example/hooks/claude-code."),
+    token_file: Path | None = typer.Option(None, "--token-file", help="A file holding the hook's bearer token."),
+    token: str | None = typer.Option(None, "--token", envvar="GATEHOUSE_TOKEN", help="The hook's bearer token."),
+    timeout: float = typer.Option(
+        50.0, "--timeout", min=0.1,
+        help="Seconds to wait for a decision; keep it below the hook's timeout in settings.json (then: exit 2, denied)."),
+    fail_open: bool = typer.Option(
+        False, "--fail-open", help="An unreachable server lets the CLI's own permission rules decide instead of denying."),
+) -> None:
+    """Claude Code's PreToolUse command hook: stdin to the gateway, its decision to stdout. Whatever keeps the gateway
+    from deciding exits 2 (blocked) with the reason on stderr."""
+    import asyncio
+    import sys
+
+    from agent_runtime.hooks.command import BLOCK, decide
+
+    try:
+        secret = token_file.read_text().strip() if token_file is not None else token
+    except OSError as exc:
+        sys.stderr.write(f"Gatehouse hook: cannot read the token file ({exc}), so the call is denied.\n")
+        raise typer.Exit(BLOCK) from None
+    outcome = asyncio.run(decide(sys.stdin.read(), url, secret, timeout, fail_open))
+    sys.stdout.write(outcome.stdout)
+    sys.stderr.write(outcome.stderr)
+    if outcome.code:
+        raise typer.Exit(outcome.code)

@@ -652,6 +652,9 @@ def translate(
                 mcp_tool_names.setdefault(name, tool.mcp_server.name)
     sub_agents = _sub_agents(agent, agents, in_cluster, mcp_tool_names, problems)
     policy = _policy(agent, problems)
+    if agent.spec.approval.on_timeout == "ask":  # only a hook's CLI has a person at a terminal to ask
+        problems.append(Problem("spec.approval.onTimeout", "ask hands the decision to the person at a CLI's terminal: "
+                                "only an MCPGateway's hooks can ask; use deny or approve"))
     access = _access(agent, in_cluster, problems)
     audit = _audit(agent.spec.audit, problems)
     if problems or model is None:

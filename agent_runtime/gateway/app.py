@@ -33,6 +33,7 @@ from agent_runtime.gateway.events import RecentEvents
 from agent_runtime.gateway.held import KEEPALIVE_SECONDS, HeldCalls
 from agent_runtime.gateway.server import build_server
 from agent_runtime.gateway.upstream import Upstream
+from agent_runtime.hooks.endpoint import HOOK_PATH, HookEndpoint
 from agent_runtime.kube import objects
 from agent_runtime.kube.bridge import KubeBridge
 from agent_runtime.kube.client import KubeClient
@@ -161,7 +162,8 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
     allowed = runtime_hosts(settings.access.allowed_hosts, local_mode=not authenticator.required,
                             loopback_bind=is_loopback(settings.host), public_url=None,
                             anonymous_remote=settings.access.allow_anonymous_remote)
-    inner = Starlette(routes=[*rest.routes, Mount("/", app=BindSessions(mcp))])  # /approvals…, then /mcp
+    hook = Route(HOOK_PATH, HookEndpoint(config, held, approvals).handle, methods=["POST"])  # agent CLIs' PreToolUse
+    inner = Starlette(routes=[*rest.routes, hook, Mount("/", app=BindSessions(mcp))])  # /approvals…, /hooks…, /mcp
     guarded: ASGIApp = RequirePrincipal(inner, authenticator=authenticator, proxy=settings.access.proxy)
     if allowed is not None:
         guarded = HostCheck(guarded, allowed=allowed, exempt=frozenset({"/healthz", "/readyz"}))

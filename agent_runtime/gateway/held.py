@@ -91,9 +91,10 @@ class HeldCalls:
 
     # -- the gateway's side -------------------------------------------------------------------------------------
 
-    async def open_request(self, principal: Principal, tool: str, args: dict[str, Any], decision: Decision) -> ApprovalRecord:
+    async def open_request(self, principal: Principal, tool: str, args: dict[str, Any], decision: Decision, *,
+                           server: str | None = None, hint: str | None = None) -> ApprovalRecord:
         """The request this call waits on: the same principal's open one for the same tool and arguments (a retry),
-        else a new one."""
+        else a new one. ``server``/``hint``: a hook's call (agent_runtime.hooks) names its CLI and where it was asked."""
         digest = args_hash(tool, args)
         context = context_of(principal)
         for record in await self.approvals.pending_in_context(context, principal.id):
@@ -107,8 +108,8 @@ class HeldCalls:
         key = uuid.uuid4().hex
         record = ApprovalRecord(
             id=f"apr-{key[:16]}", task_id=f"{PREFIX}{key}", context_id=context, confirmation_id=f"held-{key}",
-            call_id=f"mcp-{key}", tool=tool, server=self.config.upstream.name, args=dict(args), args_hash=digest,
-            hint=decision.hint, created_at=now, expires_at=now + self.config.approval.timeout_seconds,
+            call_id=f"mcp-{key}", tool=tool, server=server or self.config.upstream.name, args=dict(args),
+            args_hash=digest, hint=hint or decision.hint, created_at=now, expires_at=now + self.config.approval.timeout_seconds,
             requested_by=principal.id, approvers=decision.approvers, redact=self.config.approval.redact,
         )
         await self.approvals.add_pending([record], {record.id: decision.rule} if decision.rule else None)

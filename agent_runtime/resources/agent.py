@@ -193,7 +193,8 @@ class ApprovalSpec(SpecModel):
         description="Argument-conditional rules, tested in order before anything else; the first that applies wins.",
     )
     timeout: str = Field(default="15m", description="How long a request waits for a decision, e.g. 30s, 15m, 1h30m.")
-    on_timeout: Literal["deny", "approve"] = Field(default="deny", description="What a request that waited too long becomes.")
+    on_timeout: Literal["deny", "approve", "ask"] = Field(
+        default="deny", description="What a request that waited too long becomes (ask: an MCPGateway's hooks only).")
     allow_session_grants: bool = Field(
         default=False, description="Whether an approval may cover the same tool for the rest of the conversation."
     )

@@ -43,7 +43,9 @@ class TimeoutSweeper(PeriodicSweep):
         status = "approved" if self._on_timeout == "approve" else "expired"
         reason = f"timeout: no decision within {seconds}s"
         resolutions = {r.id: Resolution(status, reason) for r in records}  # type: ignore[arg-type]
-        action = "the calls run (onTimeout: approve)" if status == "approved" else "the calls are not run (onTimeout: deny)"
+        # onTimeout ask (an MCPGateway's hooks): expired as for deny; the hook hands the call to the terminal.
+        action = ("the calls run (onTimeout: approve)" if status == "approved"
+                  else f"the calls are not run (onTimeout: {self._on_timeout})")
         note = f"Timeout: no decision on {', '.join(resolutions)} within {seconds}s; {action}."
         try:
             await self._resumer.resume(first.task_id, first.context_id, resolutions, "timeout", note)
