@@ -16,9 +16,8 @@ from a2a.types import Message
 from agent_runtime import edits
 from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import ApprovalRecord, Voted
+from agent_runtime.approvals.records import OUTCOME_LABEL
 from agent_runtime.authority import who_may_decide
-
-OUTCOME_LABEL = {"approved": "approved", "denied": "denied", "expired": "timeout"}
 
 
 def plan_edits(
