@@ -120,8 +120,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--real-model-iterations", type=int, help="conversations in the real-model row (default 10, quick 5)")
     p.add_argument("--only", choices=ONLY,
                    help="run only these rows: 'operator' starts no runtime server, 'real-model' only the real-model "
-                        "row, 'backlog', 'restart' and 'kubectl' only that section of the gatehouse target (the other rows "
-                        "say so), 'held' the library floors and the held decisions of --targets (bar 2)")
+                        "row, 'backlog', 'restart', 'kubectl' and 'gateway' only that section of the gatehouse target "
+                        "(the other rows say so), 'held' the library floors and the held decisions of --targets (bar 2)")
     args = p.parse_args(argv)
     wanted = [t.strip() for t in args.targets.split(",") if t.strip()]
     unknown = sorted(set(wanted) - set(ALL))
