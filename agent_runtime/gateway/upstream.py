@@ -68,7 +68,10 @@ class Upstream:
                     transport = streamable_http_client(self.server.url, http_client=http)
                     client = Client(transport, cache=None, elicitation_callback=_decline)
                     opened = await stack.enter_async_context(client)
-                    self._remember((await opened.list_tools()).tools)  # the schemas the SDK's header check reads
+                    try:  # the schemas the SDK's header check reads; a call works without them, so not required
+                        self._remember((await opened.list_tools()).tools)
+                    except Exception as exc:
+                        log.info("upstream %s: no tool listing on connecting: %s", self.server.name, exc)
                     self._client = opened
                     attempt.set_result(opened)
                     await self._broken.wait()
