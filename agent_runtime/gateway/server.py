@@ -107,8 +107,8 @@ def build_server(config: GatewayConfig, upstream: Upstream, held: HeldCalls | No
 
     def input_schema(name: str) -> dict[str, Any] | None:
         """For the SDK's ``Mcp-Param-*`` header check: the offered tool's schema from the upstream's last listing,
-        instead of a ``tools/list`` upstream per call (None: not listed yet, the SDK skips the check, and the upstream
-        checks the arguments it receives)."""
+        instead of a ``tools/list`` upstream per call (None: not listed yet, and the SDK skips the check, as when a
+        listing fails; the gateway routes by the arguments and never forwards those headers)."""
         return upstream.input_schema(name) if routing.offered(config, name) else None
 
     return Server(
