@@ -45,7 +45,7 @@ from tests.support.cluster.operators import wait
 from tests.support.kubelet.clusternode import ClusterNode
 from tests.support.kubelet.fixture import require
 from tests.support.postgres import find_bin_dir, running_postgres
-from tests.support.runtime import request_ids
+from tests.support.runtime import request_ids, status_text
 
 pytestmark = pytest.mark.e2e
 
@@ -215,10 +215,6 @@ class Story:
                          for p in self.node.pods(NS) if p.deployment == AGENT)
 
 
-def _text(task: dict[str, Any]) -> str:
-    return "\n".join(p["text"] for p in task["status"].get("message", {}).get("parts", []) if "text" in p)
-
-
 def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: Release, node: ClusterNode,
                                                       tmp_path: Path) -> None:
     s = Story(cluster, chart, node)
@@ -281,7 +277,7 @@ def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: R
     voted = s.vote("approve", approval)
     assert voted.returncode == 0, voted.stdout + voted.stderr
     done = s.step(first, "done")
-    assert done["status"]["state"] == "TASK_STATE_COMPLETED" and "Delete of old.txt: deleted" in _text(done), done
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED" and "Delete of old.txt: deleted" in status_text(done), done
     assert not (s.sandbox() / "old.txt").exists()
     assert s.deletes() == ["old.txt"], "the approved call ran exactly once"
     wait("Approved", lambda: s.phase(approval) == "Approved", timeout=30)
@@ -303,7 +299,7 @@ def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: R
     voted = s.vote("approve", waiting)
     assert voted.returncode == 0, voted.stdout + voted.stderr + s.runtime_logs()
     done = s.step(third, "done", timeout=90)
-    assert "Delete of report.md: deleted" in _text(done), done
+    assert "Delete of report.md: deleted" in status_text(done), done
     done = s.step(second, "done", timeout=90)
     assert "delete_file" in json.dumps(done) and (s.sandbox() / "notes.txt").exists(), done
     assert s.deletes() == ["old.txt", "report.md"], "the approved call ran once, the denied one not at all"
@@ -347,7 +343,7 @@ def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: R
         voted = s.vote("approve", pending)
         assert voted.returncode == 0, voted.stdout + voted.stderr + s.runtime_logs()
         done = s.step(fourth, "done", timeout=90)
-        assert "Delete of a.txt: deleted" in _text(done), done
+        assert "Delete of a.txt: deleted" in status_text(done), done
         assert s.deletes() == ["old.txt", "report.md", "a.txt"]
         assert not (s.sandbox() / "a.txt").exists()
 
