@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 BENCH_STAMP := $(VENV)/.bench-stamp
 LLM_STAMP := $(VENV)/.litellm-stamp
 
-.PHONY: demo test check lint render e2e-kind e2e-llm bench bench-quick soak postgres-bin chromium cluster-bin cluster-up cluster-down node-deps e2e-node screenshots clean
+.PHONY: demo test check lint render e2e-llm bench bench-quick soak postgres-bin chromium cluster-bin cluster-up cluster-down node-deps e2e-node screenshots clean
 
 # `make soak` counts (each overridable: `make soak GATEHOUSE_SOAK_CYCLES=20`)
 GATEHOUSE_SOAK_CYCLES ?= 100
@@ -117,10 +117,6 @@ soak: $(STAMP)
 	GATEHOUSE_SOAK_CYCLES=$(GATEHOUSE_SOAK_CYCLES) GATEHOUSE_SOAK_CONVERSATIONS=$(GATEHOUSE_SOAK_CONVERSATIONS) \
 	GATEHOUSE_SOAK_RACES=$(GATEHOUSE_SOAK_RACES) GATEHOUSE_FUZZ_EXAMPLES=$(GATEHOUSE_FUZZ_EXAMPLES) \
 		$(PY) -m pytest -q --timeout=7200 tests/reliability tests/test_fuzz.py
-
-## e2e-kind: the chart and image on a real kind cluster (needs a Docker engine and kind; skipped, with why, without)
-e2e-kind: $(STAMP)
-	$(PY) -m pytest -m e2e_kind -rs tests/e2e_kind
 
 $(LLM_STAMP): $(STAMP) pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,litellm]'

@@ -30,8 +30,9 @@ def test_helm_install_deploys_the_chart_and_its_crds_are_served(cluster: Cluster
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["info"]["status"] == "deployed"
     resources = cluster.kubectl("api-resources", "--api-group=gatehouse.dev", "-o", "name")
-    assert set(resources.stdout.split()) == {"agents.gatehouse.dev", "modelconfigs.gatehouse.dev",
-                                             "remotemcpservers.gatehouse.dev", "toolapprovals.gatehouse.dev"}
+    assert set(resources.stdout.split()) == {"agents.gatehouse.dev", "mcpgateways.gatehouse.dev",
+                                             "modelconfigs.gatehouse.dev", "remotemcpservers.gatehouse.dev",
+                                             "toolapprovals.gatehouse.dev"}
     for kind in ("agents", "toolapprovals"):
         listed = cluster.kubectl("get", kind, "-n", chart.namespace)
         assert listed.returncode == 0 and "No resources found" in listed.stderr, listed

@@ -6,8 +6,10 @@ the Lease. Then, with real tools only:
 
 1. ``kubectl apply -f examples/file-manager/`` as shipped; the real controllers make the runtime's and the tools
    server's pods, the stand-in runs them, the Agent turns Ready with the operator's conditions;
-2. an in-cluster client pod (its own ServiceAccount token) asks the Agent, through its Service name, to delete a file:
-   the call pauses; ``kubectl get toolapprovals`` lists it; alice (group ``sre``: the Agent's approvers, bound to the
+2. an in-cluster client pod (its ServiceAccount's token projected for the audience ``gatehouse.dev/a2a``, as
+   docs/operator.md shows; its API-server token is refused with 401) asks the Agent, through its Service name, to
+   delete a file: the call pauses; the token is renewed, as the kubelet does, and the next calls send the new one;
+   ``kubectl get toolapprovals`` lists it; alice (group ``sre``: the Agent's approvers, bound to the
    chart's ``gatehouse-approver`` role) approves it with ``kubectl gatehouse approve``: the tool runs exactly once
    (the tools server's journal of the calls it ran);
 3. two calls wait while the Agent is edited (sqlite on its claim: a Recreate rollout by the real Deployment
@@ -43,7 +45,7 @@ from tests.support.cluster.operators import wait
 from tests.support.kubelet.clusternode import ClusterNode
 from tests.support.kubelet.fixture import require
 from tests.support.postgres import find_bin_dir, running_postgres
-from tests.support.runtime import request_ids
+from tests.support.runtime import request_ids, status_text
 
 pytestmark = pytest.mark.e2e
 
@@ -54,17 +56,22 @@ CLIENT = "a2a-client"
 RESTRICTED = {"runAsNonRoot": True, "runAsUser": 10001, "seccompProfile": {"type": "RuntimeDefault"}}
 CONTAINER_RESTRICTED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 FINAL = ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_REJECTED", "TASK_STATE_CANCELED")
-# The in-cluster client: one A2A call (SendMessage) with its ServiceAccount's token to the Agent's Service by name,
-# then GetTask until the task is final; each step one JSON line on stdout. A connection refused or a name that does
-# not resolve yet is retried (nothing was sent); the pod then idles, so the stand-in does not restart it.
+TOKEN_DIR = "/var/run/secrets/gatehouse.dev/a2a"  # the client pod's token for Gatehouse (docs/operator.md)
+# The in-cluster client: one A2A call (SendMessage) with its ServiceAccount's token for Gatehouse to the Agent's
+# Service by name, then GetTask until the task is final; each step one JSON line on stdout. The token file is read on
+# every call (the kubelet renews it). A connection refused or a name that does not resolve yet is retried (nothing was
+# sent). With a third argument it then sends the same message with its API-server token and reports the HTTP status.
+# The pod then idles, so the stand-in does not restart it.
 CLIENT_SCRIPT = """
 import json, sys, time, urllib.error, urllib.request, uuid
 URL = sys.argv[1]
-TOKEN = open("/var/run/secrets/kubernetes.io/serviceaccount/token").read().strip()
-def call(method, params):
+FOR_GATEHOUSE = "TOKEN_DIR/token"
+FOR_THE_API = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+def call(method, params, token_file=FOR_GATEHOUSE):
+    token = open(token_file).read().strip()
     body = json.dumps({"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}).encode()
     req = urllib.request.Request(URL, body, {"Content-Type": "application/json", "A2A-Version": "1.0",
-                                             "Authorization": "Bearer " + TOKEN})
+                                             "Authorization": "Bearer " + token})
     with urllib.request.urlopen(req, timeout=30) as reply:
         return json.load(reply)
 def out(kind, **fields):
@@ -81,6 +88,13 @@ while True:
         time.sleep(0.5)
 task = reply["result"]["task"]
 out("sent", task=task)
+if len(sys.argv) > 3:
+    again = {**message, "messageId": str(uuid.uuid4())}
+    try:
+        call("SendMessage", {"message": again}, FOR_THE_API)
+        out("api-token", status=200)
+    except urllib.error.HTTPError as exc:
+        out("api-token", status=exc.code)
 while task["status"]["state"] not in FINAL_STATES:
     time.sleep(0.5)
     try:
@@ -89,7 +103,7 @@ while task["status"]["state"] not in FINAL_STATES:
         out("retry", error=repr(exc))
 out("done", task=task)
 time.sleep(10 ** 7)
-""".replace("FINAL_STATES", repr(FINAL))
+""".replace("FINAL_STATES", repr(FINAL)).replace("TOKEN_DIR", TOKEN_DIR)
 
 
 @pytest.fixture(scope="module")
@@ -122,15 +136,20 @@ class Story:
     def condition(self, type_: str) -> dict[str, Any]:
         return next((c for c in self.agent().get("status", {}).get("conditions", []) if c["type"] == type_), {})
 
-    def ask(self, text: str) -> str:
-        """An in-cluster client pod sends ``text``; returns the pod's name."""
+    def ask(self, text: str, *, try_api_token: bool = False) -> str:
+        """An in-cluster client pod sends ``text`` (``try_api_token``: then again with its API-server token);
+        returns the pod's name. Its token for Gatehouse is projected as docs/operator.md's client pod shows."""
         self.calls += 1
         name = f"{CLIENT}-{self.calls}"
+        command = ["python3", "-c", CLIENT_SCRIPT, f"http://{AGENT}.{NS}.svc.cluster.local:8080/", text]
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
                "spec": {"serviceAccountName": CLIENT, "restartPolicy": "Never", "securityContext": RESTRICTED,
                         "containers": [{"name": "client", "image": "python:3.11-slim", "securityContext":
-                                        CONTAINER_RESTRICTED, "command": ["python3", "-c", CLIENT_SCRIPT,
-                                        f"http://{AGENT}.{NS}.svc.cluster.local:8080/", text]}]}}
+                                        CONTAINER_RESTRICTED, "command": command + (["probe"] if try_api_token else []),
+                                        "volumeMounts": [{"name": "gatehouse-token", "mountPath": TOKEN_DIR,
+                                                          "readOnly": True}]}],
+                        "volumes": [{"name": "gatehouse-token", "projected": {"sources": [{"serviceAccountToken": {
+                            "audience": "gatehouse.dev/a2a", "expirationSeconds": 600, "path": "token"}}]}}]}}
         self.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
         return name
 
@@ -140,6 +159,12 @@ class Story:
         except LookupError:
             return []
         return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+    def token(self, pod: str) -> tuple[str, dict[str, Any]]:
+        """The client pod's token for Gatehouse, as its file holds it now, and its claims (read, not verified)."""
+        token = (self.node.volume_path(pod, "gatehouse-token", NS) / "token").read_text()
+        payload = token.split(".")[1]
+        return token, dict(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))))
 
     def step(self, pod: str, kind: str, timeout: float = 60) -> dict[str, Any]:
         found: list[dict[str, Any]] = []
@@ -153,7 +178,7 @@ class Story:
         except AssertionError:
             print(self.node.logs(pod, namespace=NS), self.runtime_logs())
             raise
-        return dict(found[-1]["task"])
+        return dict(found[-1].get("task") or found[-1])
 
     def paused(self, pod: str) -> str:
         task = self.step(pod, "sent")
@@ -188,10 +213,6 @@ class Story:
     def runtime_logs(self) -> str:
         return "\n".join(f"--- {p.name} ---\n{self.node.logs(p.name, namespace=NS)[-3000:]}"
                          for p in self.node.pods(NS) if p.deployment == AGENT)
-
-
-def _text(task: dict[str, Any]) -> str:
-    return "\n".join(p["text"] for p in task["status"].get("message", {}).get("parts", []) if "text" in p)
 
 
 def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: Release, node: ClusterNode,
@@ -234,9 +255,21 @@ def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: R
     assert s.condition("AdmissionPolicy").get("status") == "True", s.condition("AdmissionPolicy")
 
     mark("example applied, Agent Ready")
-    # 1. A pause over A2A from an in-cluster client pod; alice approves with kubectl: the tool runs once.
-    first = s.ask("delete old.txt")
+    # 1. A pause over A2A from an in-cluster client pod, with its token for Gatehouse (the stand-in asked TokenRequest
+    # for the projection's audience and lifetime, bound to the pod); its API-server token is refused.
+    first = s.ask("delete old.txt", try_api_token=True)
     approval = s.paused(first)
+    assert s.step(first, "api-token")["status"] == 401, s.lines(first)
+    issued, claims = s.token(first)
+    assert claims["aud"] == ["gatehouse.dev/a2a"] and claims["exp"] - claims["iat"] == 600, claims
+    bound = claims["kubernetes.io"]
+    assert bound["pod"]["name"] == first and bound["serviceaccount"]["name"] == CLIENT, claims
+    # Renewed as at 80 % of its lifetime: the file holds a new token, and the client's next calls (GetTask until the
+    # task is done, below) send it.
+    node.refresh_tokens(first, NS)
+    renewed, again = s.token(first)
+    assert renewed != issued and again["aud"] == ["gatehouse.dev/a2a"] and again["iat"] >= claims["iat"], again
+    # alice approves with kubectl: the tool runs once.
     wait("the ToolApproval Pending", lambda: s.phase(approval) == "Pending", timeout=30)
     listed = s.kubectl("get", "toolapprovals", "-n", NS)
     assert approval in listed and "Pending" in listed, listed
@@ -244,7 +277,7 @@ def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: R
     voted = s.vote("approve", approval)
     assert voted.returncode == 0, voted.stdout + voted.stderr
     done = s.step(first, "done")
-    assert done["status"]["state"] == "TASK_STATE_COMPLETED" and "Delete of old.txt: deleted" in _text(done), done
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED" and "Delete of old.txt: deleted" in status_text(done), done
     assert not (s.sandbox() / "old.txt").exists()
     assert s.deletes() == ["old.txt"], "the approved call ran exactly once"
     wait("Approved", lambda: s.phase(approval) == "Approved", timeout=30)
@@ -266,7 +299,7 @@ def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: R
     voted = s.vote("approve", waiting)
     assert voted.returncode == 0, voted.stdout + voted.stderr + s.runtime_logs()
     done = s.step(third, "done", timeout=90)
-    assert "Delete of report.md: deleted" in _text(done), done
+    assert "Delete of report.md: deleted" in status_text(done), done
     done = s.step(second, "done", timeout=90)
     assert "delete_file" in json.dumps(done) and (s.sandbox() / "notes.txt").exists(), done
     assert s.deletes() == ["old.txt", "report.md"], "the approved call ran once, the denied one not at all"
@@ -310,7 +343,7 @@ def test_the_platform_story_on_the_real_control_plane(cluster: Cluster, chart: R
         voted = s.vote("approve", pending)
         assert voted.returncode == 0, voted.stdout + voted.stderr + s.runtime_logs()
         done = s.step(fourth, "done", timeout=90)
-        assert "Delete of a.txt: deleted" in _text(done), done
+        assert "Delete of a.txt: deleted" in status_text(done), done
         assert s.deletes() == ["old.txt", "report.md", "a.txt"]
         assert not (s.sandbox() / "a.txt").exists()
 

@@ -100,12 +100,12 @@ def test_secret_volume_uses_the_atomic_writer_layout(tmp_path: Path) -> None:
     volume = {"name": "config", "secret": {"secretName": "s", "items": [{"key": "config.json", "path": "c/config.json"}],
                                            "defaultMode": 0o400}}
     facts = envs.PodFacts("ns", "p")
-    path = volumes.write_volume(volume, tmp_path, tmp_path / "pvc", facts, {("secret", "s"): secret}, "tok")
+    path = volumes.write_volume(volume, tmp_path, tmp_path / "pvc", facts, {("secret", "s"): secret}, {})
     assert (path / "c" / "config.json").read_bytes() == b"{}" and not (path / "other").exists()
     assert os.readlink(path / "c") == "..data/c" and os.readlink(path / "..data").startswith("..20")
     assert oct((path / "c" / "config.json").stat().st_mode & 0o777) == oct(0o400)
     with pytest.raises(volumes.MissingObject):
-        volumes.write_volume({"name": "x", "secret": {"secretName": "nope"}}, tmp_path, tmp_path, facts, {}, "tok")
+        volumes.write_volume({"name": "x", "secret": {"secretName": "nope"}}, tmp_path, tmp_path, facts, {}, {})
 
 
 def test_projected_volume_with_token_and_downward_api(tmp_path: Path) -> None:
@@ -114,16 +114,46 @@ def test_projected_volume_with_token_and_downward_api(tmp_path: Path) -> None:
         {"downwardAPI": {"items": [{"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}},
         {"secret": {"name": "absent", "optional": True}},
     ]}}
-    path = volumes.write_volume(volume, tmp_path, tmp_path, envs.PodFacts("ns", "pod-7"), {("secret", "absent"): None}, "tok")
+    tokens = {volumes.TokenProjection(None): "tok"}
+    path = volumes.write_volume(volume, tmp_path, tmp_path, envs.PodFacts("ns", "pod-7"), {("secret", "absent"): None},
+                                tokens)
     assert (path / "token").read_text() == "tok" and (path / "name").read_text() == "pod-7"
+
+
+def test_each_token_projection_gets_the_token_asked_for_its_audience_and_lifetime(tmp_path: Path) -> None:
+    spec = {"volumes": [
+        {"name": "a2a", "projected": {"sources": [
+            {"serviceAccountToken": {"audience": "gatehouse.dev/a2a", "expirationSeconds": 600, "path": "token"}},
+            {"serviceAccountToken": {"path": "api-token"}}]}},
+        {"name": "again", "projected": {"sources": [
+            {"serviceAccountToken": {"audience": "gatehouse.dev/a2a", "expirationSeconds": 600, "path": "t"}}]}}]}
+    a2a, api = volumes.TokenProjection("gatehouse.dev/a2a", 600), volumes.TokenProjection(None, 3600)
+    assert volumes.token_projections(spec) == [a2a, api]
+    facts = envs.PodFacts("ns", "p")
+    path = volumes.write_volume(spec["volumes"][0], tmp_path, tmp_path, facts, {}, {a2a: "for-agents", api: "for-api"})
+    assert (path / "token").read_text() == "for-agents" and (path / "api-token").read_text() == "for-api"
+    with pytest.raises(volumes.MissingObject):  # never another projection's token in its place
+        volumes.write_volume(spec["volumes"][1], tmp_path, tmp_path, facts, {}, {api: "for-api"})
+
+
+def test_a_refreshed_token_is_swapped_in_place(tmp_path: Path) -> None:
+    """A container holds the volume's directory (a bind mount): a refresh must change what it reads there, not make
+    a new directory, and leave no older payload behind."""
+    volume = {"name": "a2a", "projected": {"sources": [{"serviceAccountToken": {"audience": "x", "path": "token"}}]}}
+    projection, facts = volumes.TokenProjection("x"), envs.PodFacts("ns", "p")
+    path = volumes.write_volume(volume, tmp_path, tmp_path, facts, {}, {projection: "first"})
+    inode = os.stat(path).st_ino
+    assert volumes.write_volume(volume, tmp_path, tmp_path, facts, {}, {projection: "second"}) == path
+    assert os.stat(path).st_ino == inode and (path / "token").read_text() == "second"
+    assert sorted(p.name for p in path.iterdir() if p.name.startswith("..")) == sorted(["..data", os.readlink(path / "..data")])
 
 
 def test_claims_are_one_directory_per_claim(tmp_path: Path) -> None:
     facts = envs.PodFacts("ns", "p")
     a = volumes.write_volume({"name": "d", "persistentVolumeClaim": {"claimName": "c"}}, tmp_path / "pod1", tmp_path / "pvc",
-                             facts, {}, "")
+                             facts, {}, {})
     b = volumes.write_volume({"name": "e", "persistentVolumeClaim": {"claimName": "c"}}, tmp_path / "pod2", tmp_path / "pvc",
-                             facts, {}, "")
+                             facts, {}, {})
     assert a == b == tmp_path / "pvc" / "ns" / "c"
 
 

@@ -10,8 +10,8 @@ What changes against the emulator (:class:`~tests.support.kubelet.node.Node`):
 - a Pod deleted through the API (``deletionTimestamp`` set, as a Recreate or RollingUpdate rollout does) is stopped
   and then removed with ``gracePeriodSeconds: 0`` (what a kubelet does once its containers are gone), so rollouts
   finish instead of hanging on Terminating;
-- ServiceAccount tokens come from the real TokenRequest API; claims are used once the real PersistentVolume
-  controller has bound them;
+- ServiceAccount tokens come from the real TokenRequest API, one per projection (audience, lifetime), bound to the
+  Pod, refreshed before they expire; claims are used once the real PersistentVolume controller has bound them;
 - the API server is reached from pods as a cluster reaches it: ``KUBERNETES_SERVICE_HOST=10.96.0.1``, port 443,
   DNATed from the pods' bridge to the API server on 127.0.0.1 (``route_localnet`` on that bridge only), verified
   with the cluster CA that the root-CA controller publishes as ``kube-root-ca.crt``.
@@ -19,8 +19,9 @@ What changes against the emulator (:class:`~tests.support.kubelet.node.Node`):
 Differences from a cluster that remain (docs/control-plane.md): no kube-proxy and no DNS server -- a Service name
 resolves through each pod's ``/etc/hosts`` to its Ready pods (the stand-in's own resolution,
 :mod:`~tests.support.kubelet.hosts`), so a client reaches the ``targetPort`` directly; the stand-in uses the cluster's
-admin credential (not the Node authorizer's) to read what its pods need; every projected token is the one
-TokenRequest token without audience; a claim's data lives in the node's own directory, not in the PersistentVolume's.
+admin credential (not the Node authorizer's) to read what its pods need; a claim's data lives in the node's own
+directory, not in the PersistentVolume's. Tokens are as a kubelet's: one TokenRequest per projection, with its
+audience and ``expirationSeconds``, bound to the Pod, asked for again at 80 % of its lifetime.
 """
 
 from __future__ import annotations
@@ -217,11 +218,18 @@ class ClusterNode(Node):
 
     # -- what pods ask of the node (loop) --------------------------------------------------------------
 
-    async def token_for(self, namespace: str, service_account: str) -> str:
-        """A token of the real TokenRequest API (an hour, the API server's audience)."""
+    async def token_for(self, namespace: str, service_account: str, audience: str | None = None,
+                        seconds: int = 3600, pod: Pod | None = None) -> str:
+        """A token of the real TokenRequest API for ``audience`` (``None``: the API server's) and ``seconds``, bound
+        to ``pod``, as the kubelet asks for each ``serviceAccountToken`` projection: deleting the Pod revokes it."""
+        spec: dict[str, Any] = {"expirationSeconds": seconds}
+        if audience is not None:
+            spec["audiences"] = [audience]
+        if pod is not None and pod.uid:
+            spec["boundObjectRef"] = {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid}
         reply = await self.api.http.post(
             f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token",
-            json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}})
+            json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
         if reply.status_code == 404:
             raise Waiting("ContainerCreating", f'serviceaccount "{service_account}" not found')
         reply.raise_for_status()

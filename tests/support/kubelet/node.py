@@ -258,8 +258,11 @@ class Node:
 
     # -- what pods ask of the node (loop) --------------------------------------------------------------
 
-    async def token_for(self, namespace: str, service_account: str) -> str:
-        """A token the emulated API accepts as ``system:serviceaccount:<namespace>:<name>`` (as a TokenRequest would)."""
+    async def token_for(self, namespace: str, service_account: str, audience: str | None = None,
+                        seconds: int = 3600, pod: Pod | None = None) -> str:
+        """A token the emulated API accepts as ``system:serviceaccount:<namespace>:<name>`` (as a TokenRequest would).
+        The emulator has one token per ServiceAccount, for any audience and without expiry (docs/control-plane.md):
+        ``audience``, ``seconds`` and ``pod`` are what the real node's TokenRequest uses."""
         running = self.emulator
         issue = lambda: running.emulator.add_service_account(namespace, service_account)  # noqa: E731
         return str(await asyncio.to_thread(running.call, issue))
@@ -331,6 +334,17 @@ class Node:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no ready pod behind service {namespace}/{service} after {timeout}s; pods: {self.pods()}")
             time.sleep(0.1)
+
+    def refresh_tokens(self, pod: str, namespace: str = "default") -> None:
+        """Renew the pod's ServiceAccount tokens now, as at 80 % of their lifetime (a test cannot wait 8 minutes)."""
+        assert self._loop is not None
+
+        async def renew() -> None:
+            running = self._pods[(namespace, pod)]
+            running.tokens = {projection: (token, 0.0) for projection, (token, _) in running.tokens.items()}
+            await running.refresh_tokens()
+
+        asyncio.run_coroutine_threadsafe(renew(), self._loop).result(30)
 
     def pod_dir(self, pod: str, namespace: str = "default") -> Path:
         return self.root / "pods" / f"{namespace}_{pod}"

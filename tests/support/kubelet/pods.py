@@ -8,7 +8,10 @@ starts each container through the launcher (:mod:`~tests.support.kubelet.launche
 after 10 s of running: ``CrashLoopBackOff``, compressed from the kubelet's 10 s .. 5 min); a failed liveness or
 startup probe stops and restarts it. :meth:`Pod.terminate` sends SIGTERM to each container's process, then SIGKILL
 to its process group after ``terminationGracePeriodSeconds`` (capped, 5 s by default); ``preStop`` hooks and init
-containers are not run. The Pod object in the API is rendered by :mod:`~tests.support.kubelet.podobject`.
+containers are not run. Its ServiceAccount tokens -- the API server's, and one per audience and lifetime its
+projected volumes ask for -- come from the node (``token_for``) and are asked for again at 80 % of their lifetime
+and written in place, as the kubelet does. The Pod object in the API is rendered by
+:mod:`~tests.support.kubelet.podobject`.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ __all__ = ["LAUNCHER", "SA_DIR", "Container", "Pod", "Settings", "Waiting"]
 LAUNCHER = Path(__file__).with_name("launcher.py")
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 ALWAYS_READ_ONLY = ("secret", "configMap", "projected", "downwardAPI")
+API_TOKEN = volumes.TokenProjection(None)  # the kube-api-access token: the API server's audience, an hour
+TOKEN_REFRESH = 0.8  # a token is asked for again at this share of its lifetime (the kubelet's rule)
 
 
 @dataclass(frozen=True)
@@ -97,7 +102,9 @@ class Pod:
         self.labels = {**(tmeta.get("labels") or {}), "pod-template-hash": template_hash}
         self.annotations = dict(tmeta.get("annotations") or {})
         self.uid = ""  # the API's, once the object is created
-        self.token = ""  # its ServiceAccount token, issued once
+        # Its ServiceAccount tokens, one per (audience, lifetime) asked for: token and when to ask again (monotonic).
+        self.tokens: dict[volumes.TokenProjection, tuple[str, float]] = {}
+        self._objects: dict[tuple[str, str], dict[str, Any] | None] = {}  # what its volumes were written from
         self.dir = node.root / "pods" / f"{self.namespace}_{self.name}"
         self.created = time.monotonic()
         self.start_time = now_iso()
@@ -173,7 +180,18 @@ class Pod:
             if not self._stop.is_set():
                 self.phase = "Running"
                 supervisors = [asyncio.create_task(self._supervise(c)) for c in self.containers]
-                await self._stop.wait()
+                while not self._stop.is_set():
+                    due = self.next_token_refresh()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._stop.wait(), None if due is None else
+                                               max(due - time.monotonic(), 0.0) + 0.01)
+                    if not self._stop.is_set():
+                        try:
+                            await self.refresh_tokens()
+                        except Exception as exc:  # the API away for a moment: the token held is still valid
+                            self.node.record("error", self, f"token refresh: {exc!r}")
+                            with contextlib.suppress(TimeoutError):
+                                await asyncio.wait_for(self._stop.wait(), 5)
         except Exception as exc:  # the pod cannot run (e.g. its sandbox): it ends, the Deployment replaces it
             self.node.record("error", self, repr(exc))
             self.terminating = True
@@ -210,29 +228,67 @@ class Pod:
         for claim in refs.claims:
             await self.node.bind_claim(ns, claim)  # raises Waiting while the claim does not exist
         automount = self.spec.get("automountServiceAccountToken", True) is not False
-        if automount and not self.token:
-            self.token = await self.node.token_for(ns, self.service_account)
-        token = self.token
+        await self._request_tokens(self._wanted_tokens(automount), only_due=False)
         if self.sandbox is None:
             self.sandbox = await asyncio.to_thread(self.node.network.add_pod)
-        facts = self.facts()
+        self._objects = objects
         try:
-            for volume in self.spec.get("volumes") or []:
-                self.volume_paths[volume["name"]] = volumes.write_volume(
-                    volume, self.dir, self.node.root / "pvc", facts, objects, token)
+            self._write_token_volumes(automount, everything=True)
         except volumes.MissingObject as exc:
             raise Waiting("CreateContainerConfigError", str(exc)) from None
         except volumes.UnsupportedVolume as exc:
             raise Waiting("CreateContainerConfigError", str(exc)) from None
-        if automount:
-            volumes.write_atomic(self.dir / "serviceaccount", {
-                "token": (token.encode(), 0o644), "ca.crt": (self.node.ca_pem.encode(), 0o644),
-                "namespace": (ns.encode(), 0o644)})
         self.node.write_hosts(self)
         (self.dir / "resolv.conf").write_text(hosts.render_resolv_conf(ns))
         data = {key: volumes.object_data(obj, key[0]) if obj is not None else None for key, obj in objects.items()}
         for c in self.containers:
             c.launch = self._launch_spec(c, data, automount)
+
+    def _wanted_tokens(self, automount: bool) -> list[volumes.TokenProjection]:
+        wanted = volumes.token_projections(self.spec)
+        if automount and API_TOKEN not in wanted:
+            wanted.insert(0, API_TOKEN)
+        return wanted
+
+    async def _request_tokens(self, wanted: list[volumes.TokenProjection], only_due: bool) -> bool:
+        """Ask the node for each token not held yet (``only_due``: also each past its refresh time); True if any is
+        new. Refreshed at 80 % of its lifetime, as the kubelet does, so the file never holds an expired token."""
+        fresh = False
+        for projection in wanted:
+            held = self.tokens.get(projection)
+            if held is not None and (not only_due or time.monotonic() < held[1]):
+                continue
+            token = await self.node.token_for(self.namespace, self.service_account, projection.audience,
+                                              projection.seconds, self)
+            self.tokens[projection] = (token, time.monotonic() + TOKEN_REFRESH * projection.seconds)
+            fresh = True
+        return fresh
+
+    def _write_token_volumes(self, automount: bool, everything: bool) -> None:
+        """Write the pod's volumes (``everything``) or only those holding tokens, from the tokens held now."""
+        tokens = {projection: token for projection, (token, _) in self.tokens.items()}
+        facts = self.facts()
+        for volume in self.spec.get("volumes") or []:
+            holds_token = any("serviceAccountToken" in source
+                              for source in (volume.get("projected") or {}).get("sources") or [])
+            if everything or holds_token:
+                self.volume_paths[volume["name"]] = volumes.write_volume(
+                    volume, self.dir, self.node.root / "pvc", facts, self._objects, tokens)
+        if automount:
+            volumes.write_atomic(self.dir / "serviceaccount", {
+                "token": (tokens[API_TOKEN].encode(), 0o644), "ca.crt": (self.node.ca_pem.encode(), 0o644),
+                "namespace": (self.namespace.encode(), 0o644)})
+
+    async def refresh_tokens(self) -> None:
+        """Renew the tokens past their refresh time and write them where the pod reads them (in place)."""
+        automount = self.spec.get("automountServiceAccountToken", True) is not False
+        if await self._request_tokens(self._wanted_tokens(automount), only_due=True):
+            self._write_token_volumes(automount, everything=False)
+            self.node.record("tokens", self, "refreshed")
+
+    def next_token_refresh(self) -> float | None:
+        """When (monotonic) the first of its tokens is due, or None without tokens."""
+        return min((due for _, due in self.tokens.values()), default=None)
 
     def _launch_spec(self, c: Container, data: Mapping[tuple[str, str], Mapping[str, bytes] | None],
                      automount: bool) -> dict[str, Any]:

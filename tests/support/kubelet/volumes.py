@@ -14,7 +14,10 @@
 File modes follow ``defaultMode``/``mode`` (0644 unless set). Contents are a snapshot taken when the pod starts (a
 real kubelet refreshes Secret and ConfigMap volumes within about a minute; pods here see a change after a restart or
 a new rollout). Objects are fetched by the caller (:func:`references` says which); missing ones raise
-:class:`MissingObject` unless the reference is ``optional``.
+:class:`MissingObject` unless the reference is ``optional``. Each ``serviceAccountToken`` projection gets the token
+the caller requested for its audience and expiry (:class:`TokenProjection`, :func:`token_projections`); written
+again in place (a new ``..<stamp>``, ``..data`` swapped) when the caller refreshes them, as the kubelet does, so a
+container that reads the file on every call sees the new token through its bind mount.
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ from typing import Any
 
 from tests.support.kubelet.envs import PodFacts, field_value
 
-__all__ = ["MissingObject", "Refs", "UnsupportedVolume", "object_data", "references", "write_atomic", "write_volume"]
+__all__ = ["MissingObject", "Refs", "TokenProjection", "UnsupportedVolume", "object_data", "references",
+           "token_projections", "write_atomic", "write_volume"]
 
 DEFAULT_MODE = 0o644
+DEFAULT_TOKEN_SECONDS = 3600  # a projection's expirationSeconds when unset (the API's default)
 
 
 class MissingObject(LookupError):
@@ -56,6 +61,31 @@ class Refs:
             return
         table = self.secrets if kind == "secret" else self.configmaps
         table[name] = table.get(name, True) and bool(optional)
+
+
+@dataclass(frozen=True)
+class TokenProjection:
+    """What one ``serviceAccountToken`` projection asks for: ``audience`` (``None``: the API server's own) and its
+    lifetime in seconds. Projections asking the same share one token, as the kubelet's token cache does."""
+
+    audience: str | None
+    seconds: int = DEFAULT_TOKEN_SECONDS
+
+    @classmethod
+    def of(cls, source: Mapping[str, Any]) -> TokenProjection:
+        return cls(source.get("audience") or None, int(source.get("expirationSeconds") or DEFAULT_TOKEN_SECONDS))
+
+
+def token_projections(spec: Mapping[str, Any]) -> list[TokenProjection]:
+    """Every distinct token the pod's projected volumes ask for, in order."""
+    found: list[TokenProjection] = []
+    for volume in spec.get("volumes") or []:
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            if "serviceAccountToken" in source:
+                wanted = TokenProjection.of(source["serviceAccountToken"])
+                if wanted not in found:
+                    found.append(wanted)
+    return found
 
 
 def references(spec: Mapping[str, Any]) -> Refs:
@@ -114,10 +144,17 @@ def write_atomic(directory: Path, files: Mapping[str, tuple[bytes, int]]) -> Non
         target.chmod(mode)
     (directory / "..data_tmp").symlink_to(stamp)
     os.replace(directory / "..data_tmp", directory / "..data")
-    for top in {p.split("/", 1)[0] for p in files}:
+    tops = {p.split("/", 1)[0] for p in files}
+    for top in tops:
         link = directory / top
         if not link.is_symlink():
             link.symlink_to(f"..data/{top}")
+    # What the swap left behind, as the kubelet's writer removes it: older payloads and names no longer written.
+    for entry in directory.iterdir():
+        if entry.name.startswith("..") and entry.name not in (stamp, "..data"):
+            shutil.rmtree(entry)
+        elif not entry.name.startswith("..") and entry.is_symlink() and entry.name not in tops:
+            entry.unlink()
 
 
 def _select(data: Mapping[str, bytes], items: list[dict[str, Any]] | None, default_mode: int, what: str,
@@ -145,10 +182,11 @@ def _downward(items: list[dict[str, Any]], facts: PodFacts, default_mode: int) -
 
 def write_volume(
     volume: Mapping[str, Any], pod_dir: Path, pvc_root: Path, facts: PodFacts,
-    objects: Mapping[tuple[str, str], Mapping[str, Any] | None], token: str,
+    objects: Mapping[tuple[str, str], Mapping[str, Any] | None], tokens: Mapping[TokenProjection, str],
 ) -> Path:
     """Materialise ``volume`` for one pod; returns the host path to bind-mount. ``objects``: ``("secret"|"configmap",
-    name)`` → the fetched object (``None``: absent). ``token``: the pod's service-account token (projected tokens)."""
+    name)`` → the fetched object (``None``: absent). ``tokens``: the token requested for each projection
+    (:func:`token_projections`). Called again for a volume already written, it swaps the contents in place."""
     name = str(volume["name"])
     directory = pod_dir / "volumes" / name
     modes = [int(v["defaultMode"]) for v in volume.values() if isinstance(v, dict) and "defaultMode" in v]
@@ -191,7 +229,10 @@ def write_volume(
                 s = source["configMap"]
                 files.update(keys("configmap", s["name"], s.get("items"), bool(s.get("optional"))))
             elif "serviceAccountToken" in source:
-                files[source["serviceAccountToken"]["path"]] = (token.encode(), mode)
+                wanted = TokenProjection.of(source["serviceAccountToken"])
+                if wanted not in tokens:
+                    raise MissingObject(f"projected volume {name}: no token requested for {wanted}")
+                files[source["serviceAccountToken"]["path"]] = (tokens[wanted].encode(), mode)
             elif "downwardAPI" in source:
                 files.update(_downward(source["downwardAPI"].get("items") or [], facts, mode))
             else:
@@ -199,7 +240,7 @@ def write_volume(
     else:
         kinds = sorted(k for k in volume if k != "name")
         raise UnsupportedVolume(f"volume {name}: {kinds} is not emulated (docs/testing-pods.md)")
-    if directory.exists():
-        shutil.rmtree(directory)
+    if directory.exists() and not (directory / "..data").is_symlink():
+        shutil.rmtree(directory)  # not an atomic writer's (a volume of another kind by this name): start afresh
     write_atomic(directory, files)
     return directory
