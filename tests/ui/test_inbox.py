@@ -409,7 +409,7 @@ def test_a_question_shows_with_its_options_and_answering_it_resumes_the_task(sig
     question.wait_for(state="detached")
     inbox.wait_for_selector("[data-testid=empty]")
     chat.locator("#messages .msg.agent", has_text="production").wait_for()
-    (task,) = [t for t in gatehouse.rpc("alice").call("ListTasks", {})["result"]["tasks"]
+    (task,) = [t for t in gatehouse.rpc("alice").call("ListTasks", {"includeArtifacts": True})["result"]["tasks"]
                if "which environment" in json.dumps(t.get("history", []))]
     assert state(task) == "TASK_STATE_COMPLETED" and "production" in status_text(task)
 
