@@ -164,6 +164,7 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
         if bridge is not None:
             bridge.start(lambda: Serving())
         keeper = asyncio.create_task(upstream.run(), name="gateway-upstream")
+        abandoning = asyncio.create_task(held.keep_abandoning(settings.sweep_interval), name="gateway-abandoned")
         try:
             async with server.session_manager.run():
                 yield
@@ -174,8 +175,11 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
             await rest.stop()
             await db.dispose()
             keeper.cancel()
+            abandoning.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await keeper
+            with contextlib.suppress(asyncio.CancelledError):
+                await abandoning
 
     allowed = runtime_hosts(settings.access.allowed_hosts, local_mode=not authenticator.required,
                             loopback_bind=is_loopback(settings.host), public_url=None,

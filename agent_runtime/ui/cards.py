@@ -24,7 +24,7 @@ _PATH_KEYS = re.compile(r"(^|_)(path|file|filename|dir|directory|dest|destinatio
 _PATH_VALUE = re.compile(r"^(~|\.{1,2})?/[^\s]*$|^[\w.-]+(/[\w.-]+)+/?$")
 ONE_LINE_AT = 100  # characters: a longer string is edited in a text area
 
-Status = Literal["pending", "approved", "denied", "expired", "orphaned"]
+Status = Literal["pending", "approved", "denied", "expired", "orphaned", "abandoned"]
 
 
 @dataclass(frozen=True)

@@ -271,6 +271,8 @@ class RuntimeInbox:
         by = (await self._approvals.deciders_of([record.id])).get(record.id) or record.source or "?"
         if record.status == "expired":
             return f"{record.tool}: already timed out; nothing was decided"
+        if record.status == "abandoned":
+            return f"{record.tool}: abandoned ({record.reason}); a vote no longer decides anything"
         # The channel and the reason each say what they are: "(decided over REST)" read like the channel.
         via = f" via {record.source}" if record.source and record.source != by else ""
         reason = f"; the reason given: “{record.reason}”" if record.reason else ""
