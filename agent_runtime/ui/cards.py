@@ -75,6 +75,9 @@ class Card:
     changed: Sequence[str] = ()  # ...and which of them differ from the model's
     execution: execution.Outcome | None = None  # approved and let run: what became of the call (approvals/execution.py)
     execution_error: str = ""  # ...the error it reported, redacted
+    # A held AskUserQuestion of an agent CLI (agent_runtime/hooks/questions.py): (question, its option labels, the
+    # deny reason each option sends), shown as buttons; answering denies the call with the answer as the reason.
+    asks: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
 
     @property
     def execution_label(self) -> str:

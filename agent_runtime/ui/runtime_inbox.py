@@ -37,6 +37,7 @@ from agent_runtime.questions.store import HitlRecord, HitlStore
 from agent_runtime.server.decide_one import DecideOne, UnknownRequest
 from agent_runtime.server.owners import acting_for
 from agent_runtime.server.task_store import CachedTaskStore
+from agent_runtime.ui import held_questions as questions
 from agent_runtime.ui.cards import Card, Filters, Outcome, Question, VoteLine, last_user_text, newest_first
 from agent_runtime.ui.source import Ballot, Listener
 
@@ -157,6 +158,8 @@ class RuntimeInbox:
                 original_redacted=original.paths if original is not None else (),
                 changed=tuple(edited.changed) if edited is not None else (),
                 execution=record.exec_outcome, execution_error=record.exec_error,
+                asks=tuple((q.question, tuple((o.label, questions.answer_reason(q.question, o.label)) for o in q.options))
+                           for q in questions.asked(record.tool, record.shown.args)) if not self.chat else (),
             ))
         return cards
 

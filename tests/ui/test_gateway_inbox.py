@@ -60,6 +60,7 @@ spec:
   approval:
     rules:
       - {{tool: Bash, when: {{arg: command, regex: 'git\\s+push\\s.*--force'}}, action: require}}
+      - {{tool: AskUserQuestion, action: require}}
     timeout: 5m
     approvers: {{groups: [sre]}}
 """)
@@ -165,3 +166,40 @@ def test_a_hooks_call_shows_its_session_and_cwd_and_a_denial_reaches_claude(brow
     assert status == 200, said
     out = said["hookSpecificOutput"]
     assert out["permissionDecision"] == "deny" and "not on main" in out["permissionDecisionReason"], json.dumps(said)
+
+
+def test_a_cli_question_is_answered_with_an_option_button_and_claude_reads_the_answer(
+    browser: Browser, gateway: Gateway,
+) -> None:
+    asked = {"questions": [{"question": "Which environment should I deploy to?", "header": "Env", "multiSelect": False,
+                            "options": [{"label": "staging", "description": "the test cluster"},
+                                        {"label": "production", "description": "live"}]}]}
+    hook_input = {"session_id": "sess-q1", "cwd": "/home/carol/app", "hook_event_name": "PreToolUse",
+                  "tool_name": "AskUserQuestion", "tool_input": asked}
+
+    def ask() -> Any:
+        with httpx.Client(timeout=60) as http:
+            return http.post(f"{gateway.url}/hooks/claude-code", json=hook_input,
+                             headers={"Authorization": f"Bearer {TOKENS['carol']}"}).json()
+
+    answer = in_background(ask)
+    rid = pending_id(gateway.url, "AskUserQuestion")
+    context = login(browser, gateway.url, "alice")
+    try:
+        page = open_inbox(context, gateway.url)
+        shown = card(page, rid)
+        question = shown.locator("[data-testid=held-question]")
+        assert question.locator(".q").inner_text() == "Which environment should I deploy to?"
+        options = question.locator("[data-action=held-answer]")
+        assert options.all_inner_texts() == ["staging", "production"]
+        options.filter(has_text="staging").click()
+        send = question.locator("[data-action=held-answer-send]")
+        assert question.locator(".chosen").inner_text() == "Answer: staging"  # confirmed before it is sent
+        send.click()
+        shown.wait_for(state="detached")
+    finally:
+        context.close()
+    out = answer()["hookSpecificOutput"]
+    assert out["permissionDecision"] == "deny", out
+    assert "Which environment should I deploy to?" in out["permissionDecisionReason"]
+    assert "they answered: staging" in out["permissionDecisionReason"], out
