@@ -392,3 +392,50 @@ def test_v4_executions_calls_say_what_became_of_them_after_the_upgrade(tmp_path:
     assert said == {V4_RAN: ("ran", ""), V4_FAILED: ("failed", ""), V4_CUT: ("unknown", "")}
     assert executed == {V4_RAN: "ran", V4_FAILED: "failed"}  # its audit events, ok and error then, in today's words
     assert query(db, "SELECT exec_state FROM gatehouse_approvals WHERE id = ?", V4_CUT) == [("started",)]  # never run again
+
+
+# A gateway's state written by the release before the ``abandoned`` state (tests/testdata/gateway-state-v5, commit
+# 92a9332): bob's client gave up on each of three held calls. The status column is a string: no migration is needed,
+# and the current gateway abandons what that release left approved or pending with nobody waiting (docs/gateway.md).
+GATEWAY_V5 = Path(__file__).parent / "testdata" / "gateway-state-v5"
+V5_APPROVED, V5_PENDING, V5_DENIED = "apr-382d7d39ae104cc6", "apr-b3a84008721b4868", "apr-135275c5cd6444dd"
+
+
+def test_a_gateways_held_calls_nobody_waits_for_are_abandoned_after_the_upgrade(tmp_path: Path) -> None:
+    import sys
+    import time
+
+    from tests.support.processes import GATEHOUSE_CMD, free_port, running
+
+    (tmp_path / "state").mkdir()
+    shutil.copy(GATEWAY_V5 / "gatehouse.db", tmp_path / "state" / "gatehouse.db")
+    (tmp_path / "sandbox").mkdir()
+    for name in ("old.txt", "pending.txt", "denied.txt"):
+        (tmp_path / "sandbox" / name).write_text("x")
+    (tmp_path / "tokens").write_text("alice:groups=sre:tok-alice\nbob:tok-bob\n")
+    tools_port, port = free_port(), free_port()
+    manifest = (GATEWAY_V5 / "gateway.yaml").read_text().replace("18766", str(tools_port))
+    (tmp_path / "gateway.yaml").write_text(manifest)
+    journal = tmp_path / "journal.jsonl"
+    tools = [*GATEHOUSE_CMD, "demo-tools", "--sandbox", str(tmp_path / "sandbox"), "--port", str(tools_port),
+             "--journal", str(journal)]
+    gateway = [sys.executable, "-c", "from agent_runtime.cli import runtime_main; runtime_main()", "gateway",
+               "-f", str(tmp_path / "gateway.yaml"), "--port", str(port), "--api-token-file", str(tmp_path / "tokens"),
+               "--state-dir", str(tmp_path / "state")]
+    base = f"http://127.0.0.1:{port}"
+    alice = {"Authorization": "Bearer tok-alice"}
+    with running(tools, ready="demo-tools ready"), running(gateway, ready="gateway files-gate ready", timeout=60):
+        def statuses() -> dict[str, str] | None:
+            listed = httpx.get(f"{base}/approvals", params={"state": "all"}, headers=alice, timeout=10).json()
+            found = {a["id"]: a["status"] for a in listed["approvals"]}
+            return found if found.get(V5_APPROVED) == "abandoned" and found.get(V5_PENDING) == "abandoned" else None
+
+        found = wait_for(statuses, 30)
+        assert found == {V5_APPROVED: "abandoned", V5_PENDING: "abandoned", V5_DENIED: "denied"}
+        shown = httpx.get(f"{base}/approvals/{V5_APPROVED}", headers=alice, timeout=10).json()
+        assert "nobody waited" in shown["reason"] and shown["execution"] is None
+        vote = httpx.post(f"{base}/approvals/{V5_PENDING}/decision", json={"decision": "approve"},
+                          headers={**alice, "Idempotency-Key": f"k-{time.time()}"}, timeout=10)
+        assert vote.status_code == 409 and "abandoned" in vote.text, vote.text
+    assert not journal.exists() or journal.read_text() == ""  # nothing ran
+    assert all((tmp_path / "sandbox" / n).exists() for n in ("old.txt", "pending.txt", "denied.txt"))

@@ -52,13 +52,15 @@ from agent_runtime.principals import INTERNAL
 
 EventKind = Literal[
     "requested", "voted", "edited", "decided", "timed_out", "canceled", "granted", "started", "executed", "refused",
+    "abandoned",
 ]
 EVENTS: tuple[str, ...] = (
     "requested", "voted", "edited", "decided", "timed_out", "canceled", "granted", "started", "executed", "refused",
+    "abandoned",
 )
 # An event's place in a call's life: orders events written at the same instant (a vote and the decision it made).
 _RANK = {"requested": 0, "edited": 1, "voted": 1, "decided": 2, "timed_out": 2, "canceled": 2, "granted": 2, "started": 3,
-         "refused": 3, "executed": 4}
+         "refused": 3, "abandoned": 3, "executed": 4}
 # The decision of a request by a channel that is not a vote, as an event (sources of ApprovalService.decide).
 _DECISION_EVENT = {"timeout": "timed_out", "cancel": "canceled"}
 MAX_PAGE = 1000
@@ -159,6 +161,11 @@ def started(conn: Connection, request_id: str, at: float) -> None:
 def refused(conn: Connection, request_id: str, at: float, problem: str) -> None:
     """A claim to run the call was refused (a replay, arguments that differ from the approved ones): not run."""
     _INSERT(conn, _row("refused", request_id, at, outcome="not run", reason=problem))
+
+
+def abandoned(conn: Connection, request_id: str, at: float, reason: str) -> None:
+    """A gateway's held call nobody waits for any more, past its lifetime: it will never run (ApprovalService.abandon)."""
+    _INSERT(conn, _row("abandoned", request_id, at, outcome="abandoned", reason=reason))
 
 
 def executed(conn: Connection, request_id: str, at: float, outcome: execution.Outcome, error: str) -> None:

@@ -31,7 +31,9 @@ from agent_runtime.approvals.execution import Outcome
 from agent_runtime.authority import Vote, tally, who_may_decide
 from agent_runtime.edits import changed_fields
 
-ApprovalStatus = Literal["pending", "approved", "denied", "expired"]
+# ``abandoned``: a gateway's held call whose client stopped waiting and whose lifetime ended before it ran
+# (agent_runtime/gateway/held.py; ApprovalService.abandon). Final: it never runs, a vote on it is refused.
+ApprovalStatus = Literal["pending", "approved", "denied", "expired", "abandoned"]
 ExecState = Literal["none", "started", "done"]
 Source = str  # "a2a", "timeout", later "kubernetes", "rest"
 
@@ -150,6 +152,8 @@ class ApprovalRecord:
         when = f" at {iso_utc(self.decided_at)}" if self.decided_at else ""
         if self.status == "expired":
             return f"{self.id} ({self.tool}) timed out{when}"
+        if self.status == "abandoned":
+            return f"{self.id} ({self.tool}) was abandoned{when}: {self.reason or 'nobody waited for it any more'}"
         by = f" by {self.source}" if self.source else ""
         return f"{self.id} ({self.tool}) was {self.status}{by}{when}"
 

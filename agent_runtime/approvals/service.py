@@ -81,6 +81,14 @@ _EDIT = (
             edited_by=bindparam("new_edited_by"))
 )
 _INSERT = Prepared(approvals.insert())
+# Abandon a request that did not run: still pending, decided approved but never claimed, or timed out (not a denial:
+# what people decided stays as they decided it). A claim (exec_state) and this exclude each other.
+_ABANDON = Prepared(
+    update(approvals)
+    .where(approvals.c.id == bindparam("w_id"), approvals.c.exec_state == "none",
+           or_(approvals.c.status == "pending", approvals.c.status == "approved", approvals.c.status == "expired"))
+    .values(status="abandoned", reason=bindparam("new_reason"), decided_at=bindparam("new_at"))
+)
 _CLAIM = Prepared(
     update(approvals).where(approvals.c.call_id == bindparam("w_call_id"), approvals.c.exec_state == "none")
     .values(exec_state="started")
@@ -537,6 +545,26 @@ class ApprovalService:
         if _CLAIM(conn, {"w_call_id": call_id}) != 1:
             return Claim(record, _already_claimed(conn, call_id))
         return Claim(replace(record, exec_state="started"))
+
+    async def abandon(self, request_ids: Sequence[str], reason: str) -> list[ApprovalRecord]:
+        """Mark requests nobody waits for any more ``abandoned`` (a gateway's held calls, agent_runtime/gateway/held.py):
+        final, never run, a later vote refused as already decided. A request that was claimed to run, or denied, is
+        left as it is. Returns the requests abandoned now (announced as ``decided``)."""
+        now = self._clock()
+
+        def transaction(conn: Connection) -> list[str]:
+            done = []
+            for request_id in request_ids:
+                if _ABANDON(conn, {"w_id": request_id, "new_reason": reason, "new_at": now}) == 1:
+                    audit.abandoned(conn, request_id, now, reason)
+                    done.append(request_id)
+            return done
+
+        done = await self._db.run(transaction)
+        records = [r for r in [await self.get(i) for i in done] if r is not None]
+        if records:
+            await self.events.publish("decided", records, "gateway")
+        return records
 
     async def finish_execution(self, call_id: str, result: Any) -> ApprovalRecord | None:
         """The claimed call's tool returned ``result``: record and audit what it says (approvals/execution.py), its error

@@ -120,7 +120,7 @@ class MessageKeeper:
             if where is None:
                 if requests.phase(obj) != "Pending":
                     return  # decided before it was ever shown: nothing to ask anyone
-                destination = await self._destination(meta["namespace"], (obj.get("spec") or {}).get("agentRef", ""))
+                destination = await self._destination(requests.owner_path(meta["namespace"], obj.get("spec") or {}))
                 if not destination:
                     return
                 place = await self._notifier.post(obj, destination)
@@ -153,10 +153,11 @@ class MessageKeeper:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._max_backoff)
 
-    async def _destination(self, namespace: str, agent: str) -> str:
-        """Where the Agent wants its requests shown in this channel; empty: the Agent is gone, or names none."""
+    async def _destination(self, owner: str) -> str:
+        """Where the Agent (or MCPGateway) at ``owner`` wants its requests shown in this channel; empty: it is gone, or
+        names none."""
         try:
-            obj = await self._kube.get(requests.agent_path(namespace, agent))
+            obj = await self._kube.get(owner)
         except KubeError as exc:
             if exc.status == 404:
                 return ""

@@ -27,6 +27,21 @@ def agent_path(namespace: str, name: str) -> str:
     return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/agents/{name}"
 
 
+def owner_path(namespace: str, spec: dict[str, Any]) -> str:
+    """The object whose policy says where a request is shown: its Agent (``agentRef``) or, for a gateway's held call,
+    its MCPGateway (``gatewayRef``: the same ``spec.approval.notify`` block)."""
+    if spec.get("gatewayRef"):
+        return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/mcpgateways/{spec['gatewayRef']}"
+    return agent_path(namespace, str(spec.get("agentRef") or ""))
+
+
+def owner_name(spec: dict[str, Any]) -> tuple[str, str]:
+    """(``Agent`` or ``Gateway``, its name): who holds the call, as a message names it."""
+    if spec.get("gatewayRef"):
+        return "Gateway", str(spec["gatewayRef"])
+    return "Agent", str(spec.get("agentRef") or "?")
+
+
 @dataclass(frozen=True)
 class Ref:
     """Which request a button or dialog is about: the ToolApproval (namespace, name) and its request id, so that a
@@ -93,5 +108,5 @@ def same_place(written: dict[str, str], place: Place, keys: tuple[str, ...]) -> 
     return all(written.get(k) == place.get(k) for k in keys)
 
 
-__all__ = ["FINGERPRINT", "Ref", "agent_path", "already_decided", "collection", "is_question", "object_path", "phase",
-           "place_annotation", "posted", "ref_of", "same_place"]
+__all__ = ["FINGERPRINT", "Ref", "agent_path", "already_decided", "collection", "is_question", "object_path",
+           "owner_name", "owner_path", "phase", "place_annotation", "posted", "ref_of", "same_place"]

@@ -1,7 +1,8 @@
 """The gateway's ASGI app: authentication (the Agent's: tokens, JWT), the binding of MCP sessions to principals, the
 MCP endpoint at :data:`MCP_PATH`, the REST approvals API (``/approvals``: the same as an Agent runtime's, over the
-held calls) and the probes. The held calls live in the same approvals store as an Agent's pauses (sqlite in
-``--state-dir``, or ``--database-url``), decided through ``DecideOne`` and timed out by the same sweeper."""
+held calls), the browser inbox at ``/ui/`` (the Agent runtime's pages and login, over the held calls) and the probes.
+The held calls live in the same approvals store as an Agent's pauses (sqlite in ``--state-dir``, or
+``--database-url``), decided through ``DecideOne`` and timed out by the same sweeper."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ from agent_runtime.access.hosts import HostCheck, runtime_hosts
 from agent_runtime.access.jwt_tokens import JwtMethod
 from agent_runtime.access.methods import BearerMethod, TokenFileMethod
 from agent_runtime.access.middleware import RequirePrincipal
+from agent_runtime.access.revocations import StoredRevocations
+from agent_runtime.access.session_keys import shared_key
+from agent_runtime.access.sessions import Sessions
 from agent_runtime.access.settings import AccessSettings, is_loopback
 from agent_runtime.agent_config import GatewayConfig
 from agent_runtime.approvals import ApprovalService, Resolution
@@ -47,6 +51,9 @@ from agent_runtime.rest.settings import RestSettings
 from agent_runtime.server.decide_one import DecideOne
 from agent_runtime.server.sweeper import TimeoutSweeper
 from agent_runtime.server.task_store import CachedTaskStore
+from agent_runtime.ui.login import TokenLogin
+from agent_runtime.ui.pages import InboxPages
+from agent_runtime.ui.runtime_inbox import RuntimeInbox
 
 log = logging.getLogger(__name__)
 
@@ -119,12 +126,20 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
     kinds = PauseKinds()
     kinds.add_taskless(held)
     resumptions = Resumptions(approvals, NoTasks(), kinds)
-    decide = DecideOne(approvals, metrics, resumptions, CachedTaskStore(db), config)
+    tasks = CachedTaskStore(db)  # a gateway has no A2A tasks: DecideOne and the inbox find none
+    decide = DecideOne(approvals, metrics, resumptions, tasks, config)
     rest = RestApi(RestSettings(), agent=config.name, db=db, approvals=approvals, metrics=metrics, decide_one=decide)
     sweeper = TimeoutSweeper(approvals, resumptions, config.approval.on_timeout, settings.sweep_interval)
     bridge = None if settings.kube is None else KubeBridge(
         settings.kube, config.name, approvals, decide, identities=settings.access.identities, of=objects.GATEWAY)
     authenticator = build_authenticator(settings, bridge.client if bridge is not None else None)
+    # The inbox: the Agent runtime's pages, login and sessions (key and sign-outs in this database), over the held calls.
+    revocations = StoredRevocations(db)
+    sessions = Sessions.from_key_file(settings.access.session_key_file, settings.access.session_ttl,
+                                      revocations=revocations, always_secure=settings.access.secure_cookies)
+    inbox = InboxPages(RuntimeInbox(config.name, approvals=approvals, decide_one=decide, tasks=None, questions=None,
+                                    allow_session=config.approval.allow_session_grants, gateway=True),
+                       sessions, TokenLogin(authenticator))
     server = build_server(config, upstream, held)
     mcp = server.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host, event_store=RecentEvents())
 
@@ -141,11 +156,15 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         await approvals.create_tables()
+        if settings.access.session_key_file is None:
+            sessions.use_key(await shared_key(db))
+        await revocations.open()
         await rest.start()
         sweeper.start()
         if bridge is not None:
             bridge.start(lambda: Serving())
         keeper = asyncio.create_task(upstream.run(), name="gateway-upstream")
+        abandoning = asyncio.create_task(held.keep_abandoning(settings.sweep_interval), name="gateway-abandoned")
         try:
             async with server.session_manager.run():
                 yield
@@ -156,15 +175,20 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
             await rest.stop()
             await db.dispose()
             keeper.cancel()
+            abandoning.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await keeper
+            with contextlib.suppress(asyncio.CancelledError):
+                await abandoning
 
     allowed = runtime_hosts(settings.access.allowed_hosts, local_mode=not authenticator.required,
                             loopback_bind=is_loopback(settings.host), public_url=None,
                             anonymous_remote=settings.access.allow_anonymous_remote)
     hook = Route(HOOK_PATH, HookEndpoint(config, held, approvals).handle, methods=["POST"])  # agent CLIs' PreToolUse
-    inner = Starlette(routes=[*rest.routes, hook, Mount("/", app=BindSessions(mcp))])  # /approvals…, /hooks…, /mcp
-    guarded: ASGIApp = RequirePrincipal(inner, authenticator=authenticator, proxy=settings.access.proxy)
+    # /approvals…, /hooks…, /ui…, /mcp
+    inner = Starlette(routes=[*rest.routes, hook, *inbox.routes, Mount("/", app=BindSessions(mcp))])
+    guarded: ASGIApp = RequirePrincipal(inner, authenticator=authenticator, sessions=sessions,
+                                        proxy=settings.access.proxy)
     if allowed is not None:
         guarded = HostCheck(guarded, allowed=allowed, exempt=frozenset({"/healthz", "/readyz"}))
     return Starlette(routes=[Route("/healthz", healthz), Route("/readyz", readyz), Mount("/", app=guarded)], lifespan=lifespan)

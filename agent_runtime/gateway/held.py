@@ -17,6 +17,11 @@ the timeout sweeper, which wakes it.
 - **Nobody waits**: a decision that arrives while no client waits runs nothing; an approved call runs only while its
   client (or its retry, within the request's lifetime: ``approval.timeout`` from the call) waits for the result. After
   that a retry is a new request.
+- **Abandoned**: a held call whose lifetime ended while no client waited for it is marked ``abandoned`` in the store
+  (:meth:`ApprovalService.abandon`; its ToolApproval shows phase ``Abandoned``): one still pending when it times out
+  (instead of the timeout's outcome, which nobody would read; ``onTimeout: approve`` included), and one approved that
+  no client came back to run (:meth:`HeldCalls.abandon_overdue`). It never runs, a vote on it is refused as already
+  decided, and a retry after it is a new request. A denial stays a denial.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ NAME = "held_call"
 PREFIX = "held-"
 CONTEXT_PREFIX = "mcp:"  # a held call's context: the principal's, so a retry finds it whatever its MCP session
 KEEPALIVE_SECONDS = 15.0  # how often a waiting call tells the client it is still waiting (progress notification)
+ABANDONED = "nobody waited for the call when its lifetime (approval.timeout) ended; it was not run"
 
 Progress = Callable[[str], Awaitable[None]]  # tells the waiting client, e.g. by a progress notification
 
@@ -55,6 +61,8 @@ def _error(text: str) -> mcp_types.CallToolResult:
 
 def refusal(record: ApprovalRecord) -> mcp_types.CallToolResult:
     """What the model reads of a call that will not run: who denied it and why, or that nobody decided in time."""
+    if record.status == "abandoned":
+        return _error(f"The call to {record.tool} was not run: {record.reason or ABANDONED}.")
     if record.status == "expired" or record.source == "timeout":
         return _error(f"The call to {record.tool} was not run: nobody decided within the approval timeout "
                       f"({record.reason or 'timed out'}).")
@@ -79,15 +87,36 @@ class HeldCalls:
     # -- the kind (pauses.taskless.TasklessKind) ----------------------------------------------------------------
 
     async def resume(self, decided: Sequence[ApprovalRecord], source: str, note: str) -> None:
+        unwaited = []
         for record in decided:
             for waiter in self._waiting.get(record.id, []):
                 if not waiter.done():
                     waiter.set_result(record)
             if record.id not in self._waiting:
                 log.info("held call %s decided (%s) with no client waiting: nothing runs", record.id, record.status)
+                unwaited.append(record.id)
+        if source == "timeout" and unwaited:  # its lifetime ended and nobody waits: no retry can attach to it any more
+            await self.approvals.abandon(unwaited, ABANDONED)
 
     async def restate(self, pending: Sequence[ApprovalRecord], source: str, note: str) -> None:
         return None  # a counted vote: the client keeps waiting (its progress notifications go on)
+
+    async def abandon_overdue(self) -> list[ApprovalRecord]:
+        """Abandon the approved held calls past their lifetime that no client came back to run."""
+        now = self.clock()
+        overdue = [r.id for r in await self.approvals.by_status("approved", limit=500)
+                   if r.task_id.startswith(PREFIX) and r.exec_state == "none" and r.expires_at <= now
+                   and r.id not in self._waiting]
+        return await self.approvals.abandon(overdue, ABANDONED) if overdue else []
+
+    async def keep_abandoning(self, interval: float) -> None:
+        """:meth:`abandon_overdue` every ``interval`` seconds, until cancelled (the gateway's lifespan runs it)."""
+        while True:
+            try:
+                await self.abandon_overdue()
+            except Exception:  # the database away for a moment: the next round tries again
+                log.exception("abandoning overdue held calls failed")
+            await asyncio.sleep(interval)
 
     # -- the gateway's side -------------------------------------------------------------------------------------
 
@@ -148,4 +177,4 @@ class HeldCalls:
         return result
 
 
-__all__ = ["CONTEXT_PREFIX", "KEEPALIVE_SECONDS", "NAME", "PREFIX", "HeldCalls", "context_of", "refusal"]
+__all__ = ["ABANDONED", "CONTEXT_PREFIX", "KEEPALIVE_SECONDS", "NAME", "PREFIX", "HeldCalls", "context_of", "refusal"]

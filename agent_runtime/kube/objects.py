@@ -266,7 +266,7 @@ def phase(record: ApprovalRecord) -> str:
         return "Canceled"
     if record.source == "grant":
         return "Granted"
-    return {"approved": "Approved", "denied": "Denied", "expired": "Expired"}[record.status]
+    return {"approved": "Approved", "denied": "Denied", "expired": "Expired", "abandoned": "Abandoned"}[record.status]
 
 
 def votes_status(record: ApprovalRecord, cast: Sequence[CastVote] = ()) -> dict[str, Any]:

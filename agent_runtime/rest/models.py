@@ -15,8 +15,8 @@ from agent_runtime import redaction, wire
 from agent_runtime.approvals import ApprovalRecord, execution, iso_utc
 from agent_runtime.authority import Vote
 
-State = Literal["pending", "approved", "denied", "expired", "all"]
-STATES: tuple[str, ...] = ("pending", "approved", "denied", "expired", "all")
+State = Literal["pending", "approved", "denied", "expired", "abandoned", "all"]
+STATES: tuple[str, ...] = ("pending", "approved", "denied", "expired", "abandoned", "all")  # abandoned: gateways
 
 
 class BodyError(ValueError):
@@ -55,7 +55,7 @@ class ApprovalView(BaseModel):
     args_hash: str = ""
     redacted: list[str] = []
     hint: str
-    status: Literal["pending", "approved", "denied", "expired"]
+    status: Literal["pending", "approved", "denied", "expired", "abandoned"]
     created_at: str
     expires_at: str
     decided_by: str | None = None

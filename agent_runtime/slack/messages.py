@@ -2,7 +2,8 @@
 person (ephemeral). Pure: no I/O, a function of the object alone, so the bridge can render it again at any time and
 tell from a hash whether the message in Slack is still the truth (:func:`fingerprint`).
 
-A Pending request shows the agent, the tool, its arguments (``spec.arguments``: already redacted by the runtime), why it
+A Pending request shows the agent (or the MCPGateway, for a gateway's held call: ``spec.gatewayRef``), the tool,
+its arguments (``spec.arguments``: already redacted by the runtime), why it
 is gated (the rule), who asked, when it expires and the votes so far ("1 of 2"), with Approve and Deny buttons. Once
 decided, anywhere, the buttons go and the outcome, who decided and when take their place; once an approved call ran,
 what became of it (``status.execution``: ran, failed with its error, outcome unknown, not sent).
@@ -15,7 +16,7 @@ import json
 from typing import Any
 
 from agent_runtime.approvals import execution
-from agent_runtime.bridges.requests import Ref, already_decided, phase, ref_of
+from agent_runtime.bridges.requests import Ref, already_decided, owner_name, phase, ref_of
 
 APPROVE = "gatehouse_approve"  # action_id of the Approve button
 DENY = "gatehouse_deny"  # action_id of the Deny button: opens the reason dialog
@@ -55,20 +56,26 @@ def summary(obj: dict[str, Any]) -> str:
     """The notification text (and what screen readers and old clients show)."""
     spec = obj.get("spec") or {}
     state = "waits for approval" if phase(obj) == "Pending" else phase(obj).lower()
-    return _mrkdwn(f"{spec.get('agentRef', '?')}: {spec.get('tool', '?')} {state}")
+    return _mrkdwn(f"{_owner(spec)}: {spec.get('tool', '?')} {state}")
+
+
+def _owner(spec: dict[str, Any]) -> str:
+    """``file-manager`` for an Agent's request, ``gateway files-gate`` for a gateway's held call."""
+    kind, name = owner_name(spec)
+    return name if kind == "Agent" else f"gateway {name}"
 
 
 def blocks(obj: dict[str, Any]) -> list[dict[str, Any]]:
     """The message for one ToolApproval, as it stands."""
     spec, status, ref = obj.get("spec") or {}, obj.get("status") or {}, ref_of(obj)
     fields = [
-        f"*Agent*\n{_mrkdwn(spec.get('agentRef', '?'))} ({_mrkdwn(ref.namespace)})",
+        f"*{owner_name(spec)[0]}*\n{_mrkdwn(owner_name(spec)[1])} ({_mrkdwn(ref.namespace)})",
         f"*Tool*\n`{_mrkdwn(spec.get('tool', '?'))}`",
         f"*Asked by*\n{_mrkdwn(spec.get('requestedBy') or 'unknown')}",
         f"*Expires*\n{_mrkdwn(spec.get('expiresAt') or 'never')}",
     ]
     out: list[dict[str, Any]] = [
-        {"type": "section", "text": {"type": "mrkdwn", "text": f"*{_mrkdwn(spec.get('agentRef', '?'))}* wants to run "
+        {"type": "section", "text": {"type": "mrkdwn", "text": f"*{_mrkdwn(_owner(spec))}* wants to run "
                                                                    f"`{_mrkdwn(spec.get('tool', '?'))}`"}},
         {"type": "section", "fields": [{"type": "mrkdwn", "text": f} for f in fields]},
         {"type": "section", "text": {"type": "mrkdwn", "text": f"*Arguments*\n```{_mrkdwn(_arguments(spec))}```"}},
@@ -161,7 +168,7 @@ def deny_dialog(ref: Ref, obj: dict[str, Any], channel: str, ts: str) -> dict[st
         "close": {"type": "plain_text", "text": "Cancel"},
         "blocks": [
             {"type": "section", "text": {"type": "mrkdwn", "text": f"Deny `{_mrkdwn(spec.get('tool', '?'))}` for "
-                                                                       f"*{_mrkdwn(spec.get('agentRef', '?'))}*?"}},
+                                                                       f"*{_mrkdwn(_owner(spec))}*?"}},
             {"type": "input", "block_id": REASON_BLOCK, "optional": False,
              "label": {"type": "plain_text", "text": "Reason (the agent's model is told)"},
              "element": {"type": "plain_text_input", "action_id": REASON_INPUT, "multiline": True, "min_length": 1,

@@ -24,7 +24,7 @@ _PATH_KEYS = re.compile(r"(^|_)(path|file|filename|dir|directory|dest|destinatio
 _PATH_VALUE = re.compile(r"^(~|\.{1,2})?/[^\s]*$|^[\w.-]+(/[\w.-]+)+/?$")
 ONE_LINE_AT = 100  # characters: a longer string is edited in a text area
 
-Status = Literal["pending", "approved", "denied", "expired", "orphaned"]
+Status = Literal["pending", "approved", "denied", "expired", "orphaned", "abandoned"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,9 @@ class Card:
     changed: Sequence[str] = ()  # ...and which of them differ from the model's
     execution: execution.Outcome | None = None  # approved and let run: what became of the call (approvals/execution.py)
     execution_error: str = ""  # ...the error it reported, redacted
+    # A held AskUserQuestion of an agent CLI (agent_runtime/hooks/questions.py): (question, its option labels, the
+    # deny reason each option sends), shown as buttons; answering denies the call with the answer as the reason.
+    asks: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
 
     @property
     def execution_label(self) -> str:

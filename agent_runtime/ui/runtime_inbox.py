@@ -37,6 +37,7 @@ from agent_runtime.questions.store import HitlRecord, HitlStore
 from agent_runtime.server.decide_one import DecideOne, UnknownRequest
 from agent_runtime.server.owners import acting_for
 from agent_runtime.server.task_store import CachedTaskStore
+from agent_runtime.ui import held_questions as questions
 from agent_runtime.ui.cards import Card, Filters, Outcome, Question, VoteLine, last_user_text, newest_first
 from agent_runtime.ui.source import Ballot, Listener
 
@@ -48,12 +49,17 @@ class RuntimeInbox:
     problem = ""  # the runtime reads its own table: nothing is refused to it
 
     def __init__(
-        self, agent: str, *, approvals: ApprovalService, decide_one: DecideOne, tasks: CachedTaskStore,
+        self, agent: str, *, approvals: ApprovalService, decide_one: DecideOne, tasks: CachedTaskStore | None,
         questions: HitlStore | None, allow_session: bool, clock: Callable[[], float] = time.time,
+        gateway: bool = False,
     ) -> None:
-        self.title = f"agent {agent}"
-        self.agents: tuple[str, ...] = (agent,)
-        self._agent = agent
+        # ``gateway``: the held calls of an MCPGateway (agent_runtime/gateway): its cards name it as kubectl does
+        # (``gateway/<name>``), and there is no chat, since a gateway has no agent to talk to. ``tasks`` None: no A2A
+        # tasks (a gateway's), so no conversation to quote and no questions.
+        self.title = f"gateway {agent}" if gateway else f"agent {agent}"
+        self.chat = not gateway
+        self._agent = f"gateway/{agent}" if gateway else agent
+        self.agents: tuple[str, ...] = (self._agent,)
         self._approvals = approvals
         self._decide = decide_one
         self._tasks = tasks
@@ -81,7 +87,7 @@ class RuntimeInbox:
         return cards[0] if cards else None
 
     async def questions(self, viewer: Principal) -> list[Question]:
-        if self._questions is None:
+        if self._questions is None or self._tasks is None:
             return []
         found = []
         for record in await self._questions.open_questions(limit=500):
@@ -93,6 +99,8 @@ class RuntimeInbox:
         record = await self._approvals.get(changed)
         if record is not None:
             return self._visible(record, viewer)
+        if self._tasks is None:
+            return False
         return await self._tasks.owner_of(changed) == viewer.id  # a question: announced by its task id
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
@@ -150,6 +158,8 @@ class RuntimeInbox:
                 original_redacted=original.paths if original is not None else (),
                 changed=tuple(edited.changed) if edited is not None else (),
                 execution=record.exec_outcome, execution_error=record.exec_error,
+                asks=tuple((q.question, tuple((o.label, questions.answer_reason(q.question, o.label)) for o in q.options))
+                           for q in questions.asked(record.tool, record.shown.args)) if not self.chat else (),
             ))
         return cards
 
@@ -181,6 +191,8 @@ class RuntimeInbox:
         )
 
     async def _last_user_text(self, task_id: str, owner: str | None = None) -> str:
+        if self._tasks is None:
+            return ""
         owner = owner or await self._tasks.owner_of(task_id)
         if owner is None:
             return ""
@@ -196,7 +208,7 @@ class RuntimeInbox:
                 await self._decide.refuse_unseen(record, Vote(viewer.id, viewer.groups, ballot, reason, CHANNEL, viewer.seen_as))
             return Outcome(key, False, "unknown", f"no approval request {key!r} that you may see")
         if session and not self._allow_session:
-            return Outcome(key, False, "invalid", f"agent {self._agent} does not allow approvals for the session")
+            return Outcome(key, False, "invalid", f"{self.title} does not allow approvals for the session")
         if record.status != "pending":
             return Outcome(key, False, "already", await self._already(record))
         return await self._cast(viewer, record, ballot, reason, "session" if session and ballot == "approve" else "once")
@@ -262,6 +274,8 @@ class RuntimeInbox:
         by = (await self._approvals.deciders_of([record.id])).get(record.id) or record.source or "?"
         if record.status == "expired":
             return f"{record.tool}: already timed out; nothing was decided"
+        if record.status == "abandoned":
+            return f"{record.tool}: abandoned ({record.reason}); a vote no longer decides anything"
         # The channel and the reason each say what they are: "(decided over REST)" read like the channel.
         via = f" via {record.source}" if record.source and record.source != by else ""
         reason = f"; the reason given: “{record.reason}”" if record.reason else ""

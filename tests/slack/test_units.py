@@ -30,7 +30,11 @@ DENIED = {**PENDING, "status": {"phase": "Denied", "decidedBy": "bob@example.com
                                 "source": "kubectl", "reason": "<!channel> not now & never", "approvals": "1/2"}}
 
 
-@pytest.mark.parametrize(("case", "obj"), [("pending", PENDING), ("denied", DENIED)])
+GATEWAY_PENDING = {**PENDING, "spec": {**{k: v for k, v in PENDING["spec"].items() if k != "agentRef"},
+                                      "gatewayRef": "files-gate"}}  # an MCPGateway's held call (docs/gateway.md)
+
+
+@pytest.mark.parametrize(("case", "obj"), [("pending", PENDING), ("denied", DENIED), ("gateway", GATEWAY_PENDING)])
 def test_the_message_golden(case: str, obj: dict[str, Any], update_golden: bool) -> None:
     assert_golden({"text": messages.summary(obj), "blocks": messages.blocks(obj)}, GOLDEN / f"{case}.json", update_golden)
 

@@ -407,6 +407,12 @@
     } else if (action === "cancel-deny") button.closest(".deny-form").hidden = true;
     else if (action === "answer") answerQuestion(card, { decision_type: "answer", answers: { [card.dataset.question]: button.dataset.option } });
     else if (action === "confirm") answerQuestion(card, { decision_type: "confirm" });
+    else if (action === "held-answer") {  // an agent CLI's AskUserQuestion: choose, then confirm (sent as a deny)
+      const confirm = card.querySelector(".held-confirm");
+      confirm.dataset.reason = button.dataset.reason;
+      confirm.querySelector(".chosen").textContent = `Answer: ${button.textContent}`;
+      confirm.hidden = false;
+    } else if (action === "held-answer-send") decide([card.dataset.key], "deny", button.closest(".held-confirm").dataset.reason, false);
     else if (action === "question-cancel") answerQuestion(card, { decision_type: "cancel" });
     else if (action === "logout") post("/ui/logout", {}).catch(() => null).finally(() => { location.href = "/ui/login"; });
   });
