@@ -111,7 +111,8 @@ def build_authenticator(settings: GatewaySettings, kube: KubeClient | None = Non
 
 def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = None) -> ASGIApp:
     config = settings.config
-    upstream = upstream or Upstream(config.upstream)
+    if upstream is None and config.upstream is not None:
+        upstream = Upstream(config.upstream)
     db = Database(settings.db_url)
     approvals = ApprovalService(db)
     metrics = Metrics()
@@ -125,13 +126,17 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
     bridge = None if settings.kube is None else KubeBridge(
         settings.kube, config.name, approvals, decide, identities=settings.access.identities, of=objects.GATEWAY)
     authenticator = build_authenticator(settings, bridge.client if bridge is not None else None)
-    server = build_server(config, upstream, held)
-    mcp = server.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host, event_store=RecentEvents())
+    # No upstream: a hooks-only gateway (docs/gateway.md), with no MCP endpoint at all rather than one that lists nothing.
+    server = build_server(config, upstream, held) if upstream is not None else None
+    mcp = None if server is None else server.streamable_http_app(
+        streamable_http_path=MCP_PATH, host=settings.host, event_store=RecentEvents())
 
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
     async def readyz(_: Request) -> Response:
+        if upstream is None:  # hooks only: nothing to reach before serving
+            return JSONResponse({"status": "ready"})
         try:
             await asyncio.wait_for(upstream.list_tools(), READY_TIMEOUT)
         except Exception as exc:
@@ -145,9 +150,9 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
         sweeper.start()
         if bridge is not None:
             bridge.start(lambda: Serving())
-        keeper = asyncio.create_task(upstream.run(), name="gateway-upstream")
+        keeper = asyncio.create_task(upstream.run(), name="gateway-upstream") if upstream is not None else None
         try:
-            async with server.session_manager.run():
+            async with server.session_manager.run() if server is not None else contextlib.nullcontext():
                 yield
         finally:
             if bridge is not None:
@@ -155,15 +160,17 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
             await sweeper.stop()
             await rest.stop()
             await db.dispose()
-            keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeper
+            if keeper is not None:
+                keeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await keeper
 
     allowed = runtime_hosts(settings.access.allowed_hosts, local_mode=not authenticator.required,
                             loopback_bind=is_loopback(settings.host), public_url=None,
                             anonymous_remote=settings.access.allow_anonymous_remote)
     hook = Route(HOOK_PATH, HookEndpoint(config, held, approvals).handle, methods=["POST"])  # agent CLIs' PreToolUse
-    inner = Starlette(routes=[*rest.routes, hook, Mount("/", app=BindSessions(mcp))])  # /approvals…, /hooks…, /mcp
+    mcp_routes = [Mount("/", app=BindSessions(mcp))] if mcp is not None else []
+    inner = Starlette(routes=[*rest.routes, hook, *mcp_routes])  # /approvals…, /hooks…, /mcp
     guarded: ASGIApp = RequirePrincipal(inner, authenticator=authenticator, proxy=settings.access.proxy)
     if allowed is not None:
         guarded = HostCheck(guarded, allowed=allowed, exempt=frozenset({"/healthz", "/readyz"}))

@@ -40,7 +40,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from agent_runtime.agent_config import AgentConfig
+from agent_runtime.agent_config import AgentConfig, GatewayConfig
 from agent_runtime.errors import Problem, problems_from_validation
 from agent_runtime.resources import GROUP, VERSION, Agent, ModelConfig, RemoteMCPServer
 from agent_runtime.translator import SecretFile, secret_env
@@ -169,6 +169,20 @@ class Dependencies:
             todo += [tool.name for t in child.spec.tools if (tool := t.agent) is not None and tool.card_url is None]
         return found, problems
 
+    def mcp_servers(self, namespace: str, names: Sequence[str]) -> tuple[dict[str, RemoteMCPServer], list[Problem]]:
+        """The RemoteMCPServers of ``names`` in the cache (an MCPGateway's upstream), and any that are invalid; missing
+        ones are left out, for the translator to report with their field paths."""
+        servers: dict[str, RemoteMCPServer] = {}
+        problems: list[Problem] = []
+        for name in names:
+            raw = _one(self.mcp_server_cache, (namespace, name))
+            if raw is not None:
+                try:
+                    servers[name] = RemoteMCPServer.model_validate(raw)
+                except ValidationError as exc:
+                    problems += problems_from_validation(exc, prefix=f"RemoteMCPServer {name!r}")
+        return servers, problems
+
     def resolve(
         self, agent: Agent
     ) -> tuple[dict[str, ModelConfig], dict[str, RemoteMCPServer], list[Problem]]:
@@ -241,11 +255,11 @@ class ReferencedSecrets:
         return {name: seen.resource_version if seen else None for name, seen in list(self._seen.items())}
 
     @staticmethod
-    def _wanted(config: AgentConfig, files: Sequence[SecretFile]) -> list[tuple[str, str, str]]:
+    def _wanted(config: AgentConfig | GatewayConfig, files: Sequence[SecretFile]) -> list[tuple[str, str, str]]:
         wanted = [(f"env {ref.env}", ref.secret, ref.key) for ref in secret_env(config)]
         return wanted + [(f.field, f.secret, f.key) for f in files]
 
-    def problems(self, config: AgentConfig, files: Sequence[SecretFile] = ()) -> list[Problem]:
+    def problems(self, config: AgentConfig | GatewayConfig, files: Sequence[SecretFile] = ()) -> list[Problem]:
         """A Problem for every Secret (or Secret key) the runtime needs but that is absent: its environment's, and
         the ``files`` mounted for it."""
         problems = []
@@ -257,7 +271,7 @@ class ReferencedSecrets:
                 problems.append(Problem(where, f"Secret {secret!r} has no key {key!r}"))
         return problems
 
-    def hash(self, config: AgentConfig, files: Sequence[SecretFile] = ()) -> str:
+    def hash(self, config: AgentConfig | GatewayConfig, files: Sequence[SecretFile] = ()) -> str:
         """A digest over (Secret, key, resourceVersion) of every referenced key (environment and files): a rotated
         value gives its Secret a new resourceVersion, so the digest changes and the pods roll. No value is read into
         it. ``""`` when the runtime needs no Secret."""

@@ -15,8 +15,10 @@ agent_event            an Agent added, deleted or its spec changed              
                        DELETED revokes its TokenReview right at once, its other    runtime reported
                        children go by their ownerReferences)                       readiness, or its state
                                                                                    switch is held, that Agent)
-deployment_event       a Deployment we manage changed (e.g. availableReplicas,     its Agent
-                       or edited/deleted by hand)
+deployment_event       a Deployment we manage changed (e.g. availableReplicas,     its Agent (or
+                       or edited/deleted by hand)                                  MCPGateway)
+gateway_create/update/ an MCPGateway itself, at start-up, its deletion (as for     that MCPGateway
+resume/delete          an Agent; its children by the Agent's builders and steps)
 admission_policy_/     the ToolApproval admission policy or any policy binding     every Agent, when the
 binding_event          changed (the verdict is read again, once)                   verdict changed
 =====================  ==========================================================  =====================
@@ -69,12 +71,17 @@ __all__ = [
     "agent_event",
     "agent_resume",
     "agent_update",
+    "gateway_create",
+    "gateway_delete",
+    "gateway_resume",
+    "gateway_update",
     "deployment_event",
     "mcpserver_event",
     "modelconfig_event",
 ]
 
 AGENTS = (GROUP, VERSION, "agents")
+GATEWAYS = (GROUP, VERSION, builders.GATEWAY.plural)
 
 
 def _agent_namespace(namespace: str | None, name: str) -> str:
@@ -85,9 +92,9 @@ def _agent_namespace(namespace: str | None, name: str) -> str:
 
 
 def _run(memo: kopf.Memo, namespace: str, name: str, logger: kopf.Logger, kwargs: dict[str, Any],
-         seen: kopf.Body | None = None) -> None:
+         seen: kopf.Body | None = None, of: builders.OwnerKind = builders.AGENT) -> None:
     state: OperatorState = memo.state
-    reconcile(state, Dependencies.from_kwargs(kwargs), namespace, name, logger, seen=seen)
+    reconcile(state, Dependencies.from_kwargs(kwargs), namespace, name, logger, seen=seen, of=of)
 
 
 # The Agent's own handlers reconcile it as their event shows it (no GET of the Agent).
@@ -112,6 +119,31 @@ def agent_resume(memo: kopf.Memo, namespace: str | None, name: str, body: kopf.B
 @kopf.on.delete(*AGENTS, optional=True)  # optional: no finalizer, so it runs only while something else holds the Agent
 def agent_delete(memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **_: Any) -> None:
     if namespace is not None:  # without one, nothing was ever created or locked for it
+        _release(memo.state, namespace, name, logger)
+
+
+# An MCPGateway: the same reconcile, with its own kind (builders.GATEWAY); see reconcile.reconcile for what differs.
+@kopf.on.create(*GATEWAYS)
+def gateway_create(memo: kopf.Memo, namespace: str | None, name: str, body: kopf.Body, logger: kopf.Logger,
+                   **kwargs: Any) -> None:
+    _run(memo, _agent_namespace(namespace, name), name, logger, kwargs, seen=body, of=builders.GATEWAY)
+
+
+@kopf.on.update(*GATEWAYS)
+def gateway_update(memo: kopf.Memo, namespace: str | None, name: str, body: kopf.Body, logger: kopf.Logger,
+                   **kwargs: Any) -> None:
+    _run(memo, _agent_namespace(namespace, name), name, logger, kwargs, seen=body, of=builders.GATEWAY)
+
+
+@kopf.on.resume(*GATEWAYS)
+def gateway_resume(memo: kopf.Memo, namespace: str | None, name: str, body: kopf.Body, logger: kopf.Logger,
+                   **kwargs: Any) -> None:
+    _run(memo, _agent_namespace(namespace, name), name, logger, kwargs, seen=body, of=builders.GATEWAY)
+
+
+@kopf.on.delete(*GATEWAYS, optional=True)
+def gateway_delete(memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **_: Any) -> None:
+    if namespace is not None:  # its TokenReview right, as an Agent's (periodic.release checks both kinds)
         _release(memo.state, namespace, name, logger)
 
 
@@ -229,13 +261,14 @@ async def admission_binding_event(type: str | None, memo: kopf.Memo, logger: kop
 
 
 def _repair_unless_echo(kind: str, type: str, namespace: str, name: str, version: str | None, agent: str,
-                        memo: kopf.Memo, logger: kopf.Logger, kwargs: dict[str, Any]) -> None:
+                        memo: kopf.Memo, logger: kopf.Logger, kwargs: dict[str, Any],
+                        of: builders.OwnerKind = builders.AGENT) -> None:
     state: OperatorState = memo.state
     if type != "DELETED":
         with state.lock_for(namespace, agent):  # a reconcile in flight records its children before it lets go
             if state.is_known(kind, namespace, name, version):
                 return
-    _run(memo, namespace, agent, logger, kwargs)
+    _run(memo, namespace, agent, logger, kwargs, of=of)
 
 
 async def _owner_changed(kind: str, type: str | None, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger,
@@ -249,14 +282,15 @@ async def _owner_changed(kind: str, type: str | None, body: kopf.Body, memo: kop
     """
     state: OperatorState = memo.state
     meta = body.metadata
-    agent = meta.labels.get(builders.AGENT_LABEL)
+    of = builders.GATEWAY if builders.GATEWAY_LABEL in meta.labels else builders.AGENT
+    agent = meta.labels.get(of.label)
     if type is None or not agent or not meta.namespace:
         return
     version = meta.get("resourceVersion")
     if type != "DELETED" and state.is_known(kind, meta.namespace, meta.name, version):
         return
     await asyncio.to_thread(_repair_unless_echo, kind, type, meta.namespace, meta.name, version, agent, memo, logger,
-                            kwargs)
+                            kwargs, of)
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": builders.MANAGED_BY})
