@@ -29,7 +29,8 @@ TOKEN_BYTES = 32
 
 
 def ensure_access_secret(
-    kube: ChildrenApi, referenced: ReferencedSecrets, agent: builders.Owner, owner: Mapping[str, Any], *, create_first: bool = False
+    kube: ChildrenApi, referenced: ReferencedSecrets, agent: builders.Owner, owner: Mapping[str, Any], *,
+    create_first: bool = False,
 ) -> Applied | None:
     """Generate the token Secret if the Agent needs it and it does not exist; ``None`` when nothing was done.
 

@@ -69,10 +69,10 @@ __all__ = [
     "GATEWAY",
     "GATEWAY_LABEL",
     "MANAGED_BY",
-    "Owner",
-    "OwnerKind",
     "SECRETS_HASH_ANNOTATION",
     "BuildInputs",
+    "Owner",
+    "OwnerKind",
     "build_access_secret",
     "build_claim",
     "build_config_secret",
@@ -256,7 +256,8 @@ def _env(agent: Owner, config: Config, inputs: BuildInputs, plan: storage.StateL
     env: list[dict[str, Any]] = [
         {"name": ref.env, "valueFrom": {"secretKeyRef": {"name": ref.secret, "key": ref.key}}} for ref in refs
     ]
-    if inputs.api_token_secret and isinstance(config, AgentConfig):  # REST approvals need a bearer token in a cluster; never copied, only referenced
+    # REST approvals need a bearer token in a cluster (an Agent's runtime); never copied, only referenced
+    if inputs.api_token_secret and isinstance(config, AgentConfig):
         ref = {"name": inputs.api_token_secret, "key": inputs.api_token_key}
         env.append({"name": "GATEHOUSE_API_TOKEN", "valueFrom": {"secretKeyRef": ref}})
     # Which pod wrote a condition, an Event or an Orphaned verdict (the downward API; the hostname may differ).

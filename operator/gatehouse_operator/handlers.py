@@ -71,11 +71,11 @@ __all__ = [
     "agent_event",
     "agent_resume",
     "agent_update",
+    "deployment_event",
     "gateway_create",
     "gateway_delete",
     "gateway_resume",
     "gateway_update",
-    "deployment_event",
     "mcpserver_event",
     "modelconfig_event",
 ]

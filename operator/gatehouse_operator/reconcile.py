@@ -49,8 +49,8 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from agent_runtime.errors import Problem, TranslationError, problems_from_validation
 from agent_runtime.agent_config import AgentConfig, GatewayConfig
+from agent_runtime.errors import Problem, TranslationError, problems_from_validation
 from agent_runtime.resources import Agent, MCPGateway, RemoteMCPServer
 from agent_runtime.translator import access_files, database_env, translate, translate_gateway
 from gatehouse_operator import access, apply, approvers, builders, claims, metrics, state_switch, status, storage, tokenreview
