@@ -17,17 +17,16 @@ manifests and golden files (``tests/testdata/operator/<case>/``) pin every chang
     Service        <agent>          port 8080 "http"
 
 :func:`desired_children` assembles them in that order (the order they are created in) and makes the
-Agent their owner with ``kopf.adopt`` (the claim only when the Agent asks).
-
-An ``MCPGateway`` owns the same children, built by the same functions (:data:`Owner`), with these differences: its
-labels say ``gatehouse-gateway`` and ``gatehouse.dev/gateway`` (the label the admission policy and the runtime read
-for a gateway); the config Secret holds only ``config.json`` (a GatewayConfig; no agent card); the Role reads its own
-MCPGateway (not an Agent); the Deployment runs ``gatehouse-runtime gateway``, without ``--public-url`` and without the
-REST token environment (a gateway's REST API authenticates like its MCP endpoint). Secret values never appear here:
+Agent their owner with ``kopf.adopt`` (the claim only when the Agent asks). Secret values never appear here:
 environment variables that carry secrets are ``secretKeyRef`` references and files are Secret volume items. One
 more object is rendered here but applied apart, by :mod:`gatehouse_operator.access`: the generated token Secret
 ``<agent>-access`` (:func:`build_access_secret`, created once and never overwritten; the token is an argument).
 The runtime's TokenReview right is a subject of one shared ClusterRoleBinding (:mod:`gatehouse_operator.tokenreview`).
+
+An ``MCPGateway`` owns the same children, built by the same functions (:data:`Owner`), with these differences: its
+labels say ``gatehouse-gateway`` and ``gatehouse.dev/gateway`` (the label the admission policy and the runtime read
+for a gateway); the config Secret holds only ``config.json`` (a GatewayConfig; no agent card); the Role reads its own
+MCPGateway (not an Agent); the Deployment runs ``gatehouse-runtime gateway``, without ``--public-url``.
 """
 
 from __future__ import annotations
@@ -256,8 +255,8 @@ def _env(agent: Owner, config: Config, inputs: BuildInputs, plan: storage.StateL
     env: list[dict[str, Any]] = [
         {"name": ref.env, "valueFrom": {"secretKeyRef": {"name": ref.secret, "key": ref.key}}} for ref in refs
     ]
-    # REST approvals need a bearer token in a cluster (an Agent's runtime); never copied, only referenced
-    if inputs.api_token_secret and isinstance(config, AgentConfig):
+    # REST approvals need a bearer token in a cluster (a gateway's runtime reads it too); never copied, only referenced
+    if inputs.api_token_secret:
         ref = {"name": inputs.api_token_secret, "key": inputs.api_token_key}
         env.append({"name": "GATEHOUSE_API_TOKEN", "valueFrom": {"secretKeyRef": ref}})
     # Which pod wrote a condition, an Event or an Orphaned verdict (the downward API; the hostname may differ).

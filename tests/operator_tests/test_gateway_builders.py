@@ -39,7 +39,7 @@ def _render(case: str) -> tuple[list[dict[str, Any]], GatewayConfig]:
     docs = [d for path in INPUTS[case] for d in yaml.safe_load_all(path.read_text()) if d]
     (doc,) = [d for d in docs if d["kind"] == "MCPGateway"]
     owner = {**doc, "metadata": {**doc["metadata"], "uid": OWNER_UID}}
-    # The chart's REST token Secret is given, to show a gateway's pods do not take it (an Agent's do).
+    # The chart's REST token Secret (approval.bearerToken): a gateway's runtime reads GATEHOUSE_API_TOKEN as an Agent's.
     inputs = builders.BuildInputs(runtime_image=DEFAULT_RUNTIME_IMAGE, api_token_secret="gatehouse-api-token")
     return builders.desired_children(gateway, owner, config, inputs), config
 
@@ -64,7 +64,8 @@ def test_the_pod_runs_the_gateway_with_its_config_as_the_gateway_service_account
     (container,) = pod["containers"]
     assert container["command"][:4] == ["gatehouse-runtime", "gateway", "--config", "/config/config.json"]
     assert "--public-url" not in container["command"]
-    assert "GATEHOUSE_API_TOKEN" not in {e["name"] for e in container["env"]}
+    env = {e["name"]: e.get("valueFrom") for e in container["env"]}
+    assert env["GATEHOUSE_API_TOKEN"] == {"secretKeyRef": {"name": "gatehouse-api-token", "key": "token"}}
     # the admission policy knows a gateway's runtime as the ServiceAccount named like it, by its gateway label
     assert pod["serviceAccountName"] == config.name == by_kind["ServiceAccount"]["metadata"]["name"]
     labels = by_kind["Deployment"]["metadata"]["labels"]
