@@ -9,6 +9,8 @@ event. One of them is a lookup and three are read-only caches the translator rea
     mcp_server_cache      (namespace, name) -> the RemoteMCPServer's apiVersion/kind/metadata/spec
     agent_cache           namespace -> each Agent's apiVersion/kind/metadata/spec (the Agents an Agent uses as tools,
                           and theirs, for the translator's cycle and depth checks)
+    gateway_names         (namespace, name) of each MCPGateway -> True (an Agent and an MCPGateway of one name would
+                          own the same children: :meth:`Dependencies.name_taken`)
 
 The index functions are small and pure, so they are ``async``: kopf runs them inline in its event loop
 instead of handing each watch event to a worker thread and back. kopf passes ``namespace=None`` only for
@@ -86,6 +88,13 @@ async def agent_cache(namespace: str | None, body: kopf.Body, **_: Any) -> dict[
     return {namespace: _plain(body)}
 
 
+@kopf.index(GROUP, VERSION, "mcpgateways")
+async def gateway_names(namespace: str | None, name: str, **_: Any) -> dict[tuple[str, str], bool]:
+    if namespace is None:
+        return {}
+    return {(namespace, name): True}
+
+
 @kopf.index(GROUP, VERSION, "modelconfigs")
 async def model_config_cache(
     namespace: str | None, name: str, body: kopf.Body, **_: Any
@@ -122,6 +131,7 @@ class Dependencies:
     model_config_cache: kopf.Index[tuple[str, str], dict[str, Any]]
     mcp_server_cache: kopf.Index[tuple[str, str], dict[str, Any]]
     agent_cache: kopf.Index[str, dict[str, Any]]
+    gateway_names: kopf.Index[tuple[str, str], bool]
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any]) -> Dependencies:
@@ -168,6 +178,21 @@ class Dependencies:
             found[name] = child
             todo += [tool.name for t in child.spec.tools if (tool := t.agent) is not None and tool.card_url is None]
         return found, problems
+
+    def name_taken(self, kind: str, namespace: str, name: str) -> Problem | None:
+        """A Problem when the other kind (an Agent for an MCPGateway, and the reverse) has this name in this namespace:
+        both would own the same children (``<name>`` Deployment, Service, ServiceAccount, ``<name>-config``...), so
+        neither is applied while both exist, and the children already there keep running."""
+        if kind == "MCPGateway":
+            other = "Agent"
+            taken = any(body["metadata"]["name"] == name for body in self.agent_cache.get(namespace, ()))
+        else:
+            other = "MCPGateway"
+            taken = bool(_all(self.gateway_names, (namespace, name)))
+        if not taken:
+            return None
+        return Problem("metadata.name", f"an {other} named {name!r} in namespace {namespace!r} owns the objects of that "
+                                        "name (Deployment, Service, ServiceAccount, Secrets): rename one of the two")
 
     def mcp_servers(self, namespace: str, names: Sequence[str]) -> tuple[dict[str, RemoteMCPServer], list[Problem]]:
         """The RemoteMCPServers of ``names`` in the cache (an MCPGateway's upstream), and any that are invalid; missing

@@ -151,6 +151,9 @@ def _check_agent(
     except ValidationError as exc:
         return _Refused("InvalidSpec", problems_from_validation(exc))
     account = service_account_problem(agent)
+    taken = deps.name_taken("Agent", agent.namespace, agent.name)
+    if taken is not None:
+        return _Refused("NameTaken", [taken])
     models, servers, problems = deps.resolve(agent)
     agents, agent_problems = deps.reachable_agents(agent)
     problems += agent_problems
@@ -177,6 +180,9 @@ def _check_gateway(
     except ValidationError as exc:
         return _Refused("InvalidSpec", problems_from_validation(exc))
     account = service_account_problem(gateway)
+    taken = deps.name_taken("MCPGateway", gateway.namespace, gateway.name)
+    if taken is not None:
+        return _Refused("NameTaken", [taken])
     servers: dict[str, RemoteMCPServer] = {}
     problems: list[Problem] = []
     if gateway.spec.upstream is not None:

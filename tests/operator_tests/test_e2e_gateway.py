@@ -2,17 +2,20 @@
 
 examples/gateway/ applied in front of the demo tools' RemoteMCPServer: the operator makes the gateway's children
 (by the Agent's builders), reports Accepted/Ready/Durable on the gateway, and repairs a child deleted by hand. A
-gateway whose upstream is missing is refused; one with no upstream (hooks only) is accepted.
+gateway whose upstream is missing is refused; one with no upstream (hooks only) is accepted; one named like an Agent is
+refused, and the Agent's children are not touched.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 from typing import Any
 
 import kubernetes
 import pytest
+import yaml
 
 from tests.operator_tests.conftest import EXAMPLE, Kubectl, OperatorProcess, wait_for
 from tests.operator_tests.test_e2e import NS, Cluster
@@ -83,3 +86,27 @@ def test_a_gateway_naming_a_missing_upstream_is_refused_and_a_hooks_only_one_is_
     kubectl("wait", "--for=condition=Accepted", f"mcpgateway/{NAME}", "--timeout=20s")
     config = json.loads(base64.b64decode(cluster.core.read_namespaced_secret("files-gate-config", NS).data["config.json"]))
     assert config["upstream"] is None
+
+
+def test_a_gateway_named_like_an_agent_is_refused_and_the_agents_children_are_left_alone(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, kube: kubernetes.client.ApiClient,
+    tmp_path: Path,
+) -> None:
+    cluster = Cluster(kube)
+    for name in ("modelconfig", "mcp-server", "agent"):
+        kubectl("apply", "--validate=false", "-f", str(EXAMPLE / f"{name}.yaml"))
+    kubectl("wait", "--for=condition=Accepted", "agent/file-manager", "--timeout=20s")
+    doc = yaml.safe_load(GATEWAY.read_text())
+    doc["metadata"]["name"] = "file-manager"
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    kubectl("apply", "--validate=false", "-f", str(path))
+    kubectl("wait", "--for=condition=Accepted=False", "mcpgateway/file-manager", "--timeout=20s")
+    found = cluster.custom.get_namespaced_custom_object("gatehouse.dev", "v1alpha1", NS, "mcpgateways", "file-manager")
+    (accepted,) = [c for c in found["status"]["conditions"] if c["type"] == "Accepted"]
+    assert accepted["reason"] == "NameTaken" and "an Agent named 'file-manager'" in accepted["message"]
+    deployment = cluster.deployment("file-manager")
+    assert deployment is not None
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["command"][:2] == ["gatehouse-runtime", "serve"]
+    (ref,) = deployment["metadata"]["owner_references"]
+    assert ref["kind"] == "Agent"
