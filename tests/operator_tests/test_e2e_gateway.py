@@ -70,6 +70,13 @@ def test_the_example_gateway_is_reconciled_like_an_agent(
     kubectl("delete", "deployment", NAME)
     wait_for(lambda: cluster.deployment(NAME), what="the Deployment made again")
 
+    def repaired() -> bool:  # an Event on the gateway says what the reconcile changed, as on an Agent
+        events = cluster.core.list_namespaced_event(NS).items
+        return any(e.involved_object.kind == "MCPGateway" and e.involved_object.name == NAME and e.reason == "Reconciled"
+                   and f"created Deployment/{NAME}" in (e.message or "") for e in events)
+
+    wait_for(repaired, what="the Reconciled Event on the MCPGateway")
+
 
 def test_a_gateway_naming_a_missing_upstream_is_refused_and_a_hooks_only_one_is_accepted(
     kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, kube: kubernetes.client.ApiClient
