@@ -11,6 +11,7 @@ event. One of them is a lookup and three are read-only caches the translator rea
                           and theirs, for the translator's cycle and depth checks)
     gateway_names         (namespace, name) of each MCPGateway -> True (an Agent and an MCPGateway of one name would
                           own the same children: :meth:`Dependencies.name_taken`)
+    gateway_upstreams     (namespace, RemoteMCPServer name) -> the MCPGateways naming it as their upstream
 
 The index functions are small and pure, so they are ``async``: kopf runs them inline in its event loop
 instead of handing each watch event to a worker thread and back. kopf passes ``namespace=None`` only for
@@ -95,6 +96,14 @@ async def gateway_names(namespace: str | None, name: str, **_: Any) -> dict[tupl
     return {(namespace, name): True}
 
 
+@kopf.index(GROUP, VERSION, "mcpgateways")
+async def gateway_upstreams(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[tuple[str, str], str]:
+    upstream = (spec.get("upstream") or {}).get("name")
+    if namespace is None or not upstream:  # no upstream: a hooks-only gateway depends on no RemoteMCPServer
+        return {}
+    return {(namespace, str(upstream)): name}
+
+
 @kopf.index(GROUP, VERSION, "modelconfigs")
 async def model_config_cache(
     namespace: str | None, name: str, body: kopf.Body, **_: Any
@@ -132,6 +141,7 @@ class Dependencies:
     mcp_server_cache: kopf.Index[tuple[str, str], dict[str, Any]]
     agent_cache: kopf.Index[str, dict[str, Any]]
     gateway_names: kopf.Index[tuple[str, str], bool]
+    gateway_upstreams: kopf.Index[tuple[str, str], str]
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any]) -> Dependencies:
@@ -178,6 +188,10 @@ class Dependencies:
             found[name] = child
             todo += [tool.name for t in child.spec.tools if (tool := t.agent) is not None and tool.card_url is None]
         return found, problems
+
+    def gateways_using(self, namespace: str, server: str) -> set[str]:
+        """The MCPGateways of ``namespace`` whose upstream is the RemoteMCPServer ``server``."""
+        return _all(self.gateway_upstreams, (namespace, server))
 
     def name_taken(self, kind: str, namespace: str, name: str) -> Problem | None:
         """A Problem when the other kind (an Agent for an MCPGateway, and the reverse) has this name in this namespace:

@@ -9,7 +9,8 @@ agent_delete           deletion while something else holds the Agent (optional, 
                        best effort: Agents carry no finalizer): revokes its
                        TokenReview right (a subject of a cluster-scoped binding)
 modelconfig_event      a ModelConfig added/changed/deleted                         Agents using it
-mcpserver_event        a RemoteMCPServer added/changed/deleted                     Agents using it
+mcpserver_event        a RemoteMCPServer added/changed/deleted                     Agents using it, and
+                                                                                   MCPGateways naming it
 agent_event            an Agent added, deleted or its spec changed                 Agents using it as a
                        (every event records the Agent for the periodic loop;       tool (and, when its
                        DELETED revokes its TokenReview right at once, its other    runtime reported
@@ -188,16 +189,16 @@ async def agent_event(type: str | None, body: kopf.Body, memo: kopf.Memo, namesp
 
 
 def _reconcile_each(agents: list[tuple[str, str]], why: str, memo: kopf.Memo, logger: kopf.Logger,
-                    kwargs: dict[str, Any]) -> None:
+                    kwargs: dict[str, Any], of: builders.OwnerKind = builders.AGENT) -> None:
     """Reconcile each of ``agents`` (namespace, name) in its own try: one that fails (its status write answered 404
     because it was deleted meanwhile, a 409, a 5xx) must not cost the others theirs, since kopf does not retry an event
     handler. The failed one is retried with backoff by the periodic loop (``reconcile`` schedules it)."""
     for namespace, agent in agents:
-        logger.info("%s: reconciling agent %s/%s", why, namespace, agent)
+        logger.info("%s: reconciling %s %s/%s", why, of.kind, namespace, agent)
         try:
-            _run(memo, namespace, agent, logger, kwargs)
+            _run(memo, namespace, agent, logger, kwargs, of=of)
         except Exception as exc:  # logged with its retry by reconcile(); the next Agent still gets its turn
-            logger.warning("%s: agent %s/%s not reconciled yet (%s)", why, namespace, agent, exc)
+            logger.warning("%s: %s %s/%s not reconciled yet (%s)", why, of.kind, namespace, agent, exc)
 
 
 def _reconcile_dependents(kind: str, event_type: str, namespace: str, name: str, agents: list[str], memo: kopf.Memo,
@@ -225,23 +226,36 @@ async def modelconfig_event(type: str | None, memo: kopf.Memo, namespace: str | 
 async def mcpserver_event(type: str | None, memo: kopf.Memo, namespace: str | None, name: str,
                           logger: kopf.Logger, **kwargs: Any) -> None:
     await _dependents("RemoteMCPServer", type, namespace, name, memo, logger, kwargs)
+    if type is None or namespace is None:
+        return
+    gateways = sorted(Dependencies.from_kwargs(kwargs).gateways_using(namespace, name))
+    if gateways:  # a gateway's upstream appeared, changed or went
+        await asyncio.to_thread(_reconcile_each, [(namespace, g) for g in gateways],
+                                f"RemoteMCPServer {namespace}/{name} changed ({type})", memo, logger, kwargs,
+                                builders.GATEWAY)
 
 
-def _agents_to_readmit(memo: kopf.Memo, kwargs: dict[str, Any]) -> list[tuple[str, str]]:
-    """Read the admission policy's verdict again; every Agent (namespace, name) when it changed, else none."""
+def _to_readmit(memo: kopf.Memo, kwargs: dict[str, Any]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """Read the admission policy's verdict again; when it changed, every Agent and every MCPGateway (namespace, name)
+    (both show it as their AdmissionPolicy condition), else none."""
     state: OperatorState = memo.state
     if not state.admission.refresh(state.kube, state.config.admission_policy):
-        return []
-    cache = Dependencies.from_kwargs(kwargs).agent_cache
-    return sorted({(namespace, body["metadata"]["name"]) for namespace in list(cache) for body in cache.get(namespace, ())})
+        return [], []
+    deps = Dependencies.from_kwargs(kwargs)
+    cache = deps.agent_cache
+    agents = sorted({(namespace, body["metadata"]["name"]) for namespace in list(cache) for body in cache.get(namespace, ())})
+    return agents, sorted(deps.gateway_names)
 
 
 async def _admission_changed(type: str | None, memo: kopf.Memo, logger: kopf.Logger, kwargs: dict[str, Any]) -> None:
     if type is None:  # the initial listing: the first reconcile reads the verdict anyway
         return
-    agents = await asyncio.to_thread(_agents_to_readmit, memo, kwargs)
+    agents, gateways = await asyncio.to_thread(_to_readmit, memo, kwargs)
+    why = "the admission policy's verdict changed"
     if agents:
-        await asyncio.to_thread(_reconcile_each, agents, "the admission policy's verdict changed", memo, logger, kwargs)
+        await asyncio.to_thread(_reconcile_each, agents, why, memo, logger, kwargs)
+    if gateways:
+        await asyncio.to_thread(_reconcile_each, gateways, why, memo, logger, kwargs, builders.GATEWAY)
 
 
 @kopf.on.event("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies")

@@ -2,7 +2,8 @@
 
 examples/gateway/ applied in front of the demo tools' RemoteMCPServer: the operator makes the gateway's children
 (by the Agent's builders), reports Accepted/Ready/Durable on the gateway, and repairs a child deleted by hand. A
-gateway whose upstream is missing is refused; one with no upstream (hooks only) is accepted; one named like an Agent is
+gateway whose upstream is missing is refused until the RemoteMCPServer appears; one with no upstream (hooks only) is
+accepted; one named like an Agent is
 refused, and the Agent's children are not touched.
 """
 
@@ -78,7 +79,7 @@ def test_the_example_gateway_is_reconciled_like_an_agent(
     wait_for(repaired, what="the Reconciled Event on the MCPGateway")
 
 
-def test_a_gateway_naming_a_missing_upstream_is_refused_and_a_hooks_only_one_is_accepted(
+def test_a_gateway_waits_for_its_upstream_and_a_hooks_only_one_needs_none(
     kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, kube: kubernetes.client.ApiClient
 ) -> None:
     cluster = Cluster(kube)
@@ -87,6 +88,11 @@ def test_a_gateway_naming_a_missing_upstream_is_refused_and_a_hooks_only_one_is_
     accepted = _condition(cluster, "Accepted")
     assert accepted["reason"] == "DependencyMissing" and "spec.upstream.name" in accepted["message"]
     assert cluster.deployment(NAME) is None
+
+    # The upstream appears: the gateway that names it is reconciled, without being touched.
+    kubectl("apply", "--validate=false", "-f", str(EXAMPLE / "mcp-server.yaml"))
+    kubectl("wait", "--for=condition=Accepted", f"mcpgateway/{NAME}", "--timeout=20s")
+    wait_for(lambda: cluster.deployment(NAME), what="Deployment")
 
     # No upstream at all: hooks only, accepted without any RemoteMCPServer.
     kubectl("patch", "mcpgateway", NAME, "--type=json", "-p", '[{"op": "remove", "path": "/spec/upstream"}]')
