@@ -26,6 +26,7 @@ pytestmark = pytest.mark.e2e
 
 GATEWAY = EXAMPLE.parent / "gateway" / "gateway.yaml"
 NAME = "files-gate"
+POLICY = "gatehouse-toolapproval-decision"  # the operator's default admission policy name
 CHILDREN = [
     ("secret", "files-gate-config"), ("secret", "files-gate-access"), ("serviceaccount", NAME),
     ("role", "files-gate-runtime"), ("rolebinding", "files-gate-runtime"), ("persistentvolumeclaim", "files-gate-state"),
@@ -123,3 +124,29 @@ def test_a_gateway_named_like_an_agent_is_refused_and_the_agents_children_are_le
     assert deployment["spec"]["template"]["spec"]["containers"][0]["command"][:2] == ["gatehouse-runtime", "serve"]
     (ref,) = deployment["metadata"]["owner_references"]
     assert ref["kind"] == "Agent"
+
+
+def test_the_admission_policy_installed_shows_on_the_gateway_without_touching_it(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, kube: kubernetes.client.ApiClient,
+    tmp_path: Path,
+) -> None:
+    cluster = Cluster(kube)
+    doc = yaml.safe_load(GATEWAY.read_text())
+    del doc["spec"]["upstream"]  # hooks only: nothing else to apply
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    kubectl("apply", "--validate=false", "-f", str(path))
+    kubectl("wait", "--for=condition=Accepted", f"mcpgateway/{NAME}", "--timeout=20s")
+    assert _condition(cluster, "AdmissionPolicy")["reason"] == "NotInstalled"
+
+    admission = kubernetes.client.AdmissionregistrationV1Api(kube)
+    admission.create_validating_admission_policy({
+        "metadata": {"name": POLICY},
+        "spec": {"failurePolicy": "Fail", "validations": [{"expression": "true"}],
+                 "matchConstraints": {"resourceRules": [{"apiGroups": ["gatehouse.dev"], "apiVersions": ["v1alpha1"],
+                                                         "operations": ["UPDATE"], "resources": ["toolapprovals"]}]}},
+    })
+    admission.create_validating_admission_policy_binding(
+        {"metadata": {"name": POLICY}, "spec": {"policyName": POLICY, "validationActions": ["Deny"]}})
+    # The operator's watch of the policy and its bindings reconciles every gateway when the verdict changes.
+    wait_for(lambda: _condition(cluster, "AdmissionPolicy").get("reason") == "Enforced", what="AdmissionPolicy Enforced")
