@@ -3,7 +3,7 @@ tests/cluster/test_operator.py, with only the chart operator ServiceAccount's to
 
 ``kubectl apply -f examples/gateway/`` (with the demo tools' RemoteMCPServer): the operator renders the gateway's
 children with the chart's RBAC (mcpgateways and their status included), the real Deployment and ReplicaSet controllers
-make its pod, and the gateway reports the operator's conditions.
+make its pod, the gateway's runtime gets its TokenReview right, and the gateway reports the operator's conditions.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 
 from tests.cluster.test_operator import _wait, operator  # noqa: F401  # the module-scoped operator process
 from tests.support.cluster import Cluster
+from tests.support.cluster.chart import Release
 
 pytestmark = pytest.mark.e2e
 
@@ -31,7 +32,9 @@ def _conditions(cluster: Cluster) -> dict[str, dict[str, Any]]:
     return {c["type"]: c for c in gateway.get("status", {}).get("conditions", [])}
 
 
-def test_the_example_gateway_is_reconciled_and_its_pod_made(cluster: Cluster, operator: Path) -> None:  # noqa: F811
+def test_the_example_gateway_is_reconciled_and_its_pod_made(
+    cluster: Cluster, chart: Release, operator: Path,  # noqa: F811
+) -> None:
     for manifest in (EXAMPLES / "file-manager" / "mcp-server.yaml", EXAMPLES / "gateway" / "gateway.yaml"):
         applied = cluster.kubectl("apply", "-f", str(manifest))
         assert applied.returncode == 0, applied.stderr
@@ -49,5 +52,8 @@ def test_the_example_gateway_is_reconciled_and_its_pod_made(cluster: Cluster, op
         return any(p["spec"]["serviceAccountName"] == NAME for p in pods)
 
     _wait("the gateway's pod made by its ReplicaSet", pod_made)
+    # Its runtime may check Kubernetes tokens (spec.access.kubernetesTokens, the default): a subject of the shared binding.
+    binding = json.loads(cluster.kubectl("get", "clusterrolebinding", f"{chart.fullname}-tokenreview", "-o", "json").stdout)
+    assert {"kind": "ServiceAccount", "name": NAME, "namespace": NS} in binding["subjects"], binding["subjects"]
     log = operator.read_text()
     assert "Forbidden" not in log and " 403" not in log, log  # the chart's RBAC covers all it does for a gateway
