@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["BACKLOG_FULL", "MIRROR_FULL", "OPERATOR_FULL", "backlog_bars", "build_bars", "channel_bars", "child_kinds",
-           "kubectl_bars", "median_of_rounds", "operator_bars", "restart_bar", "share_bars", "throughput_bar"]
+           "gateway_bars", "kubectl_bars", "median_of_rounds", "operator_bars", "restart_bar", "share_bars", "throughput_bar"]
 
 SHARE_PAUSE_MS, SHARE_RESUME_MS = 3.0, 4.0
 THROUGHPUT_SHARE = 0.5
@@ -44,6 +44,7 @@ BACKLOG_RSS_MB, LISTING_MS = 300.0, 20.0
 BACKLOG_FULL = 10_000  # the bars' largest backlog; a smaller run says at what count it judged
 RESTART_MARGIN_S = 0.5
 CHANNEL_RATIO, KUBECTL_MS = 1.2, 100.0
+GATEWAY_PASSTHROUGH_RATIO, GATEWAY_DECISION_RATIO = 1.3, 1.2  # issue 38, "Speed"
 MIRROR_FULL, MIRROR_LAG_MS = 10_000, 2000.0  # "the mirror keeps up with 10,000": all created, creation lag p99 < 2 s
 OPERATOR_FULL, OPERATOR_SECONDS, OPERATOR_BASE_REQUESTS = 2000, 60.0, 8
 # The child kinds when issue 19 was filed: its "at most 8" allows one more request per kind added since.
@@ -204,6 +205,26 @@ def kubectl_bars(kubectl: Mapping[str, Any] | None, noisy: list[str]) -> list[di
     return out
 
 
+def gateway_bars(gateway: Mapping[str, Any] | None, noisy: list[str]) -> list[dict[str, Any]]:
+    """Issue 38's speed (``bench/gateway_path.py``): an ungated call through the MCP gateway at most 1.3x a direct call,
+    and a REST decision on a held call to the client's result at most 1.2x an A2A decision to its result, p50s
+    measured interleaved in one section."""
+    g = gateway or {}
+    reason = str(g.get("reason") or "")
+    out = []
+    for key, name, ratio_key, top, bottom, limit in (
+        ("gateway_passthrough", "gateway: ungated call through it / direct call (p50)", "passthrough_ratio",
+         "through_ms", "direct_ms", GATEWAY_PASSTHROUGH_RATIO),
+        ("gateway_decision", "gateway: REST decision to the client's result / A2A decision to its result (p50)",
+         "decision_ratio", "gateway_decision_ms", "a2a_decision_ms", GATEWAY_DECISION_RATIO),
+    ):
+        ratio, a, b = _get(g, ratio_key), _get(g, top, "p50"), _get(g, bottom, "p50")
+        out.append(_bar(key, name, ratio, f"<= {limit:g}", None if ratio is None else ratio <= limit, ("gateway",),
+                        noisy, measured="" if a is None or b is None else f"{a:g} / {b:g} ms",
+                        reason=reason or ("" if g else "not run")))
+    return out
+
+
 def restart_bar(restart: Mapping[str, Any] | None, noisy: list[str]) -> dict[str, Any]:
     """Bar 5: process start to the first pause served minus the same run's import floor, at most 0.5 s."""
     first, floor = _get(restart, "first_pause_seconds"), _get(restart, "import_floor_seconds")
@@ -272,5 +293,6 @@ def build_bars(gatehouse: Mapping[str, Any] | None, floors: Mapping[str, Any] | 
         *kubectl_bars(g.get("kubectl"), noisy),  # replaces channel_bars' kubectl placeholder
         *[b for b in channel_bars(g.get("decisions"), noisy) if b["key"] != "kubectl"],
         restart_bar(g.get("restart"), noisy),
+        *gateway_bars(g.get("gateway"), noisy),
         *operator_bars(operator, child_kinds() if kinds is None else kinds, noisy),
     ]

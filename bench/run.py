@@ -5,6 +5,7 @@
     python -m bench.run --only backlog --quick                                    # just the backlog (bar 3)
     python -m bench.run --only held --quick                                       # floors + held decisions (bar 2)
     python -m bench.run --only kubectl --quick                                    # kubectl decisions, mirror lag
+    python -m bench.run --only gateway --quick                                    # the MCP gateway's two ratios
 
 Order of a run (one demo-tools MCP server, with a journal, serves every target):
 
@@ -23,8 +24,10 @@ Order of a run (one demo-tools MCP server, with a journal, serves every target):
 7. ``gatehouse`` only: restarts, start to the first pause served, against the import floor (bar 5);
 8. ``gatehouse`` only: kubectl decisions, a ToolApproval patch to the tool having run over the emulated API, and the
    mirror's creation lag at 10,000 paused (``bench/kubectl_path.py``; bar 4's kubectl half);
-9. operator rows (``bench/operator_hook.py``; bar 6);
-10. with ``--real-model``: pause and resume with a real model behind the gate, split into model time and the rest
+9. ``gatehouse`` only: the MCP gateway, an ungated call through it against a direct one, and a REST decision on a
+   held call to the client's result against an A2A decision, interleaved (``bench/gateway_path.py``; issue 38);
+10. operator rows (``bench/operator_hook.py``; bar 6);
+11. with ``--real-model``: pause and resume with a real model behind the gate, split into model time and the rest
    (``bench/real_model.py``; needs what ``make e2e-llm`` fetches and builds).
 
 ``gatehouse`` is the product as configured by default (authentication on, audit written, redaction on: see
@@ -56,7 +59,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import bars, floors, hygiene, kubectl_path, real_model, report, scenarios
+from bench import bars, floors, gateway_path, hygiene, kubectl_path, real_model, report, scenarios
 from bench.gatehouse_adapter import DEFAULT_CONFIGURATION, availability, gatehouse_targets
 from bench.operator_hook import not_run, operator_results
 from bench.protocols import StepError
@@ -67,8 +70,8 @@ LABELS_DEFAULT = "Gatehouse (default)"
 ALL = ("gatehouse", "gatehouse_local", "adk_durable", "adk_memory")
 GATEHOUSE = ("gatehouse", "gatehouse_local")
 SECTIONS = ("floors", "latency", "decisions", "loss", "cold_start", "held", "backlog", "restart", "kubectl", "mirror",
-            "operator")
-ONLY = ("operator", "real-model", "backlog", "restart", "kubectl", "held")
+            "gateway", "operator")
+ONLY = ("operator", "real-model", "backlog", "restart", "kubectl", "held", "gateway")
 KUBECTL = ("kubectl", "mirror")  # what --only kubectl runs
 
 
@@ -101,6 +104,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "0 skips the kubectl section)")
     p.add_argument("--mirror-held", type=int, help="paused conversations whose ToolApproval creation lag is measured "
                                                    "(default 10000, quick 1000; 0 skips it)")
+    p.add_argument("--gateway-iterations", type=int,
+                   help="MCP gateway: pass-through calls (each beside a direct one) and held-call REST decisions (each "
+                        "beside an A2A decision) (default 100, quick 30; 0 skips the gateway section)")
     p.add_argument("--hygiene-seconds", type=float,
                    help="seconds of CPU sampling before each section (default 3, quick 2; 0: no sampling, nothing noisy)")
     p.add_argument("--noisy-cores", type=float, default=hygiene.NOISY_CORES,
@@ -114,8 +120,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--real-model-iterations", type=int, help="conversations in the real-model row (default 10, quick 5)")
     p.add_argument("--only", choices=ONLY,
                    help="run only these rows: 'operator' starts no runtime server, 'real-model' only the real-model "
-                        "row, 'backlog', 'restart' and 'kubectl' only that section of the gatehouse target (the other rows "
-                        "say so), 'held' the library floors and the held decisions of --targets (bar 2)")
+                        "row, 'backlog', 'restart', 'kubectl' and 'gateway' only that section of the gatehouse target "
+                        "(the other rows say so), 'held' the library floors and the held decisions of --targets (bar 2)")
     args = p.parse_args(argv)
     wanted = [t.strip() for t in args.targets.split(",") if t.strip()]
     unknown = sorted(set(wanted) - set(ALL))
@@ -128,7 +134,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.hygiene_seconds = 2.0 if args.quick else 3.0
     if args.only == "real-model":
         args.real_model, args.operator_agents = True, 0
-    if args.only in ("backlog", "restart", "kubectl"):
+    if args.only in ("backlog", "restart", "kubectl", "gateway"):
         args.targets, args.operator_agents = ["gatehouse"], 0
     if args.only == "held":  # every target of --targets: the rounds of bar 2 take turns between them
         args.operator_agents = 0
@@ -139,7 +145,7 @@ def sections_for(args: argparse.Namespace) -> set[str]:
     """The sections this run measures."""
     if args.only == "operator":
         return {"operator"} if args.operator_agents > 0 else set()
-    if args.only in ("backlog", "restart"):
+    if args.only in ("backlog", "restart", "gateway"):
         return {args.only}
     if args.only == "held":
         return {"floors", "held"}
@@ -172,6 +178,7 @@ def settings_from(args: argparse.Namespace) -> scenarios.Settings:
         restarts=args.restarts if args.restarts is not None else (2 if q else 3),
         kubectl_iterations=args.kubectl_iterations if args.kubectl_iterations is not None else (20 if q else 50),
         mirror_held=args.mirror_held if args.mirror_held is not None else (1000 if q else 10_000),
+        gateway_iterations=args.gateway_iterations if args.gateway_iterations is not None else (30 if q else 100),
     )
 
 
@@ -369,6 +376,16 @@ async def measure(targets: list[Target], reasons: dict[str, str], s: scenarios.S
             results["gatehouse"]["kubectl"] = value
             if value.get("reason"):
                 log(f"  kubectl not measured: {value['reason']}")
+        if "gateway" in sections and default is not None and s.gateway_iterations > 0:
+            log(f"gateway: an MCPGateway in front of the demo tools; {s.gateway_iterations} ungated calls (+{s.warmup} "
+                f"warm-up) each beside a direct one, and {s.gateway_iterations} held calls decided over REST each beside "
+                f"an A2A decision on {default.label}, interleaved")
+            value = await gateway_path.gateway_results(default, work, tools, s.gateway_iterations, s.warmup, quiet.check)
+            results["gatehouse"]["gateway"] = value
+            log(f"  {value['reason']}" if value.get("reason") else
+                f"  ungated call p50: through {value['through_ms']['p50']} ms, direct {value['direct_ms']['p50']} ms "
+                f"({value['passthrough_ratio']}x); decision to result p50: gateway {value['gateway_decision_ms']['p50']} "
+                f"ms, A2A {value['a2a_decision_ms']['p50']} ms ({value['decision_ratio']}x); errors {value['errors'] or 0}")
     for key, samples in cold.items():
         if samples:
             results[key]["cold_start"] = {

@@ -70,6 +70,7 @@ class Settings:
     restarts: int = 3  # restart and import floor samples
     kubectl_iterations: int = 50  # kubectl votes (and as many A2A decisions) timed to the tool having run
     mirror_held: int = 10_000  # paused conversations whose ToolApproval creation lag is measured
+    gateway_iterations: int = 100  # MCP gateway: pass-through calls and held-call decisions, each beside its reference
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -64,15 +64,16 @@ async def kernel(tmp_path: Path) -> Any:
     await approvals.create_tables()
     kinds, held, a2a = PauseKinds(), HeldCalls(), NoA2A()
     kinds.add_taskless(held)
-    resumptions = Resumptions(approvals, a2a, kinds)
+    metrics = Metrics()
+    resumptions = Resumptions(approvals, a2a, kinds, metrics)
     tasks = CachedTaskStore(db)
-    decide = DecideOne(approvals, Metrics(), resumptions, tasks)
-    yield approvals, decide, resumptions, held, a2a
+    decide = DecideOne(approvals, metrics, resumptions, tasks)
+    yield approvals, decide, resumptions, held, a2a, metrics
     await db.dispose()
 
 
 async def test_decide_one_resumes_a_taskless_pause_through_its_kind(kernel: Any) -> None:
-    approvals, decide, _, held, a2a = kernel
+    approvals, decide, _, held, a2a, _ = kernel
     now = time.time()
     await approvals.add_pending([_held("apr-1", "held-1", now), _held("apr-2", "held-1", now, position=1)])
     alice = Vote("alice", frozenset(), "approve", channel="rest")
@@ -90,16 +91,18 @@ async def test_decide_one_resumes_a_taskless_pause_through_its_kind(kernel: Any)
 
 
 async def test_the_timeout_sweeper_resumes_a_taskless_pause_through_its_kind(kernel: Any) -> None:
-    approvals, _, resumptions, held, a2a = kernel
+    approvals, _, resumptions, held, a2a, metrics = kernel
     await approvals.add_pending([_held("apr-9", "held-9", time.time() - 10, ttl=1)])
     sweeper = TimeoutSweeper(approvals, resumptions, "deny", interval=60)
     assert await sweeper.sweep() == 1
     assert held.resumed == [([("apr-9", "expired")], "timeout")]
     assert a2a.calls == [] and await sweeper.sweep() == 0
+    timeouts = metrics.registry.get_sample_value("gatehouse_decisions_total", {"outcome": "timeout", "source": "timeout"})
+    assert timeouts == 1  # counted once, as a timeout on the A2A path is
 
 
 async def test_a_task_bound_pause_still_goes_to_the_a2a_resumer(kernel: Any) -> None:
-    approvals, decide, _, held, a2a = kernel
+    approvals, decide, _, held, a2a, _ = kernel
     await approvals.add_pending([_held("apr-5", "task-5", time.time())])
     await decide("apr-5", Vote("alice", frozenset(), "approve", channel="rest"), wait=True)
     assert a2a.calls == ["task-5"] and held.resumed == []

@@ -377,7 +377,7 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     )
     resumer = Resumer(handler, task_store.owner_of)
     # a decision continues its pause through the kind: a taskless kind's callback, else the A2A resumer (pauses/)
-    resumptions = Resumptions(approvals, resumer, kinds)
+    resumptions = Resumptions(approvals, resumer, kinds, metrics)
     sweeper = TimeoutSweeper(approvals, resumptions, config.approval.on_timeout, settings.sweep_interval)
     hitl.watch(handler, settings.sweep_interval)
     elicitations.watch(handler, settings.sweep_interval)

@@ -45,6 +45,10 @@ def args_hash(tool: str, args: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_call(tool, args).encode()).hexdigest()
 
 
+# A decided request's outcome as the ``gatehouse_decisions`` metric labels it.
+OUTCOME_LABEL = {"approved": "approved", "denied": "denied", "expired": "timeout"}
+
+
 def iso_utc(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -150,4 +154,6 @@ class ApprovalRecord:
         return f"{self.id} ({self.tool}) was {self.status}{by}{when}"
 
 
-__all__ = ["ApprovalRecord", "ApprovalStatus", "ExecState", "Resolution", "args_hash", "canonical_call", "iso_utc"]
+__all__ = [
+    "OUTCOME_LABEL", "ApprovalRecord", "ApprovalStatus", "ExecState", "Resolution", "args_hash", "canonical_call", "iso_utc",
+]

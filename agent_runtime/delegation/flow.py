@@ -34,7 +34,7 @@ from agent_runtime.delegation.client import ChildStatus, SubAgentClient, SubAgen
 from agent_runtime.delegation.store import AlreadyFinished, DelegationRecord, DelegationStore
 from agent_runtime.fresh_ids import FreshIds
 from agent_runtime.kagent_hitl import URI as KAGENT_URI
-from agent_runtime.pauses.flow import InternalSweep, PauseRuntime, resume_tail
+from agent_runtime.pauses.flow import InternalSweep, KindBase, PauseRuntime, resume_tail
 from agent_runtime.pauses.kind import Decision, Internal, Outcome, Report
 from agent_runtime.principals import Principal
 from agent_runtime.run_scope import RunScope
@@ -67,7 +67,7 @@ class InternalDelegation(Internal):
     unreachable: str = ""
 
 
-class DelegationFlow:
+class DelegationFlow(KindBase[DelegationRecord, DelegationStore]):
     def __init__(
         self, store: DelegationStore, clients: Mapping[str, SubAgentClient], turns: DelegationTurns,
         finish_execution: FinishExecution,
@@ -81,28 +81,16 @@ class DelegationFlow:
     internal_key = INTERNAL_DELEGATION
     internal_type = InternalDelegation
 
-    async def open_in_context(self, context_id: str) -> list[DelegationRecord]:
-        return await self._store.open_in_context(context_id)
-
-    async def for_task(self, task_id: str) -> list[DelegationRecord]:
-        return await self._store.for_task(task_id)
-
     def busy_text(self, record: DelegationRecord) -> str:
         return (f"Task {record.task_id} of this context waits for the sub-agent {record.agent} ({record.id}); decide it "
                 "(same task_id) before sending a new message.")
 
-    def finished_text(self, records: Sequence[DelegationRecord]) -> str:
-        return finished_text(records)
-
     async def withdraw(self, task_id: str) -> bool:
         """A sub-agent's pause: its task is canceled with this one."""
-        if not any(r.open for r in await self._store.for_task(task_id)):
+        if not await self.waiting(task_id):
             return False
         await self.cancel(task_id)
         return True
-
-    async def canceled(self, task_id: str) -> None:
-        return None
 
     async def decision(self, decision: Decision) -> None:
         d = decision
@@ -230,10 +218,6 @@ class DelegationFlow:
         await resume_tail(updater, outcome, report, {"delegations": {record.id: summary}})
 
 
-def finished_text(records: Sequence[DelegationRecord]) -> str:
-    """What a message to a finished task whose last pause was a sub-agent's is told."""
-    return str(AlreadyFinished([r for r in records if not r.open]))
-
 
 class DelegationRecorder:
     """Turns the sub-agent pause a run ended on into a durable :class:`DelegationRecord` (before anyone is told)."""
@@ -330,5 +314,5 @@ class DelegationRuntime(PauseRuntime):
 
 __all__ = [
     "INTERNAL_DELEGATION", "DelegationFlow", "DelegationRecorder", "DelegationRuntime", "DelegationWatcher",
-    "InternalDelegation", "finished_text",
+    "InternalDelegation",
 ]

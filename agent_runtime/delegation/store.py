@@ -19,22 +19,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, bindparam, select
+from sqlalchemy import Column, MetaData, String, Text, bindparam, select
 
 from agent_runtime.approvals.records import iso_utc
-from agent_runtime.pauses.store import AlreadyMoved, PauseStore
+from agent_runtime.pauses.store import AlreadyMoved, PauseStore, pause_table
 from agent_runtime.run_scope import Pause
 
 Status = Literal["waiting", "done"]
 
 metadata = MetaData()
 
-delegations = Table(
+delegations = pause_table(
     "gatehouse_delegations",
     metadata,
-    Column("id", String(64), primary_key=True),
-    Column("task_id", String(128), nullable=False, index=True),
-    Column("context_id", String(128), nullable=False, index=True),
     Column("call_id", String(128), nullable=False),
     Column("tool", String(128), nullable=False),
     Column("agent", Text, nullable=False),
@@ -46,10 +43,7 @@ delegations = Table(
     Column("result_json", Text),
     Column("outcome", String(32), nullable=False, default=""),
     Column("note", Text, nullable=False, default=""),
-    Column("created_at", Float, nullable=False),
-    Column("expires_at", Float, nullable=False),
-    Column("updated_at", Float, nullable=False),
-    Column("version", Integer, nullable=False, default=0),
+    expires_index=False,
 )
 
 

@@ -29,7 +29,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -43,7 +43,8 @@ from agent_runtime.database import Database
 from agent_runtime.elicitations import wire as eliciting
 from agent_runtime.elicitations.store import AlreadyAnswered, ElicitationRecord, ElicitationStore
 from agent_runtime.fresh_ids import FreshIds
-from agent_runtime.pauses.flow import InternalSweep, PauseRuntime, resume_tail, text_message
+from agent_runtime.pauses import flow as kernel_flow
+from agent_runtime.pauses.flow import InternalSweep, KindBase, PauseRuntime, resume_tail, text_message
 from agent_runtime.pauses.kind import Decision, Internal, Outcome, Report
 from agent_runtime.run_scope import RunScope
 
@@ -74,7 +75,7 @@ class InternalElicitation(Internal):
     request_id: str
 
 
-class ElicitationFlow:
+class ElicitationFlow(KindBase[ElicitationRecord, ElicitationStore]):
     def __init__(
         self, store: ElicitationStore, turns: ElicitationTurns, retry: Retry, finish_execution: FinishExecution,
         timeout_seconds: float, *, single_process: bool,
@@ -90,29 +91,17 @@ class ElicitationFlow:
     internal_key = INTERNAL_ELICITATION
     internal_type = InternalElicitation
 
-    async def open_in_context(self, context_id: str) -> list[ElicitationRecord]:
-        return await self._store.open_in_context(context_id)
-
-    async def for_task(self, task_id: str) -> list[ElicitationRecord]:
-        return await self._store.for_task(task_id)
-
     def busy_text(self, record: ElicitationRecord) -> str:
         return (f"Task {record.task_id} of this context is waiting for an answer to {record.tool}'s question "
                 f"{record.id}; answer it (same task_id) before sending a new message.")
 
-    def finished_text(self, records: Sequence[ElicitationRecord]) -> str:
-        return finished_text(records)
-
     async def withdraw(self, task_id: str) -> bool:
         """A tool's question is open: the call (approved or not) waits for the user, it is not running. It ends canceled
         and is never retried; nothing else of the task is pending (one kind of pause per turn)."""
-        if not any(r.open for r in await self._store.for_task(task_id)):
+        if not await self.waiting(task_id):
             return False
         await self.cancel(task_id)
         return True
-
-    async def canceled(self, task_id: str) -> None:
-        return None
 
     async def decision(self, decision: Decision) -> None:
         d = decision  # a tool's question has no relayed requester to refuse: ``refused`` does not apply
@@ -135,7 +124,7 @@ class ElicitationFlow:
             return await self._resume(task, done, updater, report)
         if current.status == "pending":
             data_parts = get_data_parts(message.parts)
-            replayed = _replayed(data_parts, rounds)
+            replayed = kernel_flow.replayed(data_parts, "responses", rounds)
             if replayed:
                 return await self.still_waiting(updater, current, str(AlreadyAnswered(replayed)))
             try:
@@ -218,21 +207,6 @@ def _join(*notes: str) -> str:
     return " ".join(n for n in notes if n)
 
 
-def _replayed(data_parts: list[Any], rounds: list[ElicitationRecord]) -> list[ElicitationRecord]:
-    """Finished rounds of this task that an answer names again (a replay)."""
-    named: set[str] = set()
-    for data in data_parts:
-        responses = data.get("responses") if isinstance(data, dict) else None
-        if isinstance(responses, dict):
-            named.update(responses)
-    return [r for r in rounds if r.id in named and not r.open]
-
-
-def finished_text(records: Sequence[ElicitationRecord]) -> str:
-    """What a message to a finished task whose last pause was a tool's question is told."""
-    return str(AlreadyAnswered([r for r in records if not r.open]))
-
-
 class ElicitationRecorder:
     """Turns the round-1 question a run paused on into a durable :class:`ElicitationRecord` (before anyone is told)."""
 
@@ -305,5 +279,5 @@ class ElicitationRuntime(PauseRuntime):
 
 __all__ = [
     "INTERNAL_ELICITATION", "ElicitationFlow", "ElicitationRecorder", "ElicitationRuntime", "ElicitationSweeper",
-    "InternalElicitation", "finished_text",
+    "InternalElicitation",
 ]

@@ -23,22 +23,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text
+from sqlalchemy import Column, Integer, MetaData, String, Text
 
 from agent_runtime.approvals.records import iso_utc
 from agent_runtime.elicitations.wire import ElicitationPrompt, FormRequest
-from agent_runtime.pauses.store import AlreadyMoved, PauseStore
+from agent_runtime.pauses.store import AlreadyMoved, PauseStore, pause_table
 
 Status = Literal["pending", "answered", "retrying", "done"]
 
 metadata = MetaData()
 
-elicitations = Table(
+elicitations = pause_table(
     "gatehouse_elicitations",
     metadata,
-    Column("id", String(64), primary_key=True),
-    Column("task_id", String(128), nullable=False, index=True),
-    Column("context_id", String(128), nullable=False, index=True),
     Column("call_id", String(128), nullable=False, index=True),
     Column("tool", String(128), nullable=False),
     Column("server", String(128)),
@@ -53,10 +50,6 @@ elicitations = Table(
     Column("outcome", String(32), nullable=False, default=""),
     Column("source", String(64), nullable=False, default=""),
     Column("note", Text, nullable=False, default=""),
-    Column("created_at", Float, nullable=False),
-    Column("expires_at", Float, nullable=False, index=True),
-    Column("updated_at", Float, nullable=False),
-    Column("version", Integer, nullable=False, default=0),
 )
 
 

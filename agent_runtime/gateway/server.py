@@ -106,10 +106,17 @@ def build_server(config: GatewayConfig, upstream: Upstream, held: HeldCalls | No
             return _error(f"The upstream tool server {upstream_name!r} failed on {params.name}: {exc}. "
                           "The call may or may not have run there.")
 
+    def input_schema(name: str) -> dict[str, Any] | None:
+        """For the SDK's ``Mcp-Param-*`` header check: the offered tool's schema from the upstream's last listing,
+        instead of a ``tools/list`` upstream per call (None: not listed yet, and the SDK skips the check, as when a
+        listing fails; the gateway routes by the arguments and never forwards those headers)."""
+        return upstream.input_schema(name) if routing.offered(config, name) else None
+
     return Server(
         config.name,
         description=config.description or None,
         instructions=config.description or None,
+        get_tool_input_schema=input_schema,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )

@@ -46,6 +46,16 @@ class Upstream:
         self._attempt: asyncio.Future[Client] | None = None  # the connection being opened, or open
         self._asks: asyncio.Queue[asyncio.Future[Client]] = asyncio.Queue()
         self._broken = asyncio.Event()
+        self._schemas: dict[str, dict[str, Any]] = {}  # tool -> input schema, from the upstream's last listing
+
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        """``name``'s input schema as the upstream last listed it, without asking it (None: not listed yet).
+
+        The MCP SDK's server checks a ``tools/call``'s ``Mcp-Param-*`` headers against the tool's schema before every
+        call; without this it runs the ``tools/list`` handler for that, which is an upstream round trip per call (the
+        gateway's pass-through cost twice a direct call's; bench ``gateway`` section). The listing is refreshed on
+        every connection and on every ``tools/list`` a client sends through the gateway."""
+        return self._schemas.get(name)
 
     async def run(self) -> None:
         """Open a connection each time one is asked for, and hold it until a call finds it broken."""
@@ -57,8 +67,13 @@ class Upstream:
                     http = await stack.enter_async_context(httpx2.AsyncClient(headers=self._headers, timeout=timeout))
                     transport = streamable_http_client(self.server.url, http_client=http)
                     client = Client(transport, cache=None, elicitation_callback=_decline)
-                    self._client = await stack.enter_async_context(client)
-                    attempt.set_result(self._client)
+                    opened = await stack.enter_async_context(client)
+                    try:  # the schemas the SDK's header check reads; a call works without them, so not required
+                        self._remember((await opened.list_tools()).tools)
+                    except Exception as exc:
+                        log.info("upstream %s: no tool listing on connecting: %s", self.server.name, exc)
+                    self._client = opened
+                    attempt.set_result(opened)
                     await self._broken.wait()
             except Exception as exc:  # could not connect, or the connection failed while open
                 log.info("upstream %s: connection ended: %s", self.server.name, exc)
@@ -86,10 +101,15 @@ class Upstream:
     async def list_tools(self) -> list[mcp_types.Tool]:
         client = await self._connected()
         try:
-            return list((await client.list_tools()).tools)
+            tools = list((await client.list_tools()).tools)
         except Exception:
             await self._reset()
             raise
+        self._remember(tools)
+        return tools
+
+    def _remember(self, tools: list[mcp_types.Tool]) -> None:
+        self._schemas = {t.name: dict(t.input_schema) for t in tools}
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], *, input_responses: Any = None, request_state: str | None = None
@@ -104,7 +124,6 @@ class Upstream:
         except Exception:
             await self._reset()
             raise
-
 
 
 __all__ = ["Upstream"]

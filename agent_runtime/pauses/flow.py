@@ -20,11 +20,13 @@ from a2a.types import Message, Part, Role, SendMessageRequest
 
 from agent_runtime import replies
 from agent_runtime.pauses.kind import Internal, Outcome, Report
+from agent_runtime.pauses.store import PauseStore
 from agent_runtime.periodic import PeriodicSweep
 
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
+S = TypeVar("S", bound=PauseStore[Any])
 
 
 async def resume_tail(
@@ -42,6 +44,42 @@ async def resume_tail(
 
 def text_message(updater: TaskUpdater, text: str) -> Message:
     return updater.new_agent_message([new_text_part(text)])
+
+
+class KindBase(Generic[R, S]):
+    """The :class:`~agent_runtime.pauses.kind.PauseKind` members every kind over a :class:`PauseStore` answers alike;
+    a kind overrides what differs (``withdraw`` for a pause that ends the cancel, ``canceled`` for one ended after)."""
+
+    _store: S
+
+    async def open_in_context(self, context_id: str) -> list[R]:
+        return await self._store.open_in_context(context_id)
+
+    async def for_task(self, task_id: str) -> list[R]:
+        return await self._store.for_task(task_id)
+
+    async def waiting(self, task_id: str) -> bool:
+        return any(r.open for r in await self._store.for_task(task_id))  # type: ignore[attr-defined]
+
+    def finished_text(self, records: Sequence[R]) -> str:
+        """What a message to a finished task whose last pause was this kind's is told: the kind's "Already …"."""
+        return str(self._store.already([r for r in records if not r.open]))  # type: ignore[attr-defined]
+
+    async def withdraw(self, task_id: str) -> bool:
+        return False
+
+    async def canceled(self, task_id: str) -> None:
+        return None
+
+
+def replayed(data_parts: Sequence[Any], key: str, records: Sequence[R]) -> list[R]:
+    """Finished pauses of the task that an answer names again under ``key`` (a replay: told "Already …")."""
+    named: set[str] = set()
+    for data in data_parts:
+        answers = data.get(key) if isinstance(data, dict) else None
+        if isinstance(answers, dict):
+            named.update(answers)
+    return [r for r in records if r.id in named and not r.open]  # type: ignore[attr-defined]
 
 
 class InternalSweep(PeriodicSweep, Generic[R]):
@@ -95,4 +133,4 @@ class PauseRuntime:
             await self.sweeper.stop()
 
 
-__all__ = ["InternalSweep", "PauseRuntime", "resume_tail", "text_message"]
+__all__ = ["InternalSweep", "KindBase", "PauseRuntime", "replayed", "resume_tail", "text_message"]

@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from agent_runtime.approvals import AlreadyDecided, ApprovalService, Resolution
+from agent_runtime.approvals.records import OUTCOME_LABEL
+from agent_runtime.metrics import Metrics
 from agent_runtime.pauses.registry import PauseKinds
 
 
@@ -22,10 +24,11 @@ class A2AResumer(Protocol):
 class Resumptions:
     """Continue a decided pause: through its taskless kind when one owns the task id, else through the A2A resumer."""
 
-    def __init__(self, approvals: ApprovalService, a2a: A2AResumer, kinds: PauseKinds) -> None:
+    def __init__(self, approvals: ApprovalService, a2a: A2AResumer, kinds: PauseKinds, metrics: Metrics | None = None) -> None:
         self._approvals = approvals
         self._a2a = a2a
         self._kinds = kinds
+        self._metrics = metrics  # counts what it decides itself, as the executor does on the A2A path
 
     async def resume(
         self, task_id: str, context_id: str, resolutions: dict[str, Resolution], source: str, note: str,
@@ -37,9 +40,13 @@ class Resumptions:
             return await self._a2a.resume(task_id, context_id, resolutions, source, note)
         if resolutions:
             try:
-                await self._approvals.decide(task_id, resolutions, source)
+                decided = await self._approvals.decide(task_id, resolutions, source)
             except AlreadyDecided:
                 return None  # another channel decided first: that decision resumed (or resumes) the pause
+            if self._metrics is not None:
+                self._metrics.pending.dec(len(decided))
+                for r in decided:
+                    self._metrics.decisions.labels(outcome=OUTCOME_LABEL[r.status], source=source).inc()
         records = await self._approvals.for_task(task_id)
         last = max((r.created_at for r in records), default=0.0)
         pause = [r for r in records if r.created_at == last]

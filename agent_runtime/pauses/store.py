@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, Generic, TypeVar
 
-from sqlalchemy import Connection, MetaData, Table, bindparam, select, update
+from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, bindparam, select, update
 
 from agent_runtime.database import Database
 from agent_runtime.fresh_ids import FreshIds
@@ -42,6 +42,22 @@ class AlreadyMoved(Exception):
 
 Listener = Callable[[str, Any], Awaitable[None] | None]
 """Called after a commit with (event, record); must be quick, never raises out."""
+
+
+def pause_table(name: str, metadata: MetaData, *columns: Column[Any], expires_index: bool = True) -> Table:
+    """A kind's table: the columns every pause has around the kind's own (names, types and indexes exactly as each kind
+    created them before the kernel existed, so a database written then opens unchanged)."""
+    return Table(
+        name, metadata,
+        Column("id", String(64), primary_key=True),
+        Column("task_id", String(128), nullable=False, index=True),
+        Column("context_id", String(128), nullable=False, index=True),
+        *columns,
+        Column("created_at", Float, nullable=False),
+        Column("expires_at", Float, nullable=False, index=expires_index),
+        Column("updated_at", Float, nullable=False),
+        Column("version", Integer, nullable=False, default=0),
+    )
 
 
 class PauseStore(Generic[R]):
@@ -164,4 +180,4 @@ class PauseStore(Generic[R]):
         return updated
 
 
-__all__ = ["AlreadyMoved", "Listener", "PauseStore"]
+__all__ = ["AlreadyMoved", "Listener", "PauseStore", "pause_table"]

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -36,7 +35,8 @@ from agent_runtime.agent_config import AgentConfig
 from agent_runtime.database import Database
 from agent_runtime.fresh_ids import FreshIds
 from agent_runtime.metrics import Metrics
-from agent_runtime.pauses.flow import InternalSweep, PauseRuntime, resume_tail, text_message
+from agent_runtime.pauses import flow as kernel_flow
+from agent_runtime.pauses.flow import InternalSweep, KindBase, PauseRuntime, resume_tail, text_message
 from agent_runtime.pauses.kind import Decision, Internal, Outcome, Report
 from agent_runtime.questions import wire as question_wire
 from agent_runtime.questions.store import AlreadyAnswered, HitlRecord, HitlStore, result_json
@@ -64,7 +64,7 @@ class InternalHitl(Internal):
     source: str = "timeout"
 
 
-class HitlFlow:
+class HitlFlow(KindBase[HitlRecord, HitlStore]):
     """The ``hitl_request`` kind of pause (:class:`agent_runtime.pauses.kind.PauseKind`)."""
 
     name = wire.INTERRUPT_HITL
@@ -76,23 +76,12 @@ class HitlFlow:
         self._turns = turns
         self._metrics = metrics
 
-    async def open_in_context(self, context_id: str) -> list[HitlRecord]:
-        return await self._store.open_in_context(context_id)
-
-    async def for_task(self, task_id: str) -> list[HitlRecord]:
-        return await self._store.for_task(task_id)
-
     def busy_text(self, record: HitlRecord) -> str:
         return (f"Task {record.task_id} of this context is waiting for an answer to question {record.id} "
                 "(hitl_request); answer it (same task_id) before sending a new message.")
 
-    def finished_text(self, records: Sequence[HitlRecord]) -> str:
-        return finished_text(records)
-
-    async def withdraw(self, task_id: str) -> bool:
-        return False  # approvals first (a started approved call refuses the cancel), then :meth:`canceled`
-
     async def canceled(self, task_id: str) -> None:
+        """After approvals were withdrawn (a started approved call refuses the cancel first): the question ends."""
         await self.cancel(task_id)
 
     async def decision(self, decision: Decision) -> None:
@@ -117,7 +106,7 @@ class HitlFlow:
             # Input-required with no open question: a restart cut the resume short. Finish it with the recorded result.
             return await self._resume(task, questions[-1], updater, report)
         data_parts = get_data_parts(message.parts)
-        replayed = _replayed(data_parts, questions)
+        replayed = kernel_flow.replayed(data_parts, "answers", questions)
         if replayed:
             return await self.still_waiting(updater, current, str(AlreadyAnswered(replayed)))
         try:
@@ -178,21 +167,6 @@ class HitlFlow:
         await resume_tail(updater, outcome, report, {"hitl": {record.id: payload}}, notes)
 
 
-def _replayed(data_parts: list[Any], questions: list[HitlRecord]) -> list[HitlRecord]:
-    """Finished questions of this task that an answer names again (a replay)."""
-    named: set[str] = set()
-    for data in data_parts:
-        answers = data.get("answers") if isinstance(data, dict) else None
-        if isinstance(answers, dict):
-            named.update(answers)
-    return [q for q in questions if q.id in named and not q.open]
-
-
-def finished_text(records: Sequence[HitlRecord]) -> str:
-    """What a message to a finished task whose last pause was a question is told."""
-    return str(AlreadyAnswered([r for r in records if not r.open]))
-
-
 class HitlSweeper(InternalSweep[HitlRecord]):
     """Resolves questions past ``expires_at`` server-side, through the request handler like any decision."""
 
@@ -239,4 +213,4 @@ class HitlRuntime(PauseRuntime):
         self.sweeper = HitlSweeper(self.store, handler, interval)
 
 
-__all__ = ["INTERNAL_HITL", "HitlFlow", "HitlRuntime", "HitlSweeper", "InternalHitl", "finished_text"]
+__all__ = ["INTERNAL_HITL", "HitlFlow", "HitlRuntime", "HitlSweeper", "InternalHitl"]

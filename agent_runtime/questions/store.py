@@ -26,20 +26,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, func, select
+from sqlalchemy import Column, MetaData, String, Text, func, select
 
 from agent_runtime.approvals.records import iso_utc
-from agent_runtime.pauses.store import AlreadyMoved, Listener, PauseStore
+from agent_runtime.pauses.store import AlreadyMoved, Listener, PauseStore, pause_table
 from agent_runtime.questions import wire as question_wire
 
 metadata = MetaData()
 
-questions = Table(
+questions = pause_table(
     "gatehouse_hitl",
     metadata,
-    Column("id", String(64), primary_key=True),
-    Column("task_id", String(128), nullable=False, index=True),
-    Column("context_id", String(128), nullable=False, index=True),
     Column("confirmation_id", String(128), nullable=False),
     Column("call_id", String(128), nullable=False, unique=True),
     Column("tool", String(64), nullable=False),
@@ -48,10 +45,6 @@ questions = Table(
     Column("selected", Text),
     Column("result_json", Text),
     Column("source", String(64), nullable=False, default=""),
-    Column("created_at", Float, nullable=False),
-    Column("expires_at", Float, nullable=False, index=True),
-    Column("updated_at", Float, nullable=False),
-    Column("version", Integer, nullable=False, default=0),
 )
 
 

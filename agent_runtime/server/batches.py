@@ -15,10 +15,9 @@ from a2a.types import Message
 
 from agent_runtime import edits
 from agent_runtime.approvals import ApprovalRecord, Voted
+from agent_runtime.approvals.records import OUTCOME_LABEL
 from agent_runtime.authority import who_may_decide
 from agent_runtime.policy import PolicySource
-
-OUTCOME_LABEL = {"approved": "approved", "denied": "denied", "expired": "timeout"}
 
 
 def plan_edits(

@@ -1,0 +1,186 @@
+"""The MCP gateway's speed (issue 38, "Speed"; ``--only gateway``): both of its ratios in one section, interleaved.
+
+One demo-tools server (the run's, with its journal) is the upstream. Started for this section:
+
+- ``gatehouse-runtime gateway`` as configured by default (:class:`GatewayTarget`: authentication on, one principal
+  ``bench`` with a random bearer token; ``delete_file`` gated, the requester deciding their own calls: the safe
+  default with no approvers declared), in front of the demo tools;
+- the ``gatehouse`` target (``gatehouse-runtime serve``, the product as configured by default) for the A2A decision.
+
+Then, per iteration, the order alternating every iteration so a slow stretch of the machine falls on both sides:
+
+- **pass-through**: one ``read_file`` with the MCP SDK's own client (``mcp.Client``, a ``ClientSession`` over
+  streamable HTTP, each side's session opened once before the loop) straight to the demo tools, and one through the
+  gateway; ratio = through / direct, p50 (bar: at most 1.3x);
+- **decision to result**: a gated ``delete_file`` through the gateway, held; once it is pending (``GET
+  /approvals``), ``POST /approvals/{id}/decision`` is sent, timed to the waiting client's ``tools/call`` result;
+  and an A2A pause on the runtime, its decision (the ``approve`` ``SendMessage``) timed to the completed task, the
+  A2A client's result. Ratio = gateway / A2A, p50 (bar: at most 1.2x).
+
+Every iteration's tool run is checked in the journal afterwards (each approved call ran exactly once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections import Counter
+from collections.abc import Callable
+from contextlib import AsyncExitStack, ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import mcp_types
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from bench.gatehouse_adapter import AUTH_PRINCIPAL, TOKEN_FILE, availability
+from bench.protocols import Protocol, StepError, approve, pause
+from bench.scenarios import client, journal_runs, stats
+from bench.targets import Target, ToolsServer, running
+
+__all__ = ["GatewayTarget", "gateway_results"]
+
+PROBE = "gateway-probe.txt"  # what every pass-through call reads
+PENDING_TIMEOUT = 30.0  # seconds a held call may take to appear in GET /approvals
+
+
+@dataclass
+class GatewayTarget(Target):
+    """``gatehouse-runtime gateway`` in front of the run's demo tools, authentication on (``--api-token-file``)."""
+
+    key: str = "gateway"
+    label: str = "MCPGateway (default)"
+    protocol: Protocol = "gatehouse"
+    ready_path: str = "/readyz"
+    api_token: str = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
+
+    def command(self, port: int, state_dir: Path, tools_url: str, work: Path) -> list[str]:
+        manifests = work / "gateway.yaml"
+        manifests.write_text(f"""apiVersion: gatehouse.dev/v1alpha1
+kind: RemoteMCPServer
+metadata: {{name: file-tools}}
+spec: {{url: "{tools_url}"}}
+---
+apiVersion: gatehouse.dev/v1alpha1
+kind: MCPGateway
+metadata: {{name: bench-gate}}
+spec:
+  upstream: {{name: file-tools, requireApproval: [delete_file]}}
+""")
+        token_file = work / TOKEN_FILE
+        token_file.touch(mode=0o600)
+        token_file.write_text(f"{AUTH_PRINCIPAL}:{self.api_token}\n")
+        return [*availability().executable, "gateway", "-f", str(manifests), "--port", str(port),
+                "--host", "127.0.0.1", "--state-dir", str(state_dir), "--api-token-file", str(token_file)]
+
+    def request_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_token}"}
+
+
+def _ok(result: mcp_types.CallToolResult | Any, what: str) -> None:
+    if not isinstance(result, mcp_types.CallToolResult) or result.is_error:
+        raise StepError("state", f"{what}: {str(result)[:200]}")
+
+
+async def _pending(http: httpx.AsyncClient, base: str, headers: dict[str, str], path: str) -> str:
+    """The id of the pending ``delete_file`` request for ``path``, once ``GET /approvals`` lists it."""
+    deadline = time.monotonic() + PENDING_TIMEOUT
+    while time.monotonic() < deadline:
+        listed = (await http.get(f"{base}/approvals", headers=headers)).json()
+        for request in listed.get("approvals", []):
+            if request.get("tool") == "delete_file" and (request.get("args") or {}).get("path") == path:
+                return str(request["id"])
+        await asyncio.sleep(0.002)
+    raise StepError("state", f"the held call for {path} never appeared in GET /approvals")
+
+
+async def _held_decision(through: Client, http: httpx.AsyncClient, base: str, headers: dict[str, str],
+                         path: str) -> float:
+    """A gated call through the gateway: held, then approved over REST; seconds from the decision sent to the
+    client's result."""
+    call = asyncio.create_task(through.call_tool("delete_file", {"path": path}))
+    try:
+        request_id = await _pending(http, base, headers, path)
+        start = time.perf_counter()
+        answer = await http.post(f"{base}/approvals/{request_id}/decision", json={"decision": "approve"},
+                                 headers={**headers, "Idempotency-Key": f"bench-{request_id}"})
+        if answer.status_code >= 300:
+            raise StepError("http", f"decision: HTTP {answer.status_code}: {answer.text[:200]}")
+        result = await call
+        seconds = time.perf_counter() - start
+    finally:
+        if not call.done():
+            call.cancel()
+    _ok(result, f"held {path}")
+    return seconds
+
+
+async def gateway_results(a2a_target: Target, work: Path, tools: ToolsServer, iterations: int, warmup: int,
+                          check: Callable[[str], Any] | None = None) -> dict[str, Any]:
+    """The section's results (``{"reason": ...}`` when it could not run)."""
+    gateway = GatewayTarget()
+    names = {kind: [f"gateway-{kind}-{i}.txt" for i in range(warmup + iterations)] for kind in ("held", "a2a")}
+    tools.touch([PROBE, *names["held"], *names["a2a"]])
+    times: dict[str, list[float]] = {"direct": [], "through": [], "gateway_decision": [], "a2a_decision": []}
+    errors: Counter[str] = Counter()
+    try:
+        with ExitStack() as servers:
+            gw = servers.enter_context(running(gateway, work, tools.url, "gateway"))
+            a2a = servers.enter_context(running(a2a_target, work, tools.url, "gateway-a2a"))
+            if check is not None:
+                check("gateway")
+            headers = gateway.request_headers()
+            async with AsyncExitStack() as stack:
+                direct_http = await stack.enter_async_context(create_mcp_http_client())
+                through_http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+                direct = await stack.enter_async_context(Client(streamable_http_client(tools.url, http_client=direct_http)))
+                through = await stack.enter_async_context(
+                    Client(streamable_http_client(f"{gw.url}/mcp", http_client=through_http)))
+                http = await stack.enter_async_context(client())
+                await direct.list_tools()  # as a client does before calling (the SDK validates results against it)
+                await through.list_tools()
+                for i in range(warmup + iterations):
+                    keep = i >= warmup
+                    for side in (("direct", "through") if i % 2 == 0 else ("through", "direct")):
+                        start = time.perf_counter()
+                        try:
+                            _ok(await (direct if side == "direct" else through).call_tool("read_file", {"path": PROBE}),
+                                side)
+                        except Exception as exc:  # StepError, and the MCP client's own errors: counted, not timed
+                            errors[f"{side}:{getattr(exc, 'kind', type(exc).__name__)}"] += 1
+                            continue
+                        if keep:
+                            times[side].append(time.perf_counter() - start)
+                    for side in (("gateway", "a2a") if i % 2 == 0 else ("a2a", "gateway")):
+                        try:
+                            if side == "gateway":
+                                seconds = await _held_decision(through, http, gw.url, headers, names["held"][i])
+                            else:
+                                paused = await pause(http, a2a.endpoint, f"delete {names['a2a'][i]}")
+                                seconds = await approve(http, a2a.endpoint, paused)
+                        except Exception as exc:
+                            errors[f"{side}:{getattr(exc, 'kind', type(exc).__name__)}"] += 1
+                            continue
+                        if keep:
+                            times[f"{side}_decision"].append(seconds)
+    except (RuntimeError, OSError) as exc:
+        return {"reason": f"{type(exc).__name__}: {str(exc).splitlines()[0]}"}
+    runs = journal_runs(tools.journal)
+    once = sum(runs[name] == 1 for kind in names for name in names[kind])
+    out: dict[str, Any] = {"iterations": iterations, "direct_ms": stats(times["direct"]),
+                           "through_ms": stats(times["through"]), "gateway_decision_ms": stats(times["gateway_decision"]),
+                           "a2a_decision_ms": stats(times["a2a_decision"]), "ran_once": once,
+                           "ran_twice": sum(runs[n] > 1 for kind in names for n in names[kind]), "errors": dict(errors)}
+    out["passthrough_ratio"] = _ratio(out["through_ms"], out["direct_ms"])
+    out["decision_ratio"] = _ratio(out["gateway_decision_ms"], out["a2a_decision_ms"])
+    return out
+
+
+def _ratio(top: dict[str, Any], bottom: dict[str, Any]) -> float | None:
+    return None if not top.get("p50") or not bottom.get("p50") else round(top["p50"] / bottom["p50"], 3)
+
