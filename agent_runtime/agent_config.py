@@ -258,7 +258,8 @@ class GatewayConfig(ConfigModel):
     name: str
     namespace: str = "default"
     description: str = ""
-    upstream: McpServerConfig  # tool_names empty: every upstream tool is offered
+    # tool_names empty: every upstream tool is offered. None: a hooks-only gateway (no /mcp, nothing forwarded).
+    upstream: McpServerConfig | None = None
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
     access: AccessConfig = Field(default_factory=AccessConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
@@ -266,7 +267,7 @@ class GatewayConfig(ConfigModel):
     @property
     def mcp_servers(self) -> list[McpServerConfig]:
         """The upstream as the policy reads an Agent's tool servers (:func:`agent_runtime.policy.evaluate`)."""
-        return [self.upstream]
+        return [self.upstream] if self.upstream is not None else []
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"

@@ -273,6 +273,7 @@ def gateway(
         from agent_runtime.database import LocationError, check_location, default_database_url
         from agent_runtime.durations import parse_duration
         from agent_runtime.gateway.app import MCP_PATH, GatewaySettings, build_gateway_app
+        from agent_runtime.hooks.endpoint import HOOK_PATH
         from agent_runtime.kube import detect
 
         kube = detect(kubeconfig, kube_namespace, default_namespace=gateway_config.namespace, trust_kubectl=trust_kubectl)
@@ -295,8 +296,12 @@ def gateway(
             if self.started:
                 bound = next((s.getsockname()[1] for srv in self.servers for s in (srv.sockets or ())), port)
                 shown = f"[{host}]" if ":" in host else host
-                print(f"gateway {gateway_config.name} ready: http://{shown}:{bound}{MCP_PATH} "
-                      f"(upstream {gateway_config.upstream.url})", flush=True)
+                if gateway_config.upstream is None:
+                    print(f"gateway {gateway_config.name} ready: http://{shown}:{bound}{HOOK_PATH} (hooks only: no "
+                          "upstream)", flush=True)
+                else:
+                    print(f"gateway {gateway_config.name} ready: http://{shown}:{bound}{MCP_PATH} "
+                          f"(upstream {gateway_config.upstream.url})", flush=True)
 
     Announcing(uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, timeout_keep_alive=75,
                               proxy_headers=False)).run()

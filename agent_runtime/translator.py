@@ -96,7 +96,7 @@ class SecretFile:
         return posixpath.relpath(self.path, ACCESS_DIR)
 
 
-def access_files(agent: Agent) -> list[SecretFile]:
+def access_files(agent: Agent | MCPGateway) -> list[SecretFile]:
     """The Secret keys mounted under :data:`ACCESS_DIR` for ``agent`` in a cluster, in a stable order: the token
     Secret (``spec.access.tokenSecretRef``, else the generated ``<agent>-access``), then the JWKS when ``jwt`` is set."""
     access = agent.spec.access
@@ -112,7 +112,7 @@ def access_files(agent: Agent) -> list[SecretFile]:
     return files
 
 
-def database_env(agent: Agent) -> ac.SecretEnvRef | None:
+def database_env(agent: Agent | MCPGateway) -> ac.SecretEnvRef | None:
     """The database URL the runtime reads from a Secret (``spec.state.postgres.urlSecretRef``); ``None`` for sqlite."""
     postgres = agent.spec.state.postgres
     if postgres is None:
@@ -689,18 +689,19 @@ def translate_gateway(
     problems: list[Problem] = []
     spec = gateway.spec
     upstream = spec.upstream
-    for j, name in enumerate(upstream.require_approval):
-        if upstream.tool_names and name not in upstream.tool_names:
-            problems.append(
-                Problem(f"spec.upstream.requireApproval[{j}]", f"{name!r} is not in toolNames ({', '.join(upstream.tool_names)})")
-            )
-    server = _server(upstream.name, upstream.tool_names, upstream.require_approval, "spec.upstream.name",
-                     gateway.namespace, mcp_servers, problems)
-    known = set(upstream.tool_names) if upstream.tool_names else None
+    server = None
+    if upstream is not None:  # none: a hooks-only gateway, whose policy names the CLI's tools
+        for j, name in enumerate(upstream.require_approval):
+            if upstream.tool_names and name not in upstream.tool_names:
+                problems.append(Problem(f"spec.upstream.requireApproval[{j}]",
+                                        f"{name!r} is not in toolNames ({', '.join(upstream.tool_names)})"))
+        server = _server(upstream.name, upstream.tool_names, upstream.require_approval, "spec.upstream.name",
+                         gateway.namespace, mcp_servers, problems)
+    known = set(upstream.tool_names) if upstream is not None and upstream.tool_names else None
     policy = _approval_policy(spec.approval, known, problems)
     access = _access_config(spec.access, gateway.namespace, in_cluster, problems)
     audit = _audit(spec.audit, problems)
-    if problems or server is None:
+    if problems or (upstream is not None and server is None):
         raise TranslationError(problems)
     return ac.GatewayConfig(
         name=gateway.name, namespace=gateway.namespace, description=spec.description, upstream=server,
@@ -708,14 +709,16 @@ def translate_gateway(
     )
 
 
-def referenced_secrets(config: ac.AgentConfig) -> set[str]:
+def referenced_secrets(config: ac.AgentConfig | ac.GatewayConfig) -> set[str]:
     """Names of the Secrets an AgentConfig's environment comes from (the operator reads them by name)."""
     return {ref.secret for ref in secret_env(config)}
 
 
-def secret_env(config: ac.AgentConfig) -> list[ac.SecretEnvRef]:
+def secret_env(config: ac.AgentConfig | ac.GatewayConfig) -> list[ac.SecretEnvRef]:
     """Every environment variable the runtime expects from a Secret, in a stable order."""
     refs = [h.value_from for s in config.mcp_servers for h in s.headers]
+    if isinstance(config, ac.GatewayConfig):  # a gateway has its upstream's headers only
+        return refs
     refs += [a.token for a in config.sub_agents if a.token is not None]
     api_key = getattr(config.model, "api_key", None)
     if api_key is not None:

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from agent_runtime import policy
+from agent_runtime.agent_config import GatewayConfig
 from agent_runtime.errors import TranslationError
 from agent_runtime.resources import MCPGateway, RemoteMCPServer, ToolApproval
 from agent_runtime.translator import translate_gateway
@@ -124,3 +125,36 @@ def test_a_toolapproval_names_exactly_one_owner(refs: dict[str, str]) -> None:
     assert any("exactly one of spec.agentRef" in e for e in crd_validation.validate(doc))
     with pytest.raises(ValueError, match=r"exactly one of spec\.agentRef"):
         ToolApproval.model_validate(doc)
+
+
+# -- a gateway with no upstream (hooks only) ------------------------------------------------------------------------
+
+HOOKS_ONLY = {"apiVersion": "gatehouse.dev/v1alpha1", "kind": "MCPGateway", "metadata": {"name": "laptops"},
+              "spec": {"approval": {"rules": [{"tool": "Bash", "when": {"arg": "command", "regex": "rm\\s+-rf"},
+                                               "action": "deny"}]}}}
+
+
+def test_a_gateway_without_an_upstream_is_valid_and_its_policy_names_the_clis_tools() -> None:
+    assert crd_validation.validate(HOOKS_ONLY) == []
+    gateway = MCPGateway.model_validate(HOOKS_ONLY)
+    assert gateway.spec.upstream is None
+    config = translate_gateway(gateway, {}, in_cluster=True)  # no RemoteMCPServer needed
+    assert config.upstream is None and config.mcp_servers == []
+    assert policy.evaluate(config, "claude-code", "Bash", {"command": "rm -rf /"}).verdict == "deny"
+    assert policy.evaluate(config, "claude-code", "Bash", {"command": "ls"}).verdict == "allow"
+
+
+def test_a_named_upstream_that_is_missing_is_still_refused() -> None:
+    with pytest.raises(TranslationError) as exc:
+        translate_gateway(MCPGateway.model_validate(EXAMPLE), {}, in_cluster=True)
+    assert {p.path for p in exc.value.problems} == {"spec.upstream.name"}
+
+
+def test_what_the_last_release_wrote_still_opens() -> None:
+    """The upgrade: spec.upstream was required, so every stored MCPGateway has one and stays valid; a GatewayConfig
+    written by the last release (tests/testdata/gateway-config-v1, rendered by it from the example) loads unchanged."""
+    assert crd_validation.validate(EXAMPLE) == []
+    text = (ROOT / "tests" / "testdata" / "gateway-config-v1" / "files-gate.json").read_text()
+    stored = GatewayConfig.from_json(text)
+    assert stored.upstream is not None and stored.upstream.name == "file-tools"
+    assert stored == _translate(EXAMPLE)  # today's translation of the same gateway is the same config

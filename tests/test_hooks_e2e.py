@@ -58,20 +58,13 @@ POLICY = r"""
 """
 
 
-def _manifests(dead_upstream: str, approval: str) -> str:
-    # The upstream is never reached by a hook's call: it stands at a port nobody listens on.
+def _manifests(approval: str) -> str:
+    # No upstream: the gateway serves only hooks (no /mcp, and /readyz waits for no tool server).
     return f"""
-apiVersion: gatehouse.dev/v1alpha1
-kind: RemoteMCPServer
-metadata: {{name: nothing}}
-spec:
-  url: {dead_upstream}
----
 apiVersion: gatehouse.dev/v1alpha1
 kind: MCPGateway
 metadata: {{name: laptops}}
 spec:
-  upstream: {{name: nothing}}
   approval:
 {approval}
 """
@@ -83,14 +76,15 @@ class Gate:
     base: str
     tokens: Path
 
-
 def _serve(base: Path, approval: str) -> Iterator[Gate]:
     (base / "tokens").write_text(TOKENS)
     port = free_port()
-    (base / "gateway.yaml").write_text(_manifests(f"http://127.0.0.1:{free_port()}/mcp", approval))
+    (base / "gateway.yaml").write_text(_manifests(approval))
     args = [*RUNTIME_CMD, "gateway", "-f", str(base / "gateway.yaml"), "--port", str(port),
             "--api-token-file", str(base / "tokens"), "--state-dir", str(base / "state")]
-    with running(args, ready="gateway laptops ready", timeout=60):
+    # The ready line names the hook endpoint, since there is no /mcp to name.
+    ready = f"gateway laptops ready: http://127.0.0.1:{port}/hooks/claude-code (hooks only: no upstream)"
+    with running(args, ready=ready, timeout=60):
         root = f"http://127.0.0.1:{port}/"
         yield Gate(root + "hooks/claude-code", root, base / "tokens")
 
@@ -176,6 +170,15 @@ async def decide(gate: Gate, request_id: str, body: dict[str, Any], token: str =
 def decision(out: dict[str, Any] | None) -> dict[str, Any]:
     assert out is not None
     return dict(out["hookSpecificOutput"])
+
+
+async def test_a_hooks_only_gateway_is_ready_without_an_upstream_and_serves_no_mcp(gate: Gate) -> None:
+    async with httpx2.AsyncClient(timeout=10) as http:
+        ready = await http.get(gate.base + "readyz")
+        mcp = await http.post(gate.base + "mcp", headers={"authorization": "Bearer tok-alice"},
+                              json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
+    assert mcp.status_code == 404, mcp.text
 
 
 async def test_a_gated_bash_command_waits_and_an_approval_allows_it(gate: Gate) -> None:

@@ -118,7 +118,8 @@ def build_authenticator(settings: GatewaySettings, kube: KubeClient | None = Non
 
 def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = None) -> ASGIApp:
     config = settings.config
-    upstream = upstream or Upstream(config.upstream)
+    if upstream is None and config.upstream is not None:
+        upstream = Upstream(config.upstream)
     db = Database(settings.db_url)
     approvals = ApprovalService(db)
     metrics = Metrics()
@@ -140,13 +141,17 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
     inbox = InboxPages(RuntimeInbox(config.name, approvals=approvals, decide_one=decide, tasks=None, questions=None,
                                     allow_session=config.approval.allow_session_grants, gateway=True),
                        sessions, TokenLogin(authenticator))
-    server = build_server(config, upstream, held)
-    mcp = server.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host, event_store=RecentEvents())
+    # No upstream: a hooks-only gateway (docs/gateway.md), with no MCP endpoint at all rather than one that lists nothing.
+    server = build_server(config, upstream, held) if upstream is not None else None
+    mcp = None if server is None else server.streamable_http_app(
+        streamable_http_path=MCP_PATH, host=settings.host, event_store=RecentEvents())
 
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
     async def readyz(_: Request) -> Response:
+        if upstream is None:  # hooks only: nothing to reach before serving
+            return JSONResponse({"status": "ready"})
         try:
             await asyncio.wait_for(upstream.list_tools(), READY_TIMEOUT)
         except Exception as exc:
@@ -163,10 +168,10 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
         sweeper.start()
         if bridge is not None:
             bridge.start(lambda: Serving())
-        keeper = asyncio.create_task(upstream.run(), name="gateway-upstream")
+        keeper = asyncio.create_task(upstream.run(), name="gateway-upstream") if upstream is not None else None
         abandoning = asyncio.create_task(held.keep_abandoning(settings.sweep_interval), name="gateway-abandoned")
         try:
-            async with server.session_manager.run():
+            async with server.session_manager.run() if server is not None else contextlib.nullcontext():
                 yield
         finally:
             if bridge is not None:
@@ -174,19 +179,20 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
             await sweeper.stop()
             await rest.stop()
             await db.dispose()
-            keeper.cancel()
             abandoning.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await keeper
-            with contextlib.suppress(asyncio.CancelledError):
                 await abandoning
+            if keeper is not None:
+                keeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await keeper
 
     allowed = runtime_hosts(settings.access.allowed_hosts, local_mode=not authenticator.required,
                             loopback_bind=is_loopback(settings.host), public_url=None,
                             anonymous_remote=settings.access.allow_anonymous_remote)
     hook = Route(HOOK_PATH, HookEndpoint(config, held, approvals).handle, methods=["POST"])  # agent CLIs' PreToolUse
-    # /approvals…, /hooks…, /ui…, /mcp
-    inner = Starlette(routes=[*rest.routes, hook, *inbox.routes, Mount("/", app=BindSessions(mcp))])
+    mcp_routes = [Mount("/", app=BindSessions(mcp))] if mcp is not None else []
+    inner = Starlette(routes=[*rest.routes, hook, *inbox.routes, *mcp_routes])  # /approvals…, /hooks…, /ui…, /mcp
     guarded: ASGIApp = RequirePrincipal(inner, authenticator=authenticator, sessions=sessions,
                                         proxy=settings.access.proxy)
     if allowed is not None:

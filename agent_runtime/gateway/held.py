@@ -137,7 +137,7 @@ class HeldCalls:
         key = uuid.uuid4().hex
         record = ApprovalRecord(
             id=f"apr-{key[:16]}", task_id=f"{PREFIX}{key}", context_id=context, confirmation_id=f"held-{key}",
-            call_id=f"mcp-{key}", tool=tool, server=server or self.config.upstream.name, args=dict(args),
+            call_id=f"mcp-{key}", tool=tool, server=server or _upstream_name(self.config), args=dict(args),
             args_hash=digest, hint=hint or decision.hint, created_at=now, expires_at=now + self.config.approval.timeout_seconds,
             requested_by=principal.id, approvers=decision.approvers, redact=self.config.approval.redact,
         )
@@ -178,3 +178,8 @@ class HeldCalls:
 
 
 __all__ = ["ABANDONED", "CONTEXT_PREFIX", "KEEPALIVE_SECONDS", "NAME", "PREFIX", "HeldCalls", "context_of", "refusal"]
+
+
+def _upstream_name(config: GatewayConfig) -> str:
+    """Where a held MCP call was asked: the upstream's name (a hooks-only gateway's calls name their CLI instead)."""
+    return config.upstream.name if config.upstream is not None else ""

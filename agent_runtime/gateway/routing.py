@@ -20,14 +20,16 @@ class Route:
 
 
 def offered(config: GatewayConfig, tool: str) -> bool:
-    """Whether the gateway offers ``tool`` (``spec.upstream.toolNames``; empty: every upstream tool)."""
+    """Whether the gateway offers ``tool`` (``spec.upstream.toolNames``; empty: every upstream tool; no upstream: none)."""
+    if config.upstream is None:
+        return False
     return not config.upstream.tool_names or tool in config.upstream.tool_names
 
 
 def route(config: GatewayConfig, tool: str, args: dict[str, Any]) -> Route:
     """Forward an allowed call, refuse a denied one with the policy's reason, hold a gated one for a human; a tool the
     gateway does not offer is ``unknown`` (the upstream is never asked about it)."""
-    if not offered(config, tool):
+    if not offered(config, tool) or config.upstream is None:
         return Route("unknown", f"Unknown tool: {tool!r} is not offered by this gateway.")
     decision = policy.evaluate(config, config.upstream.name, tool, args)
     if decision.verdict == "allow":

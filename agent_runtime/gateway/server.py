@@ -62,12 +62,13 @@ def _progress(ctx: ServerRequestContext[Any]) -> Progress | None:
 
 def build_server(config: GatewayConfig, upstream: Upstream, held: HeldCalls | None = None) -> Server[Any]:
     """``held``: where gated calls wait for a decision; None: a gated call is refused (fails closed)."""
+    upstream_name = config.upstream.name if config.upstream is not None else ""
 
     async def forward(tool: str, args: dict[str, Any]) -> mcp_types.CallToolResult:
         try:
             found = await upstream.call_tool(tool, args)
         except Exception as exc:
-            return _error(f"The upstream tool server {config.upstream.name!r} failed on {tool}: {exc}. "
+            return _error(f"The upstream tool server {upstream_name!r} failed on {tool}: {exc}. "
                           "The call may or may not have run there.")
         if isinstance(found, mcp_types.CallToolResult):
             return found
@@ -102,7 +103,7 @@ def build_server(config: GatewayConfig, upstream: Upstream, held: HeldCalls | No
             )
         except Exception as exc:  # the upstream failed or could not be reached: the model reads that, not a crash
             log.warning("gateway %s: upstream call %s failed: %s", config.name, params.name, exc)
-            return _error(f"The upstream tool server {config.upstream.name!r} failed on {params.name}: {exc}. "
+            return _error(f"The upstream tool server {upstream_name!r} failed on {params.name}: {exc}. "
                           "The call may or may not have run there.")
 
     def input_schema(name: str) -> dict[str, Any] | None:

@@ -4,7 +4,8 @@ gates the calls of agents Gatehouse does not run (docs/gateway.md).
 Its approval, access, audit, deployment and state blocks are the Agent's own models (:mod:`agent_runtime.resources.
 agent`), so a field means the same on both and is parsed by the same code (``translator.translate_gateway``); the
 CRD's copies of those blocks are kept equal to the Agent's by ``tests/test_gateway_resource.py``. Only the upstream is
-its own: the Agent names a tool server per ``spec.tools[]``, a gateway names exactly one.
+its own: the Agent names a tool server per ``spec.tools[]``, a gateway names at most one (none: it serves only
+agent-CLI hooks, and has no ``/mcp``).
 """
 
 from __future__ import annotations
@@ -43,7 +44,10 @@ class GatewayUpstream(SpecModel):
 
 class MCPGatewaySpec(SpecModel):
     description: str = Field(default="", description="What the gateway is for (its MCP server instructions).")
-    upstream: GatewayUpstream = Field(description="The MCP server the gateway forwards calls to.")
+    upstream: GatewayUpstream | None = Field(
+        default=None,
+        description="The MCP server the gateway forwards calls to; none: the gateway serves only hooks (/hooks/...).",
+    )
     approval: ApprovalSpec = Field(
         default_factory=ApprovalSpec, description="Which tool calls wait for a human, and who decides."
     )

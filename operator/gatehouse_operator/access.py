@@ -18,7 +18,6 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from agent_runtime.resources import Agent
 from gatehouse_operator import builders
 from gatehouse_operator.apply import Applied
 from gatehouse_operator.dependencies import ReferencedSecrets
@@ -30,7 +29,8 @@ TOKEN_BYTES = 32
 
 
 def ensure_access_secret(
-    kube: ChildrenApi, referenced: ReferencedSecrets, agent: Agent, owner: Mapping[str, Any], *, create_first: bool = False
+    kube: ChildrenApi, referenced: ReferencedSecrets, agent: builders.Owner, owner: Mapping[str, Any], *,
+    create_first: bool = False,
 ) -> Applied | None:
     """Generate the token Secret if the Agent needs it and it does not exist; ``None`` when nothing was done.
 

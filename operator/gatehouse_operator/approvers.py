@@ -8,8 +8,7 @@ Agent that relied on the old default is told here, on its status: ``False`` with
 
 from __future__ import annotations
 
-from agent_runtime.agent_config import AgentConfig
-from agent_runtime.policy import requester_only
+from agent_runtime.policy import PolicySource, requester_only
 from gatehouse_operator.status import StatusCondition
 
 __all__ = ["CONDITION", "approvers_condition"]
@@ -17,7 +16,7 @@ __all__ = ["CONDITION", "approvers_condition"]
 CONDITION = "ApproversNamed"
 
 
-def approvers_condition(config: AgentConfig) -> StatusCondition:
+def approvers_condition(config: PolicySource) -> StatusCondition:
     places = requester_only(config)
     if not places:
         return StatusCondition(CONDITION, True, "Named", "every gated call has approvers")

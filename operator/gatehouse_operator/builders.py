@@ -22,6 +22,11 @@ environment variables that carry secrets are ``secretKeyRef`` references and fil
 more object is rendered here but applied apart, by :mod:`gatehouse_operator.access`: the generated token Secret
 ``<agent>-access`` (:func:`build_access_secret`, created once and never overwritten; the token is an argument).
 The runtime's TokenReview right is a subject of one shared ClusterRoleBinding (:mod:`gatehouse_operator.tokenreview`).
+
+An ``MCPGateway`` owns the same children, built by the same functions (:data:`Owner`), with these differences: its
+labels say ``gatehouse-gateway`` and ``gatehouse.dev/gateway`` (the label the admission policy and the runtime read
+for a gateway); the config Secret holds only ``config.json`` (a GatewayConfig; no agent card); the Role reads its own
+MCPGateway (not an Agent); the Deployment runs ``gatehouse-runtime gateway``, without ``--public-url``.
 """
 
 from __future__ import annotations
@@ -37,8 +42,8 @@ from typing import Any
 
 import kopf
 
-from agent_runtime.agent_config import AgentConfig
-from agent_runtime.resources import GROUP, Agent
+from agent_runtime.agent_config import AgentConfig, GatewayConfig
+from agent_runtime.resources import GROUP, Agent, MCPGateway
 from agent_runtime.resources.agent import SqliteStateSpec
 from agent_runtime.translator import (
     ACCESS_DIR,
@@ -56,12 +61,17 @@ from agent_runtime.translator import (
 from gatehouse_operator import hardening, storage
 
 __all__ = [
+    "AGENT",
     "AGENT_NAMESPACE_LABEL",
     "CONFIG_HASH_ANNOTATION",
     "CONTAINER_PORT",
+    "GATEWAY",
+    "GATEWAY_LABEL",
     "MANAGED_BY",
     "SECRETS_HASH_ANNOTATION",
     "BuildInputs",
+    "Owner",
+    "OwnerKind",
     "build_access_secret",
     "build_claim",
     "build_config_secret",
@@ -72,6 +82,7 @@ __all__ = [
     "build_service_account",
     "config_hash",
     "desired_children",
+    "kind_of",
     "labels_for",
     "needs_agent_token",
     "public_url",
@@ -81,8 +92,31 @@ CONTAINER_PORT = RUNTIME_PORT  # part of every Agent's in-cluster URL (translato
 CONFIG_HASH_ANNOTATION = f"{GROUP}/config-hash"
 SECRETS_HASH_ANNOTATION = f"{GROUP}/secrets-hash"
 AGENT_LABEL = f"{GROUP}/agent"
+GATEWAY_LABEL = f"{GROUP}/gateway"
 AGENT_NAMESPACE_LABEL = f"{GROUP}/agent-namespace"
 MANAGED_BY = "gatehouse-operator"
+
+
+Owner = Agent | MCPGateway  # what owns runtime children: both have the same deployment, state and access blocks
+Config = AgentConfig | GatewayConfig
+
+
+@dataclass(frozen=True)
+class OwnerKind:
+    """What tells an Agent's children from an MCPGateway's: the label naming the owner, the app name, its plural."""
+
+    kind: str
+    plural: str
+    label: str
+    app: str
+
+
+AGENT = OwnerKind("Agent", "agents", AGENT_LABEL, "gatehouse-agent")
+GATEWAY = OwnerKind("MCPGateway", "mcpgateways", GATEWAY_LABEL, "gatehouse-gateway")
+
+
+def kind_of(owner: Owner) -> OwnerKind:
+    return GATEWAY if isinstance(owner, MCPGateway) else AGENT
 
 
 @dataclass(frozen=True)
@@ -95,26 +129,26 @@ class BuildInputs:
     api_token_key: str = "token"
 
 
-def config_json(config: AgentConfig) -> str:
+def config_json(config: Config) -> str:
     return config.to_json()
 
 
-def config_hash(config: AgentConfig) -> str:
+def config_hash(config: Config) -> str:
     """sha256 of ``config.json``: the pod-template annotation that rolls pods when the config changes."""
     return hashlib.sha256(config_json(config).encode()).hexdigest()
 
 
-def labels_for(agent_name: str) -> dict[str, str]:
+def labels_for(agent_name: str, of: OwnerKind = AGENT) -> dict[str, str]:
     return {
-        "app.kubernetes.io/name": "gatehouse-agent",
+        "app.kubernetes.io/name": of.app,
         "app.kubernetes.io/instance": agent_name,
         "app.kubernetes.io/managed-by": MANAGED_BY,
-        AGENT_LABEL: agent_name,
+        of.label: agent_name,
     }
 
 
-def selector_for(agent_name: str) -> dict[str, str]:
-    return {"app.kubernetes.io/name": "gatehouse-agent", AGENT_LABEL: agent_name}
+def selector_for(agent_name: str, of: OwnerKind = AGENT) -> dict[str, str]:
+    return {"app.kubernetes.io/name": of.app, of.label: agent_name}
 
 
 def config_secret_name(agent_name: str) -> str:
@@ -125,36 +159,42 @@ def role_name(agent_name: str) -> str:
     return f"{agent_name}-runtime"
 
 
-def service_account_name(agent: Agent) -> str:
-    """The runtime's identity: always the ServiceAccount named like the Agent (the reconcile refuses another name)."""
+def service_account_name(agent: Owner) -> str:
+    """The runtime's identity: always the ServiceAccount named like the Agent (the reconcile refuses another name);
+    a gateway's likewise, the name the admission policy expects of a gateway's ToolApprovals' writer."""
     return agent.name
 
 
-def _meta(name: str, agent: Agent) -> dict[str, Any]:
-    return {"name": name, "namespace": agent.namespace, "labels": labels_for(agent.name)}
+def _meta(name: str, agent: Owner) -> dict[str, Any]:
+    return {"name": name, "namespace": agent.namespace, "labels": labels_for(agent.name, kind_of(agent))}
 
 
 def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
-def build_config_secret(agent: Agent, config: AgentConfig) -> dict[str, Any]:
-    card = json.dumps(config.card.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+def build_config_secret(agent: Owner, config: Config) -> dict[str, Any]:
+    data = {"config.json": _b64(config_json(config))}
+    if isinstance(config, AgentConfig):  # a gateway has no agent card
+        card = json.dumps(config.card.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+        data["agent-card.json"] = _b64(card)
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": _meta(config_secret_name(agent.name), agent),
         "type": "Opaque",
-        "data": {"config.json": _b64(config_json(config)), "agent-card.json": _b64(card)},
+        "data": data,
     }
 
 
-def build_service_account(agent: Agent) -> dict[str, Any]:
+def build_service_account(agent: Owner) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(agent.name, agent)}
 
 
-def build_role(agent: Agent) -> dict[str, Any]:
-    """Least privilege for the runtime: its ToolApprovals, Events, and its own Agent (read) and status."""
+def build_role(agent: Owner) -> dict[str, Any]:
+    """Least privilege for the runtime: its ToolApprovals, Events, and its own Agent (a gateway: its own MCPGateway)
+    (read) and status."""
+    plural = kind_of(agent).plural
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
@@ -169,13 +209,14 @@ def build_role(agent: Agent) -> dict[str, Any]:
             {"apiGroups": [GROUP], "resources": ["toolapprovals/status"], "verbs": ["get", "patch"]},
             {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
             # its own Agent: the conditions the operator reports (AdmissionPolicy), and its status to write
-            {"apiGroups": [GROUP], "resources": ["agents"], "resourceNames": [agent.name], "verbs": ["get"]},
-            {"apiGroups": [GROUP], "resources": ["agents/status"], "resourceNames": [agent.name], "verbs": ["get", "patch"]},
+            {"apiGroups": [GROUP], "resources": [plural], "resourceNames": [agent.name], "verbs": ["get"]},
+            {"apiGroups": [GROUP], "resources": [f"{plural}/status"], "resourceNames": [agent.name],
+             "verbs": ["get", "patch"]},
         ],
     }
 
 
-def build_role_binding(agent: Agent) -> dict[str, Any]:
+def build_role_binding(agent: Owner) -> dict[str, Any]:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
@@ -185,7 +226,7 @@ def build_role_binding(agent: Agent) -> dict[str, Any]:
     }
 
 
-def build_access_secret(agent: Agent, owner: Mapping[str, Any], token: str) -> dict[str, Any]:
+def build_access_secret(agent: Owner, owner: Mapping[str, Any], token: str) -> dict[str, Any]:
     """The token Secret generated for an Agent without ``spec.access.tokenSecretRef``: one token for
     ``<agent>-admin`` (the caller draws ``token``). Owned by the Agent, so it goes with it."""
     name = access_files(agent)[0].secret
@@ -209,12 +250,13 @@ def _access_volume(files: Sequence[SecretFile]) -> dict[str, Any]:
     return {"name": "access", "projected": {"sources": sources}}
 
 
-def _env(agent: Agent, config: AgentConfig, inputs: BuildInputs, plan: storage.StateLayout) -> list[dict[str, Any]]:
+def _env(agent: Owner, config: Config, inputs: BuildInputs, plan: storage.StateLayout) -> list[dict[str, Any]]:
     refs = secret_env(config) + ([plan.database] if plan.database is not None else [])
     env: list[dict[str, Any]] = [
         {"name": ref.env, "valueFrom": {"secretKeyRef": {"name": ref.secret, "key": ref.key}}} for ref in refs
     ]
-    if inputs.api_token_secret:  # REST approvals need a bearer token in a cluster; never copied, only referenced
+    # REST approvals need a bearer token in a cluster (a gateway's runtime reads it too); never copied, only referenced
+    if inputs.api_token_secret:
         ref = {"name": inputs.api_token_secret, "key": inputs.api_token_key}
         env.append({"name": "GATEHOUSE_API_TOKEN", "valueFrom": {"secretKeyRef": ref}})
     # Which pod wrote a condition, an Event or an Orphaned verdict (the downward API; the hostname may differ).
@@ -228,10 +270,10 @@ def public_url(agent: Agent) -> str:
     return agent_url(agent.name, agent.namespace, agent.spec.a2a_config.public_url)
 
 
-def needs_agent_token(config: AgentConfig) -> bool:
+def needs_agent_token(config: Config) -> bool:
     """Whether the runtime presents a token of its ServiceAccount to an Agent it uses as a tool (read from the file the
-    kubelet projects, :data:`agent_runtime.translator.AGENT_TOKEN_FILE`)."""
-    return any(sub.token_file == AGENT_TOKEN_FILE for sub in config.sub_agents)
+    kubelet projects, :data:`agent_runtime.translator.AGENT_TOKEN_FILE`); a gateway never does."""
+    return isinstance(config, AgentConfig) and any(sub.token_file == AGENT_TOKEN_FILE for sub in config.sub_agents)
 
 
 AGENT_TOKEN_VOLUME = {
@@ -244,7 +286,7 @@ AGENT_TOKEN_VOLUME = {
 }
 
 
-def build_claim(agent: Agent) -> dict[str, Any] | None:
+def build_claim(agent: Owner) -> dict[str, Any] | None:
     """The sqlite state's PersistentVolumeClaim ``<agent>-state``; ``None`` unless the Agent keeps sqlite on a claim.
 
     Without ``storageClassName`` the cluster's default StorageClass is used (the API server fills it in)."""
@@ -258,16 +300,20 @@ def build_claim(agent: Agent) -> dict[str, Any] | None:
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _meta(plan.claim, agent), "spec": spec}
 
 
-def build_deployment(agent: Agent, config: AgentConfig, inputs: BuildInputs) -> dict[str, Any]:
+def build_deployment(agent: Owner, config: Config, inputs: BuildInputs) -> dict[str, Any]:
     spec = agent.spec.deployment
     plan = storage.layout(agent)
     annotations = {CONFIG_HASH_ANNOTATION: config_hash(config)}
     if inputs.secrets_hash:
         annotations[SECRETS_HASH_ANNOTATION] = inputs.secrets_hash
-    command = [
-        "gatehouse-runtime", "serve", "--config", "/config/config.json",
-        "--host", "0.0.0.0", "--port", str(CONTAINER_PORT), "--public-url", public_url(agent),
-    ]
+    if isinstance(agent, MCPGateway):
+        command = ["gatehouse-runtime", "gateway", "--config", "/config/config.json",
+                   "--host", "0.0.0.0", "--port", str(CONTAINER_PORT)]
+    else:
+        command = [
+            "gatehouse-runtime", "serve", "--config", "/config/config.json",
+            "--host", "0.0.0.0", "--port", str(CONTAINER_PORT), "--public-url", public_url(agent),
+        ]
     # The root filesystem is read-only: the runtime writes its state (sqlite) and temporary files to volumes.
     mounts: list[dict[str, Any]] = [{"name": "config", "mountPath": "/config", "readOnly": True}]
     volumes: list[dict[str, Any]] = [{"name": "config", "secret": {"secretName": config_secret_name(agent.name)}}]
@@ -297,10 +343,10 @@ def build_deployment(agent: Agent, config: AgentConfig, inputs: BuildInputs) -> 
         "metadata": _meta(agent.name, agent),
         "spec": {
             "replicas": spec.replicas,
-            "selector": {"matchLabels": selector_for(agent.name)},
+            "selector": {"matchLabels": selector_for(agent.name, kind_of(agent))},
             "strategy": plan.strategy,
             "template": {
-                "metadata": {"labels": labels_for(agent.name), "annotations": annotations},
+                "metadata": {"labels": labels_for(agent.name, kind_of(agent)), "annotations": annotations},
                 "spec": {
                     "serviceAccountName": service_account_name(agent),
                     "securityContext": hardening.merged(hardening.POD_SECURITY_CONTEXT, spec.pod_security_context),
@@ -312,21 +358,21 @@ def build_deployment(agent: Agent, config: AgentConfig, inputs: BuildInputs) -> 
     }
 
 
-def build_service(agent: Agent) -> dict[str, Any]:
+def build_service(agent: Owner) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": _meta(agent.name, agent),
         "spec": {
             "type": "ClusterIP",
-            "selector": selector_for(agent.name),
+            "selector": selector_for(agent.name, kind_of(agent)),
             "ports": [{"name": "http", "port": CONTAINER_PORT, "targetPort": "http", "protocol": "TCP"}],
         },
     }
 
 
 def desired_children(
-    agent: Agent, owner: Mapping[str, Any], config: AgentConfig, inputs: BuildInputs
+    agent: Owner, owner: Mapping[str, Any], config: Config, inputs: BuildInputs
 ) -> list[dict[str, Any]]:
     """Every object the Agent owns, in creation order, each adopted by ``owner`` (the Agent's raw body)."""
     children = [build_config_secret(agent, config)]

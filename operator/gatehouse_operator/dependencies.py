@@ -9,6 +9,9 @@ event. One of them is a lookup and three are read-only caches the translator rea
     mcp_server_cache      (namespace, name) -> the RemoteMCPServer's apiVersion/kind/metadata/spec
     agent_cache           namespace -> each Agent's apiVersion/kind/metadata/spec (the Agents an Agent uses as tools,
                           and theirs, for the translator's cycle and depth checks)
+    gateway_names         (namespace, name) of each MCPGateway -> True (an Agent and an MCPGateway of one name would
+                          own the same children: :meth:`Dependencies.name_taken`)
+    gateway_upstreams     (namespace, RemoteMCPServer name) -> the MCPGateways naming it as their upstream
 
 The index functions are small and pure, so they are ``async``: kopf runs them inline in its event loop
 instead of handing each watch event to a worker thread and back. kopf passes ``namespace=None`` only for
@@ -40,7 +43,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from agent_runtime.agent_config import AgentConfig
+from agent_runtime.agent_config import AgentConfig, GatewayConfig
 from agent_runtime.errors import Problem, problems_from_validation
 from agent_runtime.resources import GROUP, VERSION, Agent, ModelConfig, RemoteMCPServer
 from agent_runtime.translator import SecretFile, secret_env
@@ -86,6 +89,21 @@ async def agent_cache(namespace: str | None, body: kopf.Body, **_: Any) -> dict[
     return {namespace: _plain(body)}
 
 
+@kopf.index(GROUP, VERSION, "mcpgateways")
+async def gateway_names(namespace: str | None, name: str, **_: Any) -> dict[tuple[str, str], bool]:
+    if namespace is None:
+        return {}
+    return {(namespace, name): True}
+
+
+@kopf.index(GROUP, VERSION, "mcpgateways")
+async def gateway_upstreams(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[tuple[str, str], str]:
+    upstream = (spec.get("upstream") or {}).get("name")
+    if namespace is None or not upstream:  # no upstream: a hooks-only gateway depends on no RemoteMCPServer
+        return {}
+    return {(namespace, str(upstream)): name}
+
+
 @kopf.index(GROUP, VERSION, "modelconfigs")
 async def model_config_cache(
     namespace: str | None, name: str, body: kopf.Body, **_: Any
@@ -122,6 +140,8 @@ class Dependencies:
     model_config_cache: kopf.Index[tuple[str, str], dict[str, Any]]
     mcp_server_cache: kopf.Index[tuple[str, str], dict[str, Any]]
     agent_cache: kopf.Index[str, dict[str, Any]]
+    gateway_names: kopf.Index[tuple[str, str], bool]
+    gateway_upstreams: kopf.Index[tuple[str, str], str]
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any]) -> Dependencies:
@@ -168,6 +188,39 @@ class Dependencies:
             found[name] = child
             todo += [tool.name for t in child.spec.tools if (tool := t.agent) is not None and tool.card_url is None]
         return found, problems
+
+    def gateways_using(self, namespace: str, server: str) -> set[str]:
+        """The MCPGateways of ``namespace`` whose upstream is the RemoteMCPServer ``server``."""
+        return _all(self.gateway_upstreams, (namespace, server))
+
+    def name_taken(self, kind: str, namespace: str, name: str) -> Problem | None:
+        """A Problem when the other kind (an Agent for an MCPGateway, and the reverse) has this name in this namespace:
+        both would own the same children (``<name>`` Deployment, Service, ServiceAccount, ``<name>-config``...), so
+        neither is applied while both exist, and the children already there keep running."""
+        if kind == "MCPGateway":
+            other = "Agent"
+            taken = any(body["metadata"]["name"] == name for body in self.agent_cache.get(namespace, ()))
+        else:
+            other = "MCPGateway"
+            taken = bool(_all(self.gateway_names, (namespace, name)))
+        if not taken:
+            return None
+        return Problem("metadata.name", f"an {other} named {name!r} in namespace {namespace!r} owns the objects of that "
+                                        "name (Deployment, Service, ServiceAccount, Secrets): rename one of the two")
+
+    def mcp_servers(self, namespace: str, names: Sequence[str]) -> tuple[dict[str, RemoteMCPServer], list[Problem]]:
+        """The RemoteMCPServers of ``names`` in the cache (an MCPGateway's upstream), and any that are invalid; missing
+        ones are left out, for the translator to report with their field paths."""
+        servers: dict[str, RemoteMCPServer] = {}
+        problems: list[Problem] = []
+        for name in names:
+            raw = _one(self.mcp_server_cache, (namespace, name))
+            if raw is not None:
+                try:
+                    servers[name] = RemoteMCPServer.model_validate(raw)
+                except ValidationError as exc:
+                    problems += problems_from_validation(exc, prefix=f"RemoteMCPServer {name!r}")
+        return servers, problems
 
     def resolve(
         self, agent: Agent
@@ -241,11 +294,11 @@ class ReferencedSecrets:
         return {name: seen.resource_version if seen else None for name, seen in list(self._seen.items())}
 
     @staticmethod
-    def _wanted(config: AgentConfig, files: Sequence[SecretFile]) -> list[tuple[str, str, str]]:
+    def _wanted(config: AgentConfig | GatewayConfig, files: Sequence[SecretFile]) -> list[tuple[str, str, str]]:
         wanted = [(f"env {ref.env}", ref.secret, ref.key) for ref in secret_env(config)]
         return wanted + [(f.field, f.secret, f.key) for f in files]
 
-    def problems(self, config: AgentConfig, files: Sequence[SecretFile] = ()) -> list[Problem]:
+    def problems(self, config: AgentConfig | GatewayConfig, files: Sequence[SecretFile] = ()) -> list[Problem]:
         """A Problem for every Secret (or Secret key) the runtime needs but that is absent: its environment's, and
         the ``files`` mounted for it."""
         problems = []
@@ -257,7 +310,7 @@ class ReferencedSecrets:
                 problems.append(Problem(where, f"Secret {secret!r} has no key {key!r}"))
         return problems
 
-    def hash(self, config: AgentConfig, files: Sequence[SecretFile] = ()) -> str:
+    def hash(self, config: AgentConfig | GatewayConfig, files: Sequence[SecretFile] = ()) -> str:
         """A digest over (Secret, key, resourceVersion) of every referenced key (environment and files): a rotated
         value gives its Secret a new resourceVersion, so the digest changes and the pods roll. No value is read into
         it. ``""`` when the runtime needs no Secret."""

@@ -9,14 +9,17 @@ agent_delete           deletion while something else holds the Agent (optional, 
                        best effort: Agents carry no finalizer): revokes its
                        TokenReview right (a subject of a cluster-scoped binding)
 modelconfig_event      a ModelConfig added/changed/deleted                         Agents using it
-mcpserver_event        a RemoteMCPServer added/changed/deleted                     Agents using it
+mcpserver_event        a RemoteMCPServer added/changed/deleted                     Agents using it, and
+                                                                                   MCPGateways naming it
 agent_event            an Agent added, deleted or its spec changed                 Agents using it as a
                        (every event records the Agent for the periodic loop;       tool (and, when its
                        DELETED revokes its TokenReview right at once, its other    runtime reported
                        children go by their ownerReferences)                       readiness, or its state
                                                                                    switch is held, that Agent)
-deployment_event       a Deployment we manage changed (e.g. availableReplicas,     its Agent
-                       or edited/deleted by hand)
+deployment_event       a Deployment we manage changed (e.g. availableReplicas,     its Agent (or
+                       or edited/deleted by hand)                                  MCPGateway)
+gateway_create/update/ an MCPGateway itself, at start-up, its deletion (as for     that MCPGateway
+resume/delete          an Agent; its children by the Agent's builders and steps)
 admission_policy_/     the ToolApproval admission policy or any policy binding     every Agent, when the
 binding_event          changed (the verdict is read again, once)                   verdict changed
 =====================  ==========================================================  =====================
@@ -70,11 +73,16 @@ __all__ = [
     "agent_resume",
     "agent_update",
     "deployment_event",
+    "gateway_create",
+    "gateway_delete",
+    "gateway_resume",
+    "gateway_update",
     "mcpserver_event",
     "modelconfig_event",
 ]
 
 AGENTS = (GROUP, VERSION, "agents")
+GATEWAYS = (GROUP, VERSION, builders.GATEWAY.plural)
 
 
 def _agent_namespace(namespace: str | None, name: str) -> str:
@@ -85,9 +93,9 @@ def _agent_namespace(namespace: str | None, name: str) -> str:
 
 
 def _run(memo: kopf.Memo, namespace: str, name: str, logger: kopf.Logger, kwargs: dict[str, Any],
-         seen: kopf.Body | None = None) -> None:
+         seen: kopf.Body | None = None, of: builders.OwnerKind = builders.AGENT) -> None:
     state: OperatorState = memo.state
-    reconcile(state, Dependencies.from_kwargs(kwargs), namespace, name, logger, seen=seen)
+    reconcile(state, Dependencies.from_kwargs(kwargs), namespace, name, logger, seen=seen, of=of)
 
 
 # The Agent's own handlers reconcile it as their event shows it (no GET of the Agent).
@@ -112,6 +120,31 @@ def agent_resume(memo: kopf.Memo, namespace: str | None, name: str, body: kopf.B
 @kopf.on.delete(*AGENTS, optional=True)  # optional: no finalizer, so it runs only while something else holds the Agent
 def agent_delete(memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **_: Any) -> None:
     if namespace is not None:  # without one, nothing was ever created or locked for it
+        _release(memo.state, namespace, name, logger)
+
+
+# An MCPGateway: the same reconcile, with its own kind (builders.GATEWAY); see reconcile.reconcile for what differs.
+@kopf.on.create(*GATEWAYS)
+def gateway_create(memo: kopf.Memo, namespace: str | None, name: str, body: kopf.Body, logger: kopf.Logger,
+                   **kwargs: Any) -> None:
+    _run(memo, _agent_namespace(namespace, name), name, logger, kwargs, seen=body, of=builders.GATEWAY)
+
+
+@kopf.on.update(*GATEWAYS)
+def gateway_update(memo: kopf.Memo, namespace: str | None, name: str, body: kopf.Body, logger: kopf.Logger,
+                   **kwargs: Any) -> None:
+    _run(memo, _agent_namespace(namespace, name), name, logger, kwargs, seen=body, of=builders.GATEWAY)
+
+
+@kopf.on.resume(*GATEWAYS)
+def gateway_resume(memo: kopf.Memo, namespace: str | None, name: str, body: kopf.Body, logger: kopf.Logger,
+                   **kwargs: Any) -> None:
+    _run(memo, _agent_namespace(namespace, name), name, logger, kwargs, seen=body, of=builders.GATEWAY)
+
+
+@kopf.on.delete(*GATEWAYS, optional=True)
+def gateway_delete(memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **_: Any) -> None:
+    if namespace is not None:  # its TokenReview right, as an Agent's (periodic.release checks both kinds)
         _release(memo.state, namespace, name, logger)
 
 
@@ -156,16 +189,16 @@ async def agent_event(type: str | None, body: kopf.Body, memo: kopf.Memo, namesp
 
 
 def _reconcile_each(agents: list[tuple[str, str]], why: str, memo: kopf.Memo, logger: kopf.Logger,
-                    kwargs: dict[str, Any]) -> None:
+                    kwargs: dict[str, Any], of: builders.OwnerKind = builders.AGENT) -> None:
     """Reconcile each of ``agents`` (namespace, name) in its own try: one that fails (its status write answered 404
     because it was deleted meanwhile, a 409, a 5xx) must not cost the others theirs, since kopf does not retry an event
     handler. The failed one is retried with backoff by the periodic loop (``reconcile`` schedules it)."""
     for namespace, agent in agents:
-        logger.info("%s: reconciling agent %s/%s", why, namespace, agent)
+        logger.info("%s: reconciling %s %s/%s", why, of.kind, namespace, agent)
         try:
-            _run(memo, namespace, agent, logger, kwargs)
+            _run(memo, namespace, agent, logger, kwargs, of=of)
         except Exception as exc:  # logged with its retry by reconcile(); the next Agent still gets its turn
-            logger.warning("%s: agent %s/%s not reconciled yet (%s)", why, namespace, agent, exc)
+            logger.warning("%s: %s %s/%s not reconciled yet (%s)", why, of.kind, namespace, agent, exc)
 
 
 def _reconcile_dependents(kind: str, event_type: str, namespace: str, name: str, agents: list[str], memo: kopf.Memo,
@@ -193,23 +226,36 @@ async def modelconfig_event(type: str | None, memo: kopf.Memo, namespace: str | 
 async def mcpserver_event(type: str | None, memo: kopf.Memo, namespace: str | None, name: str,
                           logger: kopf.Logger, **kwargs: Any) -> None:
     await _dependents("RemoteMCPServer", type, namespace, name, memo, logger, kwargs)
+    if type is None or namespace is None:
+        return
+    gateways = sorted(Dependencies.from_kwargs(kwargs).gateways_using(namespace, name))
+    if gateways:  # a gateway's upstream appeared, changed or went
+        await asyncio.to_thread(_reconcile_each, [(namespace, g) for g in gateways],
+                                f"RemoteMCPServer {namespace}/{name} changed ({type})", memo, logger, kwargs,
+                                builders.GATEWAY)
 
 
-def _agents_to_readmit(memo: kopf.Memo, kwargs: dict[str, Any]) -> list[tuple[str, str]]:
-    """Read the admission policy's verdict again; every Agent (namespace, name) when it changed, else none."""
+def _to_readmit(memo: kopf.Memo, kwargs: dict[str, Any]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """Read the admission policy's verdict again; when it changed, every Agent and every MCPGateway (namespace, name)
+    (both show it as their AdmissionPolicy condition), else none."""
     state: OperatorState = memo.state
     if not state.admission.refresh(state.kube, state.config.admission_policy):
-        return []
-    cache = Dependencies.from_kwargs(kwargs).agent_cache
-    return sorted({(namespace, body["metadata"]["name"]) for namespace in list(cache) for body in cache.get(namespace, ())})
+        return [], []
+    deps = Dependencies.from_kwargs(kwargs)
+    cache = deps.agent_cache
+    agents = sorted({(namespace, body["metadata"]["name"]) for namespace in list(cache) for body in cache.get(namespace, ())})
+    return agents, sorted(deps.gateway_names)
 
 
 async def _admission_changed(type: str | None, memo: kopf.Memo, logger: kopf.Logger, kwargs: dict[str, Any]) -> None:
     if type is None:  # the initial listing: the first reconcile reads the verdict anyway
         return
-    agents = await asyncio.to_thread(_agents_to_readmit, memo, kwargs)
+    agents, gateways = await asyncio.to_thread(_to_readmit, memo, kwargs)
+    why = "the admission policy's verdict changed"
     if agents:
-        await asyncio.to_thread(_reconcile_each, agents, "the admission policy's verdict changed", memo, logger, kwargs)
+        await asyncio.to_thread(_reconcile_each, agents, why, memo, logger, kwargs)
+    if gateways:
+        await asyncio.to_thread(_reconcile_each, gateways, why, memo, logger, kwargs, builders.GATEWAY)
 
 
 @kopf.on.event("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies")
@@ -229,13 +275,14 @@ async def admission_binding_event(type: str | None, memo: kopf.Memo, logger: kop
 
 
 def _repair_unless_echo(kind: str, type: str, namespace: str, name: str, version: str | None, agent: str,
-                        memo: kopf.Memo, logger: kopf.Logger, kwargs: dict[str, Any]) -> None:
+                        memo: kopf.Memo, logger: kopf.Logger, kwargs: dict[str, Any],
+                        of: builders.OwnerKind = builders.AGENT) -> None:
     state: OperatorState = memo.state
     if type != "DELETED":
         with state.lock_for(namespace, agent):  # a reconcile in flight records its children before it lets go
             if state.is_known(kind, namespace, name, version):
                 return
-    _run(memo, namespace, agent, logger, kwargs)
+    _run(memo, namespace, agent, logger, kwargs, of=of)
 
 
 async def _owner_changed(kind: str, type: str | None, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger,
@@ -249,14 +296,15 @@ async def _owner_changed(kind: str, type: str | None, body: kopf.Body, memo: kop
     """
     state: OperatorState = memo.state
     meta = body.metadata
-    agent = meta.labels.get(builders.AGENT_LABEL)
+    of = builders.GATEWAY if builders.GATEWAY_LABEL in meta.labels else builders.AGENT
+    agent = meta.labels.get(of.label)
     if type is None or not agent or not meta.namespace:
         return
     version = meta.get("resourceVersion")
     if type != "DELETED" and state.is_known(kind, meta.namespace, meta.name, version):
         return
     await asyncio.to_thread(_repair_unless_echo, kind, type, meta.namespace, meta.name, version, agent, memo, logger,
-                            kwargs)
+                            kwargs, of)
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": builders.MANAGED_BY})

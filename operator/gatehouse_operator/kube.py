@@ -62,6 +62,7 @@ _KINDS: dict[str, _Kind] = {
     ),
 }
 _AGENTS = _Kind(f"/apis/{GROUP}/{VERSION}", "agents")
+_OWNERS = {"agents": _AGENTS, "mcpgateways": _Kind(f"/apis/{GROUP}/{VERSION}", "mcpgateways")}  # what owns a runtime
 _TOOL_APPROVALS = _Kind(f"/apis/{GROUP}/{VERSION}", "toolapprovals", writable=False)
 
 
@@ -150,9 +151,10 @@ class ChildrenApi:
         items: list[dict[str, Any]] = self._send("GET", _TOOL_APPROVALS.path(namespace)).get("items") or []
         return items
 
-    def get_agent(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def get_agent(self, namespace: str, name: str, plural: str = "agents") -> dict[str, Any] | None:
+        """The Agent (``plural`` mcpgateways: the MCPGateway) ``namespace/name``; ``None`` if there is none."""
         try:
-            found: dict[str, Any] = self._send("GET", _AGENTS.path(namespace, name))
+            found: dict[str, Any] = self._send("GET", _OWNERS[plural].path(namespace, name))
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -160,11 +162,13 @@ class ChildrenApi:
         return found
 
     def patch_agent_status(
-        self, namespace: str, name: str, status: dict[str, Any], resource_version: str | None = None
+        self, namespace: str, name: str, status: dict[str, Any], resource_version: str | None = None,
+        plural: str = "agents",
     ) -> dict[str, Any]:
         """Merge ``status`` into the Agent's; with ``resource_version``, only if nobody wrote in between (else 409)."""
         body: dict[str, Any] = {"status": status}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
-        patched: dict[str, Any] = self._send("PATCH", _AGENTS.path(namespace, name) + "/status", body, MERGE_PATCH)
+        patched: dict[str, Any] = self._send("PATCH", _OWNERS[plural].path(namespace, name) + "/status", body,
+                                             MERGE_PATCH)
         return patched

@@ -85,6 +85,9 @@ def release(state: OperatorState, namespace: str, name: str, logger: kopf.Logger
         agent = state.kube.get_agent(namespace, name)
         if not _gone(agent):
             return False
+        # The subject may be an MCPGateway's runtime (a ServiceAccount named like it): kept while the gateway is there.
+        if not _gone(state.kube.get_agent(namespace, name, builders.GATEWAY.plural)):
+            return False
         revoked = state.tokenreview.revoke(namespace, name)
     if agent is None:
         state.forget(namespace, name)

@@ -49,9 +49,10 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
+from agent_runtime.agent_config import AgentConfig, GatewayConfig
 from agent_runtime.errors import Problem, TranslationError, problems_from_validation
-from agent_runtime.resources import Agent
-from agent_runtime.translator import access_files, database_env, translate
+from agent_runtime.resources import Agent, MCPGateway, RemoteMCPServer
+from agent_runtime.translator import access_files, database_env, translate, translate_gateway
 from gatehouse_operator import access, apply, approvers, builders, claims, metrics, state_switch, status, storage, tokenreview
 from gatehouse_operator.admission import admission_condition
 from gatehouse_operator.dependencies import Dependencies, ReferencedSecrets, is_missing
@@ -85,33 +86,43 @@ def reconcile(
     logger: kopf.Logger,
     clock: Callable[[], str] = utc_now,
     seen: Mapping[str, Any] | None = None,
+    of: builders.OwnerKind = builders.AGENT,
 ) -> Outcome | None:
     """Reconcile the Agent ``namespace/name``; ``None`` if it is gone or being deleted.
+
+    ``of``: :data:`builders.GATEWAY` reconciles the MCPGateway of that name instead, by the same steps. Gateways are
+    not in the periodic loop (resync, Secret check, retry with backoff): kopf retries their own handlers.
 
     ``seen``: the Agent as the trigger's own watch event showed it (its create/update/resume handlers), used instead
     of reading it again. A newer version only costs the status write a 409 and a read (:func:`_write_status`); a
     newer spec is handled by kopf's next update anyway.
     """
+    agent = of is builders.AGENT
     with state.lock_for(namespace, name), metrics.DURATION.time():
-        state.reconciling(namespace, name)
+        if agent:
+            state.reconciling(namespace, name)
         try:
-            body = copy.deepcopy(dict(seen)) if seen is not None else state.kube.get_agent(namespace, name)
+            body = copy.deepcopy(dict(seen)) if seen is not None else state.kube.get_agent(namespace, name, of.plural)
             outcome = None
             if body is not None and not body.get("metadata", {}).get("deletionTimestamp"):
                 outcome = _reconcile(state, deps, body, logger, clock())
         except Exception as exc:
-            # Whatever started it (kopf retries only its own handlers, not its event handlers): retried with backoff.
-            delay = state.reconcile_failed(namespace, name)
             metrics.RECONCILES.labels("failed").inc()
             metrics.FAILURES.labels(metrics.failure_code(exc)).inc()
+            if not agent:
+                logger.warning("reconcile of %s %s/%s failed (%s)", of.kind, namespace, name, exc)
+                raise
+            # Whatever started it (kopf retries only its own handlers, not its event handlers): retried with backoff.
+            delay = state.reconcile_failed(namespace, name)
             logger.warning("reconcile of agent %s/%s failed (%s): retrying in %.0fs", namespace, name, exc, delay)
             raise
-        state.reconcile_succeeded(namespace, name)
+        if agent:
+            state.reconcile_succeeded(namespace, name)
         metrics.RECONCILES.labels("gone" if outcome is None else "accepted" if outcome.accepted else "rejected").inc()
         return outcome
 
 
-def service_account_problem(agent: Agent) -> Problem | None:
+def service_account_problem(agent: builders.Owner) -> Problem | None:
     """A Problem when ``spec.deployment.serviceAccountName`` names an account other than the Agent's own."""
     named = agent.spec.deployment.service_account_name
     if named is None or named == agent.name:
@@ -123,13 +134,26 @@ def service_account_problem(agent: Agent) -> Problem | None:
     )
 
 
-def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], logger: kopf.Logger, now: str) -> Outcome:
-    admission = admission_condition(state.kube, state.config, state.admission)
+@dataclass(frozen=True)
+class _Refused:
+    """Why a spec is not applied: the reason of ``Accepted=False`` and its problems."""
+
+    reason: str
+    problems: list[Problem]
+
+
+def _check_agent(
+    state: OperatorState, deps: Dependencies, body: dict[str, Any]
+) -> tuple[Agent, AgentConfig, ReferencedSecrets] | _Refused:
+    """Parse and translate an Agent, with everything it names; what to apply, or why not."""
     try:
         agent = Agent.model_validate(body)
     except ValidationError as exc:
-        return _reject(state, body, "InvalidSpec", problems_from_validation(exc), logger, now, admission)
+        return _Refused("InvalidSpec", problems_from_validation(exc))
     account = service_account_problem(agent)
+    taken = deps.name_taken("Agent", agent.namespace, agent.name)
+    if taken is not None:
+        return _Refused("NameTaken", [taken])
     models, servers, problems = deps.resolve(agent)
     agents, agent_problems = deps.reachable_agents(agent)
     problems += agent_problems
@@ -141,10 +165,48 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
     else:
         problems += secrets.problems(config) + _database_problems(secrets, agent)
     if account is not None:
-        return _reject(state, body, "ServiceAccountNotAllowed", [account, *problems], logger, now, admission)
+        return _Refused("ServiceAccountNotAllowed", [account, *problems])
     if problems:
-        reason = "DependencyMissing" if is_missing(problems) else "InvalidSpec"
-        return _reject(state, body, reason, problems, logger, now, admission)
+        return _Refused("DependencyMissing" if is_missing(problems) else "InvalidSpec", problems)
+    return agent, config, secrets
+
+
+def _check_gateway(
+    state: OperatorState, deps: Dependencies, body: dict[str, Any]
+) -> tuple[MCPGateway, GatewayConfig, ReferencedSecrets] | _Refused:
+    """As :func:`_check_agent`, for an MCPGateway: its one upstream (none: hooks only) instead of model and tools."""
+    try:
+        gateway = MCPGateway.model_validate(body)
+    except ValidationError as exc:
+        return _Refused("InvalidSpec", problems_from_validation(exc))
+    account = service_account_problem(gateway)
+    taken = deps.name_taken("MCPGateway", gateway.namespace, gateway.name)
+    if taken is not None:
+        return _Refused("NameTaken", [taken])
+    servers: dict[str, RemoteMCPServer] = {}
+    problems: list[Problem] = []
+    if gateway.spec.upstream is not None:
+        servers, problems = deps.mcp_servers(gateway.namespace, [gateway.spec.upstream.name])
+    secrets = state.referenced_secrets(gateway.namespace, gateway.name)
+    try:
+        config = translate_gateway(gateway, servers, in_cluster=True)
+    except TranslationError as exc:
+        problems = problems + exc.problems
+    else:
+        problems += secrets.problems(config) + _database_problems(secrets, gateway)
+    if account is not None:
+        return _Refused("ServiceAccountNotAllowed", [account, *problems])
+    if problems:
+        return _Refused("DependencyMissing" if is_missing(problems) else "InvalidSpec", problems)
+    return gateway, config, secrets
+
+
+def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], logger: kopf.Logger, now: str) -> Outcome:
+    admission = admission_condition(state.kube, state.config, state.admission)
+    checked = (_check_gateway if body.get("kind") == builders.GATEWAY.kind else _check_agent)(state, deps, body)
+    if isinstance(checked, _Refused):
+        return _reject(state, body, checked.reason, checked.problems, logger, now, admission)
+    agent, config, secrets = checked
 
     applied: list[apply.Applied] = []
     create_first = not (body.get("status") or {}).get("configHash")
@@ -164,7 +226,7 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
         api_token_secret=state.config.api_token_secret, api_token_key=state.config.api_token_key,
     )
     children = builders.desired_children(agent, body, config, inputs)
-    if not create_first:
+    if not create_first and isinstance(agent, Agent):  # a gateway's switch is not held yet (docs/gateway.md)
         problem = _held_switch(state, body, next(c for c in children if c["kind"] == "Deployment"), agent)
         if problem is not None:  # nothing of the new spec is applied: the old pods keep serving what is pending
             return _reject(state, body, state_switch.HELD, [problem], logger, now, admission)
@@ -192,7 +254,8 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
 
     digest = builders.config_hash(config)
     deployment = next(a.obj for a in applied if a.kind == "Deployment")
-    accepted = status.StatusCondition("Accepted", True, "Reconciled", f"AgentConfig {digest[:12]} is applied")
+    accepted = status.StatusCondition("Accepted", True, "Reconciled",
+                                      f"{type(config).__name__} {digest[:12]} is applied")
     conditions = (storage.durable_condition(agent), claims.state_condition(
         storage.layout(agent), claim.applied.obj if claim else None, claim.notes if claim else ()),
         approvers.approvers_condition(config))
@@ -238,7 +301,7 @@ def _post_event(state: OperatorState, body: Mapping[str, Any], type_: str, reaso
                        exc.reason)
 
 
-def _database_problems(secrets: ReferencedSecrets, agent: Agent) -> list[Problem]:
+def _database_problems(secrets: ReferencedSecrets, agent: builders.Owner) -> list[Problem]:
     """A Problem when the Secret key holding the Postgres URL (``spec.state.postgres.urlSecretRef``) is absent."""
     ref = database_env(agent)
     if ref is None:
@@ -251,7 +314,7 @@ def _database_problems(secrets: ReferencedSecrets, agent: Agent) -> list[Problem
     return []
 
 
-def _with_database(secrets_hash: str, secrets: ReferencedSecrets, agent: Agent) -> str:
+def _with_database(secrets_hash: str, secrets: ReferencedSecrets, agent: builders.Owner) -> str:
     """``secrets_hash`` extended by the Postgres URL Secret's version: the URL is read at start, so a rotated one
     rolls the pods."""
     ref = database_env(agent)
@@ -262,7 +325,7 @@ def _with_database(secrets_hash: str, secrets: ReferencedSecrets, agent: Agent) 
     return hashlib.sha256(f"{secrets_hash}\n{ref.secret}/{ref.key}@{version}".encode()).hexdigest()
 
 
-def _record(state: OperatorState, agent: Agent, done: apply.Applied, applied: list[apply.Applied]) -> None:
+def _record(state: OperatorState, agent: builders.Owner, done: apply.Applied, applied: list[apply.Applied]) -> None:
     """Keep what was applied, and remember its version so the watch event echoing our own write is skipped."""
     applied.append(done)
     state.saw(done.kind, agent.namespace, done.name, done.obj["metadata"].get("resourceVersion", ""))
@@ -308,6 +371,7 @@ def _write_status(
 ) -> bool:
     """Write the status fields the operator owns (never the runtime's: ``pendingApprovals``, ``RuntimeReady``), guarded
     by the Agent's resourceVersion; when the runtime wrote in between (409), read the Agent again and merge anew."""
+    plural = builders.GATEWAY.plural if body.get("kind") == builders.GATEWAY.kind else builders.AGENT.plural
     for attempt in range(3):
         meta = body["metadata"]
         current = body.get("status") or {}
@@ -319,10 +383,10 @@ def _write_status(
             return False
         patch = {key: wanted[key] for key in status.OWNED_FIELDS if key in wanted}
         try:
-            state.kube.patch_agent_status(meta["namespace"], meta["name"], patch, meta.get("resourceVersion"))
+            state.kube.patch_agent_status(meta["namespace"], meta["name"], patch, meta.get("resourceVersion"), plural)
             return True
         except ApiException as exc:
-            fresh = state.kube.get_agent(meta["namespace"], meta["name"]) if exc.status == 409 and attempt < 2 else None
+            fresh = state.kube.get_agent(meta["namespace"], meta["name"], plural) if exc.status == 409 and attempt < 2 else None
             if fresh is None:
                 raise
             body = fresh

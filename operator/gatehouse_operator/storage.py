@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent_runtime.agent_config import SecretEnvRef
-from agent_runtime.resources import Agent
+from agent_runtime.resources import Agent, MCPGateway
 from agent_runtime.translator import DATABASE_URL_ENV, database_env
 from gatehouse_operator.status import StatusCondition
 
@@ -70,7 +70,7 @@ def claim_name(agent_name: str) -> str:
     return f"{agent_name}-state"
 
 
-def layout(agent: Agent) -> StateLayout:
+def layout(agent: Agent | MCPGateway) -> StateLayout:
     state, replicas = agent.spec.state, agent.spec.deployment.replicas
     if state.kind == "postgres":
         return StateLayout("postgres", database=database_env(agent))
@@ -81,7 +81,7 @@ def layout(agent: Agent) -> StateLayout:
     return StateLayout("sqlite", claim=claim_name(agent.name))
 
 
-def durable_condition(agent: Agent) -> StatusCondition:
+def durable_condition(agent: Agent | MCPGateway) -> StatusCondition:
     """``Durable``: whether pending approvals outlive the pod that holds them, and in what kind of state."""
     plan = layout(agent)
     if plan.kind == "sqlite":

@@ -22,6 +22,9 @@ OPERATOR_NEEDS: list[tuple[str, str, tuple[str, ...]]] = [
     ("gatehouse.dev", "modelconfigs", ("get", "list", "watch", "patch")),
     ("gatehouse.dev", "remotemcpservers", ("get", "list", "watch", "patch")),
     ("gatehouse.dev", "agents/status", ("get", "patch", "update")),
+    # reconciling MCPGateways as Agents are
+    ("gatehouse.dev", "mcpgateways", ("get", "list", "watch", "patch")),
+    ("gatehouse.dev", "mcpgateways/status", ("get", "patch", "update")),
     ("gatehouse.dev", "toolapprovals", ("get", "list", "watch")),
     # Secrets: read by name (those Agents, ModelConfigs and RemoteMCPServers reference), and written (<agent>-config,
     # <agent>-access); never listed or watched, checked below
@@ -42,6 +45,7 @@ RUNTIME_ROLE_GRANTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("gatehouse.dev", "toolapprovals/status", ("get", "patch", "update")),
     ("", "events", ("create", "patch")),
     ("gatehouse.dev", "agents", ("get",)),  # its own Agent's conditions (AdmissionPolicy)
+    ("gatehouse.dev", "mcpgateways", ("get",)),  # a gateway's runtime: its own MCPGateway's, likewise
 ]
 # kopf itself, cluster-scoped.
 KOPF_CLUSTER_NEEDS: list[tuple[str, str, tuple[str, ...]]] = [

@@ -28,7 +28,7 @@ def _child_event(resource_version: str) -> kopf.Body:
 @pytest.fixture
 def reconciled(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     runs: list[str] = []
-    monkeypatch.setattr(handlers, "_run", lambda memo, namespace, name, logger, kwargs: runs.append(f"{namespace}/{name}"))
+    monkeypatch.setattr(handlers, "_run", lambda memo, namespace, name, logger, kwargs, **_: runs.append(f"{namespace}/{name}"))
     return runs
 
 

@@ -47,7 +47,7 @@ app.kubernetes.io/component: operator
 
 {{/*
 What the operator needs in every namespace it serves. It creates a Role per Agent that grants the
-runtime toolapprovals (+ status) and events; Kubernetes only lets it grant what it holds itself
+runtime (an MCPGateway's too) toolapprovals (+ status) and events; Kubernetes only lets it grant what it holds itself
 (RBAC escalation prevention), so it holds those too. Secrets: get (it reads the Secrets Agents and ModelConfigs
 reference by name) and create/patch (the Secrets it writes, <agent>-config and <agent>-access), never list or
 watch (RBAC cannot narrow those by label: they would show it every Secret). No wildcards: tests/chart/test_rbac.py
@@ -55,10 +55,10 @@ checks.
 */}}
 {{- define "gatehouse.operatorNamespacedRules" -}}
 - apiGroups: [gatehouse.dev]
-  resources: [agents, modelconfigs, remotemcpservers]
+  resources: [agents, modelconfigs, remotemcpservers, mcpgateways]
   verbs: [get, list, watch, patch]
 - apiGroups: [gatehouse.dev]
-  resources: [agents/status]
+  resources: [agents/status, mcpgateways/status]
   verbs: [get, patch, update]
 - apiGroups: [gatehouse.dev]
   resources: [toolapprovals]
