@@ -21,12 +21,12 @@ import httpx
 import kubernetes
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from gatehouse_operator.leadership import LOST_EXIT_CODE
 from tests.operator_tests.conftest import EXAMPLE, REPO, Kubectl, wait_for
 from tests.support.kube_server import RunningEmulator
 from tests.support.processes import free_port
+from tests.support.prometheus import scrape
 
 pytestmark = pytest.mark.e2e
 
@@ -58,15 +58,7 @@ class Replica:
 
     def metrics(self) -> dict[str, float]:
         """Each sample by name (summed over labels); empty while nothing answers."""
-        try:
-            text = httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=2).text
-        except httpx.HTTPError:
-            return {}
-        samples: dict[str, float] = {}
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                samples[sample.name] = samples.get(sample.name, 0.0) + sample.value
-        return samples
+        return scrape(self.port)
 
     def leads(self) -> bool:
         return self.metrics().get("gatehouse_operator_leader") == 1.0

@@ -20,11 +20,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.cluster.chart import Release
 from tests.support.cluster.launcher import Cluster
 from tests.support.processes import free_port
+from tests.support.prometheus import scrape
 
 __all__ = ["Replica", "chart_command", "wait"]
 
@@ -68,15 +68,7 @@ class Replica:
     def metrics(self) -> dict[str, float]:
         """Each sample of its ``/metrics`` by name (summed over labels); empty while nothing answers."""
         assert self.proc.poll() is None or self.proc.returncode in (0, -signal.SIGKILL), self.log.read_text()[-3000:]
-        try:
-            text = httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=2, trust_env=False).text
-        except httpx.HTTPError:
-            return {}
-        samples: dict[str, float] = {}
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                samples[sample.name] = samples.get(sample.name, 0.0) + sample.value
-        return samples
+        return scrape(self.port)
 
     def health(self) -> str:
         try:

@@ -404,17 +404,22 @@ class RealNode:
         the seconds each half took."""
         started = time.monotonic()
         self._kill("kubelet")
+        self._tear_down()
+        shutil.rmtree(self.root / "containerd" / "state", ignore_errors=True)
+        down = time.monotonic() - started
+        self._start_containerd(prepare())
+        self._start_kubelet(timeout)
+        return {"down": down, "up": time.monotonic() - started - down}
+
+    def _tear_down(self) -> None:
+        """What stopping and rebooting share, once the kubelet is gone: every container killed, containerd and its
+        shims stopped, the NAT rule, the bridge and the pods' mounts removed."""
         self._kill_tasks()
         self._kill("containerd")
         self._kill_shims()
         subprocess.run(["iptables", "-t", "nat", "-D", *self._nat_rule()], capture_output=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
         self._unmount()
-        shutil.rmtree(self.root / "containerd" / "state", ignore_errors=True)
-        down = time.monotonic() - started
-        self._start_containerd(prepare())
-        self._start_kubelet(timeout)
-        return {"down": down, "up": time.monotonic() - started - down}
 
     def _kill_tasks(self) -> None:
         if "containerd" in self.procs and self.procs["containerd"].poll() is None:
@@ -443,12 +448,7 @@ class RealNode:
         scheduler bound the next test's operator pods to such a node (`make e2e-node`: crun's node, then runc's)."""
         self._kill("kubelet")
         self.cluster.kubectl("delete", "node", self.name, "--ignore-not-found", "--wait=false")
-        self._kill_tasks()
-        self._kill("containerd")
-        self._kill_shims()
-        subprocess.run(["iptables", "-t", "nat", "-D", *self._nat_rule()], capture_output=True)
-        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
-        self._unmount()
+        self._tear_down()
         if not os.environ.get("GATEHOUSE_KEEP_NODE"):
             self._unmount()
             shutil.rmtree(self.root, ignore_errors=True)

@@ -42,6 +42,7 @@ from tests.support.cluster.launcher import Cluster
 from tests.support.cluster.node import Node as Registration
 from tests.support.kubelet import hosts, podobject
 from tests.support.kubelet.api import Api, Informer, Key
+from tests.support.kubelet.envs import kubernetes_service_env
 from tests.support.kubelet.node import Node
 from tests.support.kubelet.pods import Container, Pod, Settings, Waiting
 
@@ -91,12 +92,7 @@ class ClusterNode(Node):
             self._service_nat()
             self.ca_pem = self.cluster.ca.read_text()
             self.api_url = f"https://{SERVICE_IP}:443"
-            self.api_env = {
-                "KUBERNETES_SERVICE_HOST": SERVICE_IP, "KUBERNETES_SERVICE_PORT": "443",
-                "KUBERNETES_SERVICE_PORT_HTTPS": "443", "KUBERNETES_PORT": f"tcp://{SERVICE_IP}:443",
-                "KUBERNETES_PORT_443_TCP": f"tcp://{SERVICE_IP}:443", "KUBERNETES_PORT_443_TCP_PROTO": "tcp",
-                "KUBERNETES_PORT_443_TCP_PORT": "443", "KUBERNETES_PORT_443_TCP_ADDR": SERVICE_IP,
-            }
+            self.api_env = kubernetes_service_env(SERVICE_IP, 443)
             self.registration.start()
             self._thread = threading.Thread(target=asyncio.run, args=(self._main(),), name="stand-in-node", daemon=True)
             self._thread.start()

@@ -18,7 +18,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MissingKey", "PodFacts", "container_env", "expand", "field_value", "quantity"]
+__all__ = ["MissingKey", "PodFacts", "container_env", "expand", "field_value", "kubernetes_service_env", "quantity"]
+
+
+def kubernetes_service_env(host: str, port: int | str) -> dict[str, str]:
+    """The ``kubernetes`` Service's variables a kubelet gives every container: ``KUBERNETES_SERVICE_*`` and the
+    docker-link style ``KUBERNETES_PORT*``, pointing at ``host:port``."""
+    port = str(port)
+    address = f"tcp://{host}:{port}"
+    return {
+        "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port, "KUBERNETES_SERVICE_PORT_HTTPS": port,
+        "KUBERNETES_PORT": address, f"KUBERNETES_PORT_{port}_TCP": address, f"KUBERNETES_PORT_{port}_TCP_PROTO": "tcp",
+        f"KUBERNETES_PORT_{port}_TCP_PORT": port, f"KUBERNETES_PORT_{port}_TCP_ADDR": host,
+    }
 
 
 class MissingKey(LookupError):

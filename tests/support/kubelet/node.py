@@ -39,6 +39,7 @@ from tests.support.kubelet import images as imagelib
 from tests.support.kubelet.api import Api, Informer, Key
 from tests.support.kubelet.apiserver import ApiListener
 from tests.support.kubelet.certs import make_ca
+from tests.support.kubelet.envs import kubernetes_service_env
 from tests.support.kubelet.network import Network
 from tests.support.kubelet.pods import Pod, Settings, Waiting
 
@@ -122,13 +123,7 @@ class Node:
             (self.root / "ca.crt").write_text(ca.certificate)
             self._listener = ApiListener(self.emulator, self.gateway, ca.server_context(self.gateway))
             self.api_url = self._listener.start()
-            port = str(self._listener.port)
-            self.api_env = {
-                "KUBERNETES_SERVICE_HOST": self.gateway, "KUBERNETES_SERVICE_PORT": port,
-                "KUBERNETES_SERVICE_PORT_HTTPS": port, "KUBERNETES_PORT": f"tcp://{self.gateway}:{port}",
-                f"KUBERNETES_PORT_{port}_TCP": f"tcp://{self.gateway}:{port}", f"KUBERNETES_PORT_{port}_TCP_PROTO": "tcp",
-                f"KUBERNETES_PORT_{port}_TCP_PORT": port, f"KUBERNETES_PORT_{port}_TCP_ADDR": self.gateway,
-            }
+            self.api_env = kubernetes_service_env(self.gateway, self._listener.port)
             self._thread = threading.Thread(target=asyncio.run, args=(self._main(),), name="kubelet-stand-in", daemon=True)
             self._thread.start()
             if not self._started.wait(30) or self._error is not None:
