@@ -50,14 +50,14 @@ def test_on_it_runs_gatehouse_slack_with_its_secret_users_and_namespaces(render:
     assert service["spec"]["ports"][0]["targetPort"] == "interactions"
 
 
-def test_its_rbac_reads_agents_and_votes_on_toolapprovals_only(render: Render) -> None:
+def test_its_rbac_reads_agents_and_gateways_and_votes_on_toolapprovals_only(render: Render) -> None:
     roles = [d for d in _slack(render(*ON)) if d["kind"] == "Role" and d["metadata"]["namespace"] != RELEASE_NAMESPACE]
     assert {r["metadata"]["namespace"] for r in roles} == {"team-a", "team-b"}
     for role in roles:
         assert role["rules"] == [
-            {"apiGroups": ["gatehouse.dev"], "resources": ["agents"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["gatehouse.dev"], "resources": ["agents", "mcpgateways"], "verbs": ["get", "list", "watch"]},
             {"apiGroups": ["gatehouse.dev"], "resources": ["toolapprovals"], "verbs": ["get", "list", "watch", "patch"]},
-        ]  # no create (only runtimes create ToolApprovals), no Secrets, no status
+        ]  # an Agent's or a gateway's channel; no create (only runtimes create ToolApprovals), no Secrets, no status
     bindings = [d for d in _slack(render(*ON)) if d["kind"] == "RoleBinding"]
     assert {b["subjects"][0]["name"] for b in bindings} == {BRIDGE}
 
