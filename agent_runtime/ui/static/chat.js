@@ -9,7 +9,7 @@
   const input = document.getElementById("chat-input");
   let contextId = null;
   let pausedTask = null;  // the task waiting for a decision or an answer
-  const shown = new Set();  // message ids already on the page
+  const shown = new Set();  // message ids (and "artifact:<id>" for replies) already on the page
 
   function bubble(kind, text) {
     const li = document.createElement("li");
@@ -146,17 +146,28 @@
     }
   }
 
+  // A finished turn's reply is the task's artifact (a fresh id each turn). The stream that sent a decision and the
+  // one following the task (SubscribeToTask) both carry it: shown once, by artifact id.
+  function artifactBubble(artifact) {
+    const id = artifact?.artifactId;
+    if (id) {
+      if (shown.has(`artifact:${id}`)) return;
+      shown.add(`artifact:${id}`);
+    }
+    const t = texts(artifact?.parts);
+    if (t) bubble("agent", t);
+  }
+
   function onEvent(result) {
     if (result.task) {
       contextId = result.task.contextId || contextId;
       onStatus(result.task.id, result.task.status);
-      for (const artifact of result.task.artifacts || []) { const t = texts(artifact.parts); if (t) bubble("agent", t); }
+      for (const artifact of result.task.artifacts || []) artifactBubble(artifact);
     } else if (result.statusUpdate) {
       contextId = result.statusUpdate.contextId || contextId;
       onStatus(result.statusUpdate.taskId, result.statusUpdate.status);
     } else if (result.artifactUpdate) {
-      const t = texts(result.artifactUpdate.artifact?.parts);
-      if (t) bubble("agent", t);
+      artifactBubble(result.artifactUpdate.artifact);
     } else if (result.message) {
       contextId = result.message.contextId || contextId;
       if (!shown.has(result.message.messageId)) {
@@ -184,7 +195,7 @@
   }
 
   // While a task waits, follow it (SubscribeToTask): a decision made elsewhere (the inbox, REST, kubectl) resumes it,
-  // and its reply shows here too. Replies already shown (by message id) are not shown twice.
+  // and its reply shows here too. Replies already shown (by message or artifact id) are not shown twice.
   const following = new Set();
   async function follow(taskId) {
     if (following.has(taskId)) return;
