@@ -174,18 +174,16 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
             async with server.session_manager.run() if server is not None else contextlib.nullcontext():
                 yield
         finally:
+            # The background tasks first: the abandoning sweep writes to the database disposed of below.
+            tasks = [t for t in (abandoning, keeper) if t is not None]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             if bridge is not None:
                 await bridge.stop()
             await sweeper.stop()
             await rest.stop()
             await db.dispose()
-            abandoning.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await abandoning
-            if keeper is not None:
-                keeper.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await keeper
 
     allowed = runtime_hosts(settings.access.allowed_hosts, local_mode=not authenticator.required,
                             loopback_bind=is_loopback(settings.host), public_url=None,

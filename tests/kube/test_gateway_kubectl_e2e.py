@@ -5,14 +5,13 @@ MCP client waits on the held call while the vote goes through the ToolApproval t
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agent_runtime import kubectl_plugin
 from agent_runtime.kube.objects import approval_name
+from tests.kube.test_kubectl_plugin import plugin
 from tests.support.kube_fixtures import wait_for
 from tests.support.kube_server import RunningEmulator
 from tests.support.processes import GATEHOUSE_CMD, free_port, running
@@ -21,19 +20,6 @@ from tests.test_gateway_e2e import OFFERED, RUNTIME_CMD, TOKENS, Served, _manife
 pytestmark = pytest.mark.e2e
 
 TA = "gatehouse.dev/v1alpha1/toolapprovals"
-
-
-def plugin(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    old, sys.argv = sys.argv, ["kubectl-gatehouse", *args]
-    code = 0
-    try:
-        kubectl_plugin.main()
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    finally:
-        sys.argv = old
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 async def test_a_held_call_is_a_toolapproval_of_the_gateway_approved_with_kubectl(
