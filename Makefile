@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 BENCH_STAMP := $(VENV)/.bench-stamp
 LLM_STAMP := $(VENV)/.litellm-stamp
 
-.PHONY: demo test check lint render e2e-llm bench bench-quick soak postgres-bin chromium cluster-bin cluster-up cluster-down node-deps e2e-node screenshots clean
+.PHONY: demo test check crds lint render e2e-llm bench bench-quick soak postgres-bin chromium cluster-bin cluster-up cluster-down node-deps e2e-node screenshots clean
 
 # `make soak` counts (each overridable: `make soak GATEHOUSE_SOAK_CYCLES=20`)
 GATEHOUSE_SOAK_CYCLES ?= 100
@@ -33,12 +33,19 @@ render: $(STAMP)
 test: $(STAMP) postgres-bin chromium cluster-bin check
 	$(PY) -m pytest -q
 
-## check: the fast checks alone (ruff, import-linter contracts, mypy, docs build with broken links failing)
+## check: the fast checks alone (the chart's CRDs are crds/, ruff, import-linter contracts, mypy, docs build with broken links failing)
 check: $(STAMP)
+	@diff -r crds charts/gatehouse/crds >/dev/null \
+	|| { echo "charts/gatehouse/crds/ differs from crds/ (the one copy): run 'make crds'"; diff -r crds charts/gatehouse/crds; exit 1; }
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $(VENV)/site
+
+## crds: copy crds/ (the one place the CRDs are written) into the chart; `make check` fails while they differ
+crds:
+	rm -f charts/gatehouse/crds/*.yaml
+	cp crds/*.yaml charts/gatehouse/crds/
 
 ## postgres-bin: Debian's PostgreSQL server binaries for the replica tests (tests/support/postgres.py), only when missing
 postgres-bin:

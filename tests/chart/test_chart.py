@@ -33,7 +33,7 @@ def test_chart_crds_are_the_repository_crds() -> None:
     chart = {p.name: p.read_bytes() for p in (CHART / "crds").glob("*.yaml")}
     assert sorted(chart) == sorted(repo), "charts/gatehouse/crds/ must hold exactly the files of crds/"
     stale = [name for name in repo if chart[name] != repo[name]]
-    assert not stale, f"charts/gatehouse/crds/ differs from crds/ for {stale}: cp crds/*.yaml charts/gatehouse/crds/"
+    assert not stale, f"charts/gatehouse/crds/ differs from crds/ for {stale}: make crds"
 
 
 def test_rendering_includes_the_crds_and_every_template(rendered: list[dict[str, Any]]) -> None:

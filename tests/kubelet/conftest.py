@@ -1,5 +1,5 @@
 """Fixtures for the kubelet stand-in's tests: the emulated API (``kube_api``, ``kube``, ``kubectl``), the stand-in
-(``kubelet``, :mod:`tests.support.kubelet`) and the real operator (``operator``, from tests/operator_tests)."""
+(``kubelet``, :mod:`tests.support.kubelet`) and the real operator (``operator``, from tests/gatehouse_operator)."""
 
 from __future__ import annotations
 
