@@ -15,14 +15,18 @@ agent_event            an Agent added, deleted or its spec changed              
                        (every event records the Agent for the periodic loop;       tool (and, when its
                        DELETED revokes its TokenReview right at once, its other    runtime reported
                        children go by their ownerReferences)                       readiness, or its state
-                                                                                   switch is held, that Agent)
+                                                                                   switch is held, that Agent;
+                                                                                   added or deleted, an
+                                                                                   MCPGateway of its name)
 deployment_event       a Deployment we manage changed (e.g. availableReplicas,     its Agent (or
                        or edited/deleted by hand)                                  MCPGateway)
 gateway_create/update/ an MCPGateway itself, at start-up, its deletion (as for     that MCPGateway
 resume/delete          an Agent; its children by the Agent's builders and steps)
 gateway_event          an MCPGateway added, deleted or changed: as agent_event     that MCPGateway (when its
                        for the object itself (the periodic loop, DELETED, the      runtime reported readiness,
-                       runtime's readiness, a held switch); nothing uses it        or its switch is held)
+                       runtime's readiness, a held switch); nothing uses it        or its switch is held); an
+                                                                                   Agent of its name, when it
+                                                                                   was added or deleted
 admission_policy_/     the ToolApproval admission policy or any policy binding     every Agent, when the
 binding_event          changed (the verdict is read again, once)                   verdict changed
 =====================  ==========================================================  =====================
@@ -198,10 +202,16 @@ async def _own_event(of: builders.OwnerKind, type: str | None, body: kopf.Body, 
       ownerReferences);
     - the runtime wrote its own readiness (``RuntimeReady``, a status change no update handler sees): folds it into
       ``Ready`` now rather than at the next resync; or its state switch is held: the runtime's recount of
-      ``pendingApprovals`` may have released it.
+      ``pendingApprovals`` may have released it;
+    - ADDED or DELETED while the other kind has an object of the same name: that one is reconciled too, since
+      whether its name is taken (``NameTaken``) just changed.
     """
     state: OperatorState = memo.state
     state.agents_listed = True  # kopf runs no handler before every indexed kind is listed (and indexed)
+    if type in ("ADDED", "DELETED") and Dependencies.from_kwargs(kwargs).name_taken(of.kind, namespace, name):
+        other = builders.GATEWAY if of is builders.AGENT else builders.AGENT
+        await asyncio.to_thread(_reconcile_each, [(namespace, name)], f"{of.kind} {namespace}/{name} {type.lower()}",
+                                memo, logger, kwargs, other)
     if type == "DELETED":
         if state.essences is not None:
             state.essences.forget(body.metadata.uid)

@@ -293,8 +293,8 @@ def _post_event(state: OperatorState, body: Mapping[str, Any], type_: str, reaso
     try:
         state.kube.create(event)
     except ApiException as exc:
-        logger.warning("Event %s on agent %s/%s not posted: %s %s", reason, meta["namespace"], meta["name"], exc.status,
-                       exc.reason)
+        logger.warning("Event %s on %s %s/%s not posted: %s %s", reason, body.get("kind"), meta["namespace"], meta["name"],
+                       exc.status, exc.reason)
 
 
 def _database_problems(secrets: ReferencedSecrets, agent: builders.Owner) -> list[Problem]:
@@ -351,7 +351,7 @@ def _reject(
     written = _write_status(state, body, accepted, status.ready_condition(deployment), None, now, admission)
     if written:
         _post_event(state, body, "Warning", reason, message, logger, now)
-        logger.warning("agent %s/%s not accepted (%s): %s", meta["namespace"], meta["name"], reason, message)
+        logger.warning("%s %s/%s not accepted (%s): %s", body.get("kind"), meta["namespace"], meta["name"], reason, message)
     return Outcome(False, reason, (), written)
 
 

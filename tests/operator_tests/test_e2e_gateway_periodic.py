@@ -7,7 +7,9 @@ gaps), with the real operator (kopf run) against the emulated API server.
 - the runtime's own readiness (``RuntimeReady``) shows in ``Ready`` at once;
 - deleting the gateway revokes its runtime's TokenReview right at once;
 - switching its state backend is held while it holds calls (a Pending ToolApproval naming it in ``spec.gatewayRef``),
-  and goes ahead by itself once its runtime counts none.
+  and goes ahead by itself once its runtime counts none;
+- an Agent and an MCPGateway of one name: the one there first learns at once that its name is taken, and that it is
+  free again.
 
 The emulator runs no runtime: the test plays its part (the ToolApproval, ``status.pendingApprovals``, ``RuntimeReady``),
 as the gateway's kube mirror does.
@@ -191,3 +193,20 @@ def test_a_gateways_state_switch_is_held_while_it_holds_calls_then_goes_ahead(
     _count(cluster, 0)
     _accepted(cluster)
     wait_for(lambda: _store(cluster) == "postgres", timeout=10, what="the gateway's Deployment on Postgres")
+
+
+def test_an_agent_learns_at_once_that_a_gateway_took_its_name_and_gave_it_back(
+    kube_api: RunningEmulator, kubectl: Kubectl, operator: OperatorProcess, cluster: Cluster, tmp_path: Path
+) -> None:
+    for stem in ("modelconfig", "mcp-server", "agent"):
+        kubectl("apply", "--validate=false", "-f", str(EXAMPLE / f"{stem}.yaml"))
+    cluster.wait_accepted("file-manager")
+    doc: dict[str, Any] = yaml.safe_load(GATEWAY.read_text())
+    doc["metadata"]["name"] = "file-manager"
+    kubectl("apply", "--validate=false", "-f", _write_manifest(tmp_path, doc))
+    # While both exist neither is applied: the Agent says so too, without a change of its own.
+    taken = cluster.wait_accepted("file-manager", "False", timeout=10)
+    assert taken["reason"] == "NameTaken" and "an MCPGateway named 'file-manager'" in taken["message"], taken
+    assert cluster.deployment("file-manager")["spec"]["template"]["spec"]["containers"][0]["command"][1] == "serve"  # type: ignore[index]
+    kubectl("delete", "mcpgateway", "file-manager")
+    cluster.wait_accepted("file-manager", timeout=10)
