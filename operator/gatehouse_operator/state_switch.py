@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent_runtime.errors import Problem
+from agent_runtime.contract.errors import Problem
 from gatehouse_operator import builders
 
 __all__ = ["FORCE_ANNOTATION", "HELD", "held", "is_held", "pending_count", "worth_checking"]
