@@ -1,11 +1,12 @@
-"""Gatehouse's kopf operator: turns each ``Agent`` into a running, least-privileged agent runtime.
+"""Gatehouse's kopf operator: turns each ``Agent`` (and ``MCPGateway``) into a running, least-privileged runtime.
 
 Run it with ``kopf run -m gatehouse_operator --all-namespaces`` (or the ``gatehouse-operator`` script).
 Importing this package registers every handler with kopf. The modules, one concept each::
 
     settings      start-up: kopf settings (own ``gatehouse.dev`` prefix) and the shared OperatorState
-    handlers      thin kopf handlers: which trigger reconciles which Agent
-    periodic      one loop for all Agents: resync, Secret check, clean-up of the TokenReview bindings of deleted Agents
+    handlers      thin kopf handlers: which trigger reconciles which Agent or MCPGateway
+    periodic      one loop for all Agents and MCPGateways (by kind): resync, Secret check, clean-up of the
+                  TokenReview subjects of deleted ones
     reconcile     one reconcile: read, translate, create-or-patch children, write status
     dependencies  kopf indexes (which Agents use a ModelConfig/RemoteMCPServer; caches); Secrets read by name
     builders      pure functions rendering the children (Secret, SA, Role, RoleBinding, state claim, Deployment,
@@ -18,7 +19,7 @@ Importing this package registers every handler with kopf. The modules, one conce
     admission     the AdmissionPolicy condition: is the ToolApproval admission policy enforced?
     status        the Agent's conditions (Accepted, Ready, Durable, StateReady, AdmissionPolicy), observedGeneration,
                   configHash
-    state_switch  holding a switch of the state backend while the runtime holds pending requests
+    state_switch  holding a switch of the state backend while the runtime holds pending requests (a gateway's calls)
     leadership    leader election on a Lease: of several replicas exactly one acts
     probes        the operator's own /healthz and /metrics, served by every replica
     metrics       the Prometheus metrics: reconciles, failures, durations, leader

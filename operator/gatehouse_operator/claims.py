@@ -4,8 +4,8 @@ A claim is mostly fixed once made, so it is not merge-patched wholesale like the
 (:mod:`gatehouse_operator.apply`); each reconcile reads it once (or creates it) and then
 
 - keeps our labels on it, and our ownerReference exactly when ``spec.state.sqlite.deleteClaimWithAgent`` is true
-  (added or removed; anybody else's ownerReferences are left alone). A claim found under the name -- left by an
-  earlier Agent of that name, or made ahead by a platform team -- is taken over this way;
+  (added or removed, an MCPGateway's as an Agent's; anybody else's ownerReferences are left alone). A claim found
+  under the name -- left by an earlier Agent of that name, or made ahead by a platform team -- is taken over this way;
 - grows it when ``size`` is larger than what it requests (volume expansion: a refusal, say by a StorageClass that
   cannot expand, is reported and not treated as a failed reconcile);
 - reports, without trying, what a claim cannot do: shrink, or change its StorageClass.
@@ -26,7 +26,7 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from agent_runtime.contract.resources import GROUP
-from gatehouse_operator import apply, storage
+from gatehouse_operator import apply, builders, storage
 from gatehouse_operator.kube import ApiException, ChildrenApi
 from gatehouse_operator.status import StatusCondition
 
@@ -41,8 +41,12 @@ class ClaimResult:
     notes: tuple[str, ...] = ()
 
 
-def _is_agent_ref(ref: dict[str, Any]) -> bool:
-    return ref.get("kind") == "Agent" and str(ref.get("apiVersion", "")).startswith(f"{GROUP}/")
+# The kinds whose ownerReference on a claim is ours to add or remove: an MCPGateway's claim is an Agent's (docs/gateway.md)
+_OWNER_KINDS = (builders.AGENT.kind, builders.GATEWAY.kind)
+
+
+def _is_owner_ref(ref: dict[str, Any]) -> bool:
+    return ref.get("kind") in _OWNER_KINDS and str(ref.get("apiVersion", "")).startswith(f"{GROUP}/")
 
 
 def _ref_keys(refs: Sequence[dict[str, Any]]) -> set[tuple[Any, ...]]:
@@ -57,7 +61,7 @@ def _metadata_patch(desired: dict[str, Any], actual: dict[str, Any]) -> dict[str
     if any(present.get(key) != value for key, value in labels.items()):
         patch["labels"] = labels  # a merge patch: other labels stay
     refs = actual["metadata"].get("ownerReferences") or []
-    wanted = [r for r in refs if not _is_agent_ref(r)] + list(desired["metadata"].get("ownerReferences") or [])
+    wanted = [r for r in refs if not _is_owner_ref(r)] + list(desired["metadata"].get("ownerReferences") or [])
     if _ref_keys(wanted) != _ref_keys(refs):
         patch["ownerReferences"] = wanted
     return patch

@@ -153,6 +153,11 @@ class Dependencies:
         return {(namespace, body["metadata"]["name"]) for namespace in list(self.agent_cache)
                 for body in self.agent_cache.get(namespace, ())}
 
+    def known_owners(self) -> set[tuple[str, str]]:
+        """Every Agent and MCPGateway (namespace, name) in the indexes: the runtimes there are, each named like its
+        ServiceAccount (read in the event loop, where kopf updates the indexes)."""
+        return self.known_agents() | {key for key in list(self.gateway_names) if self.gateway_names.get(key)}
+
     def agents_using(self, kind: DependencyKind, namespace: str, name: str) -> set[str]:
         """Names of the Agents in ``namespace`` that use the ModelConfig, RemoteMCPServer or Agent ``name``."""
         return _all(self.agent_dependencies, (kind, namespace, name))

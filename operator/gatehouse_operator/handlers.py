@@ -15,20 +15,27 @@ agent_event            an Agent added, deleted or its spec changed              
                        (every event records the Agent for the periodic loop;       tool (and, when its
                        DELETED revokes its TokenReview right at once, its other    runtime reported
                        children go by their ownerReferences)                       readiness, or its state
-                                                                                   switch is held, that Agent)
+                                                                                   switch is held, that Agent;
+                                                                                   added or deleted, an
+                                                                                   MCPGateway of its name)
 deployment_event       a Deployment we manage changed (e.g. availableReplicas,     its Agent (or
                        or edited/deleted by hand)                                  MCPGateway)
 gateway_create/update/ an MCPGateway itself, at start-up, its deletion (as for     that MCPGateway
 resume/delete          an Agent; its children by the Agent's builders and steps)
+gateway_event          an MCPGateway added, deleted or changed: as agent_event     that MCPGateway (when its
+                       for the object itself (the periodic loop, DELETED, the      runtime reported readiness,
+                       runtime's readiness, a held switch); nothing uses it        or its switch is held); an
+                                                                                   Agent of its name, when it
+                                                                                   was added or deleted
 admission_policy_/     the ToolApproval admission policy or any policy binding     every Agent, when the
 binding_event          changed (the verdict is read again, once)                   verdict changed
 =====================  ==========================================================  =====================
 
 No handler is a daemon and none requires a finalizer: :mod:`gatehouse_operator.periodic` runs one loop for all
-Agents -- each Agent's resync (``GATEHOUSE_RESYNC_SECONDS`` after its last reconcile), its Secret check
+Agents and MCPGateways -- each one's resync (``GATEHOUSE_RESYNC_SECONDS`` after its last reconcile), its Secret check
 (``GATEHOUSE_SECRET_CHECK_INTERVAL`` after its last reconcile or check: GETs the Secrets its last reconcile read and
 its ``<agent>-config``, compares their resourceVersions, reconciles it when one changed) and the clean-up of the
-TokenReview right of Agents that are gone (at start-up and every resync period).
+TokenReview right of runtimes whose Agent or MCPGateway is gone (at start-up and every resync period).
 
 Secrets are never listed or watched (RBAC cannot narrow a watch by label, so a watch would need every Secret in
 the cluster): a reconcile reads the ones its Agent references by name (:mod:`gatehouse_operator.dependencies`),
@@ -75,6 +82,7 @@ __all__ = [
     "deployment_event",
     "gateway_create",
     "gateway_delete",
+    "gateway_event",
     "gateway_resume",
     "gateway_update",
     "mcpserver_event",
@@ -145,16 +153,17 @@ def gateway_resume(memo: kopf.Memo, namespace: str | None, name: str, body: kopf
 @kopf.on.delete(*GATEWAYS, optional=True)
 def gateway_delete(memo: kopf.Memo, namespace: str | None, name: str, logger: kopf.Logger, **_: Any) -> None:
     if namespace is not None:  # its TokenReview right, as an Agent's (periodic.release checks both kinds)
-        _release(memo.state, namespace, name, logger)
+        _release(memo.state, namespace, name, logger, builders.GATEWAY)
 
 
-def _release(state: OperatorState, namespace: str, name: str, logger: kopf.Logger) -> None:
+def _release(state: OperatorState, namespace: str, name: str, logger: kopf.Logger,
+             of: builders.OwnerKind = builders.AGENT) -> None:
     try:
         periodic.release(state, namespace, name, logger)
     except (ApiException, tokenreview.BindingUnusable) as exc:  # the periodic clean-up revokes it later
-        logger.warning("the TokenReview right of agent %s/%s is not revoked yet: %s", namespace, name, exc)
+        logger.warning("the TokenReview right of %s %s/%s is not revoked yet: %s", of.kind, namespace, name, exc)
     # The state claim has an ownerReference only with spec.state.sqlite.deleteClaimWithAgent: by default it stays.
-    logger.info("agent %s/%s deleted; its children are garbage-collected through ownerReferences", namespace, name)
+    logger.info("%s %s/%s deleted; its children are garbage-collected through ownerReferences", of.kind, namespace, name)
 
 
 @kopf.on.event(*AGENTS)
@@ -162,30 +171,58 @@ async def agent_event(type: str | None, body: kopf.Body, memo: kopf.Memo, namesp
                       logger: kopf.Logger, **kwargs: Any) -> None:
     """An Agent appeared, vanished or its spec changed: the Agents that use it as a tool are reconciled (found in the
     index, as for a ModelConfig). Its status writes (most events) change nothing for them; the initial listing only
-    records each spec. And the runtime wrote its own readiness (``RuntimeReady``, a status change no update handler
-    sees): fold it into ``Ready`` now rather than at the next resync."""
+    records each spec. And what every event of an Agent or MCPGateway does for itself (:func:`_own_event`)."""
     if namespace is None:
         return
     state: OperatorState = memo.state
-    state.agents_listed = True  # kopf runs no handler before every Agent is listed (and indexed)
     changed = state.agent_spec_changed(namespace, name, body.get("spec"), deleted=type == "DELETED")
+    await _own_event(builders.AGENT, type, body, memo, namespace, name, logger, kwargs)
+    if type is None or not changed:
+        return
+    parents = sorted(Dependencies.from_kwargs(kwargs).agents_using("Agent", namespace, name) - {name})
+    if parents:
+        await asyncio.to_thread(_reconcile_dependents, "Agent", type, namespace, name, parents, memo, logger, kwargs)
+
+
+@kopf.on.event(*GATEWAYS)
+async def gateway_event(type: str | None, body: kopf.Body, memo: kopf.Memo, namespace: str | None, name: str,
+                        logger: kopf.Logger, **kwargs: Any) -> None:
+    """An MCPGateway's event: what every event of an Agent or MCPGateway does for itself (:func:`_own_event`). Nothing
+    depends on a gateway."""
+    if namespace is not None:
+        await _own_event(builders.GATEWAY, type, body, memo, namespace, name, logger, kwargs)
+
+
+async def _own_event(of: builders.OwnerKind, type: str | None, body: kopf.Body, memo: kopf.Memo, namespace: str,
+                     name: str, logger: kopf.Logger, kwargs: dict[str, Any]) -> None:
+    """What an event of an Agent or MCPGateway does for the object itself, the same for both kinds:
+
+    - records it for the periodic loop (its resync and Secret check), every event, the initial listing's included;
+    - DELETED: forgets it, and revokes its runtime's TokenReview right at once (its other children go by their
+      ownerReferences);
+    - the runtime wrote its own readiness (``RuntimeReady``, a status change no update handler sees): folds it into
+      ``Ready`` now rather than at the next resync; or its state switch is held: the runtime's recount of
+      ``pendingApprovals`` may have released it;
+    - ADDED or DELETED while the other kind has an object of the same name: that one is reconciled too, since
+      whether its name is taken (``NameTaken``) just changed.
+    """
+    state: OperatorState = memo.state
+    state.agents_listed = True  # kopf runs no handler before every indexed kind is listed (and indexed)
+    if type in ("ADDED", "DELETED") and Dependencies.from_kwargs(kwargs).name_taken(of.kind, namespace, name):
+        other = builders.GATEWAY if of is builders.AGENT else builders.AGENT
+        await asyncio.to_thread(_reconcile_each, [(namespace, name)], f"{of.kind} {namespace}/{name} {type.lower()}",
+                                memo, logger, kwargs, other)
     if type == "DELETED":
         if state.essences is not None:
             state.essences.forget(body.metadata.uid)
-        await asyncio.to_thread(_release, state, namespace, name, logger)
-    else:
-        state.agent_seen(namespace, name)
+        state.forget(of.kind, namespace, name)
+        await asyncio.to_thread(_release, state, namespace, name, logger, of)
+        return
+    state.seen(of.kind, namespace, name)
     if type is None:
         return
-    if changed:
-        parents = sorted(Dependencies.from_kwargs(kwargs).agents_using("Agent", namespace, name) - {name})
-        if parents:
-            await asyncio.to_thread(_reconcile_dependents, "Agent", type, namespace, name, parents, memo, logger, kwargs)
-    if type == "DELETED":
-        return
     if status.ready_needs_runtime_reason((body.get("status") or {}).get("conditions") or []) or state_switch.is_held(body):
-        # a held state switch: the runtime's recount of pendingApprovals may have released it
-        await asyncio.to_thread(_run, memo, namespace, name, logger, kwargs)
+        await asyncio.to_thread(_run, memo, namespace, name, logger, kwargs, of=of)
 
 
 def _reconcile_each(agents: list[tuple[str, str]], why: str, memo: kopf.Memo, logger: kopf.Logger,

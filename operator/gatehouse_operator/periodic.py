@@ -1,32 +1,35 @@
-"""One operator-wide background loop: every Agent's periodic resync and Secret check, and the clean-up of the
-TokenReview right of Agents that are gone.
+"""One operator-wide background loop: every Agent's and MCPGateway's periodic resync and Secret check, and the
+clean-up of the TokenReview right of runtimes whose Agent or MCPGateway is gone.
 
-It replaces two kopf daemons per Agent: a daemon makes kopf put a finalizer on the Agent (a PATCH of every new
+It replaces two kopf daemons per object: a daemon makes kopf put a finalizer on the Agent (a PATCH of every new
 Agent, and an Agent stuck ``Terminating`` while the operator is down), and thousands of Agents cost thousands of
-tasks, each waking on its own. Here one task wakes at most every second and looks at what is due:
+tasks, each waking on its own. Here one task wakes at most every second and looks at what is due. The loop knows
+objects by (kind, namespace, name) (``settings.Key``) and does the same for each kind, with that kind's reconcile
+(:func:`kinds`: an Agent's, an MCPGateway's; the Secret check reconciles with it too):
 
-- **which Agents**: those the Agent watch has shown and not yet shown deleted (``OperatorState.agent_seen``, from
-  ``handlers.agent_event``);
-- **resync**: ``GATEHOUSE_RESYNC_SECONDS`` after the Agent's last reconcile, whatever started it (a reconcile is a
+- **which objects**: those an Agent or MCPGateway watch has shown and not yet shown deleted
+  (``OperatorState.seen``, from ``handlers.agent_event`` / ``handlers.gateway_event``);
+- **resync**: ``GATEHOUSE_RESYNC_SECONDS`` after the object's last reconcile, whatever started it (a reconcile is a
   resync: the next one is a period later);
 - **retry**: a reconcile that raised (whatever started it) is tried again 1 s later, then 2, 4, ... up to 60 s apart
   (``OperatorState.reconcile_failed``), until one runs to its end;
-- **Secret check**: ``GATEHOUSE_SECRET_CHECK_INTERVAL`` after the Agent's last reconcile read its Secrets, or its
+- **Secret check**: ``GATEHOUSE_SECRET_CHECK_INTERVAL`` after the object's last reconcile read its Secrets, or its
   last check did: so a new Agent's first check comes one interval after its first reconcile, not right after it
   (which would read again what that reconcile just read). The Secrets its last reconcile read, and its
-  ``<agent>-config``, are read again by name (:func:`~gatehouse_operator.dependencies.changed_secrets`); the
-  Agent is reconciled when one changed. An Agent whose reconcile read none costs no request;
-- **spread**: each wait is the period times the Agent's own factor between 0.9 and 1 (fixed, from its name), so
-  Agents created or resumed together drift apart rather than firing in lockstep;
-- **threads and locks**: each job runs in a worker thread (``asyncio.to_thread``), under the Agent's lock (the
-  reconcile's own, and the check's), at most :data:`MAX_IN_FLIGHT` at once; an Agent has one job at a time;
+  ``<name>-config``, are read again by name (:func:`~gatehouse_operator.dependencies.changed_secrets`); the
+  object is reconciled when one changed. One whose reconcile read none costs no request;
+- **spread**: each wait is the period times the object's own factor between 0.9 and 1 (fixed, from its name), so
+  objects created or resumed together drift apart rather than firing in lockstep;
+- **threads and locks**: each job runs in a worker thread (``asyncio.to_thread``), under the object's lock (the
+  reconcile's own, and the check's), at most :data:`MAX_IN_FLIGHT` at once; an object has one job at a time;
 - **TokenReview subjects** (of a cluster-scoped binding, so nothing is garbage-collected with the Agent): at
-  start-up -- once kopf has listed the Agents into its index (it runs no Agent handler before that), or
-  :data:`FIRST_COLLECTION_SECONDS` after start when no Agent shows up -- and then every resync period, one GET of the
-  shared binding (:mod:`gatehouse_operator.tokenreview`); a ServiceAccount subject whose Agent is not in the index is
-  revoked once a GET confirms that Agent is gone (or being deleted): the subject of an Agent deleted while the
-  operator was down, or whose DELETED event was missed. ``handlers.agent_event`` revokes it at once on the DELETED
-  event (:func:`release`). While ``GATEHOUSE_MIGRATE_TOKENREVIEW_BINDINGS`` is on, the same pass lists the per-Agent
+  start-up -- once kopf has listed the Agents and MCPGateways into its indexes (it runs no handler before that), or
+  :data:`FIRST_COLLECTION_SECONDS` after start when none shows up -- and then every resync period, one GET of the
+  shared binding (:mod:`gatehouse_operator.tokenreview`); a ServiceAccount subject with neither an Agent nor an
+  MCPGateway of its name in the indexes is revoked once GETs confirm both are gone (or being deleted): the subject of
+  one deleted while the operator was down, or whose DELETED event was missed. ``handlers.agent_event`` and
+  ``handlers.gateway_event`` revoke it at once on the DELETED event (:func:`release`). While
+  ``GATEHOUSE_MIGRATE_TOKENREVIEW_BINDINGS`` is on, the same pass lists the per-Agent
   bindings of earlier releases (by label) and migrates each (:meth:`~gatehouse_operator.tokenreview.TokenReviewBinding.migrate`).
 """
 
@@ -34,8 +37,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import kopf
@@ -48,30 +52,38 @@ from gatehouse_operator import builders, leadership, tokenreview
 from gatehouse_operator.dependencies import Dependencies, changed_secrets
 from gatehouse_operator.kube import ApiException
 from gatehouse_operator.reconcile import reconcile
-from gatehouse_operator.settings import OperatorState
+from gatehouse_operator.settings import Key, OperatorState
 
-__all__ = ["FIRST_COLLECTION_SECONDS", "MAX_IN_FLIGHT", "Periodic", "check_secrets", "collect_bindings", "migrate",
-           "release"]
+__all__ = ["FIRST_COLLECTION_SECONDS", "MAX_IN_FLIGHT", "Periodic", "Reconcile", "check_secrets", "collect_bindings",
+           "kinds", "migrate", "release"]
 
-MAX_IN_FLIGHT = 4  # periodic jobs in worker threads at once: the Agents' own handlers keep the rest of the pool
+MAX_IN_FLIGHT = 4  # periodic jobs in worker threads at once: the objects' own handlers keep the rest of the pool
 MAX_TICK = 1.0
 FIRST_COLLECTION_SECONDS = 15.0
-_BINDINGS = ("", "")  # the key of the binding clean-up among the busy Agents
+_BINDINGS: Key = ("", "", "")  # the key of the binding clean-up among the busy objects
 
-Key = tuple[str, str]
+# One kind's reconcile, as the loop calls it: (state, deps, namespace, name, logger).
+Reconcile = Callable[[OperatorState, Dependencies, str, str, kopf.Logger], object]
 
 
-def check_secrets(state: OperatorState, deps: Dependencies, namespace: str, name: str, logger: kopf.Logger) -> None:
-    """Read the Agent's Secrets again by name; reconcile it when one changed."""
+def kinds() -> dict[str, Reconcile]:
+    """What the loop runs for each kind it resyncs: :func:`reconcile` of that kind (looked up when called, so a test
+    may stand in for it)."""
+    return {of.kind: functools.partial(reconcile, of=of) for of in (builders.AGENT, builders.GATEWAY)}
+
+
+def check_secrets(state: OperatorState, deps: Dependencies, key: Key, logger: kopf.Logger, again: Reconcile) -> None:
+    """Read the Secrets of the object ``key`` again by name; reconcile it (``again``, its kind's) when one changed."""
+    kind, namespace, name = key
     with state.lock_for(namespace, name):  # compared with a record no reconcile is filling meanwhile
         try:
-            versions = state.secret_versions(namespace, name, builders.config_secret_name(name))
+            versions = state.secret_versions(kind, namespace, name, builders.config_secret_name(name))
             changed = changed_secrets(state.kube, namespace, versions)
         finally:  # a failed check waits a full interval too, rather than retrying at every tick
-            state.secrets_checked(namespace, name)
+            state.secrets_checked(kind, namespace, name)
     if changed:
-        logger.info("Secret %s of agent %s/%s changed: reconciling", ", ".join(sorted(changed)), namespace, name)
-        reconcile(state, deps, namespace, name, logger)
+        logger.info("Secret %s of %s %s/%s changed: reconciling", ", ".join(sorted(changed)), kind, namespace, name)
+        again(state, deps, namespace, name, logger)
 
 
 def _gone(agent: dict[str, Any] | None) -> bool:
@@ -79,20 +91,22 @@ def _gone(agent: dict[str, Any] | None) -> bool:
 
 
 def release(state: OperatorState, namespace: str, name: str, logger: kopf.Logger) -> bool:
-    """Revoke the TokenReview right of an Agent that is gone or being deleted, and forget the Agent; whether that took
-    a write. An Agent of that name that exists (say, created again since) keeps it."""
-    with state.lock_for(namespace, name):  # no reconcile of this Agent runs (and grants it again) meanwhile
+    """Revoke the TokenReview right of a runtime whose Agent or MCPGateway (a ServiceAccount is named like its owner,
+    either kind) is gone or being deleted, and forget what is gone; whether that took a write. One of that name that
+    exists (say, created again since, or the other kind) keeps it."""
+    with state.lock_for(namespace, name):  # no reconcile of this name runs (and grants it again) meanwhile
         agent = state.kube.get_agent(namespace, name)
         if not _gone(agent):
             return False
-        # The subject may be an MCPGateway's runtime (a ServiceAccount named like it): kept while the gateway is there.
-        if not _gone(state.kube.get_agent(namespace, name, builders.GATEWAY.plural)):
+        gateway = state.kube.get_agent(namespace, name, builders.GATEWAY.plural)
+        if not _gone(gateway):
             return False
         revoked = state.tokenreview.revoke(namespace, name)
-    if agent is None:
-        state.forget(namespace, name)
+    for of, found in ((builders.AGENT, agent), (builders.GATEWAY, gateway)):
+        if found is None:
+            state.forget(of.kind, namespace, name)
     if revoked:
-        logger.info("the runtime of agent %s/%s may no longer create TokenReviews", namespace, name)
+        logger.info("the runtime %s/%s may no longer create TokenReviews", namespace, name)
     return revoked
 
 
@@ -131,8 +145,9 @@ def migrate(state: OperatorState, logger: kopf.Logger) -> int:
 
 
 def collect_bindings(state: OperatorState, known: set[tuple[str, str]], logger: kopf.Logger) -> int:
-    """Revoke the TokenReview right of Agents that are gone (not ``known``, and not found), and migrate the bindings of
-    earlier releases; how many subjects and bindings went."""
+    """Revoke the TokenReview right of runtimes whose Agent or MCPGateway is gone (not ``known``: the (namespace, name)
+    of either kind in kopf's indexes; and not found), and migrate the bindings of earlier releases; how many subjects
+    and bindings went."""
     done = migrate(state, logger) if state.config.migrate_tokenreview_bindings else 0
     try:
         subjects = state.tokenreview.refresh()
@@ -142,16 +157,20 @@ def collect_bindings(state: OperatorState, known: set[tuple[str, str]], logger: 
     for owner in sorted(subjects - known):
         try:
             done += release(state, *owner, logger)
-        except ApiException as exc:  # e.g. an Agent of a namespace this operator may not read: not ours to judge
+        except ApiException as exc:  # e.g. a namespace this operator may not read: not ours to judge
             logger.debug("subject %s/%s of %s left alone: %s %s", *owner, state.tokenreview.name, exc.status, exc.reason)
     return done
 
 
 class Periodic:
-    """The loop (:meth:`run`); :meth:`tick` starts what is due at ``now`` (``time.monotonic()``)."""
+    """The loop (:meth:`run`); :meth:`tick` starts what is due at ``now`` (``time.monotonic()``).
 
-    def __init__(self, state: OperatorState, deps: Dependencies, logger: kopf.Logger) -> None:
+    ``reconcilers``: each kind's reconcile (default :func:`kinds`); an object of a kind not in it is not touched."""
+
+    def __init__(self, state: OperatorState, deps: Dependencies, logger: kopf.Logger,
+                 reconcilers: Mapping[str, Reconcile] | None = None) -> None:
         self._state, self._deps, self._logger = state, deps, logger
+        self._reconcilers = dict(reconcilers if reconcilers is not None else kinds())
         self._busy: set[Key] = set()
         self._jobs: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
@@ -169,20 +188,23 @@ class Periodic:
 
     def tick(self, now: float) -> None:
         resyncs, checks = self._state.due(now, self._busy)
-        for namespace, name in resyncs:
-            self._start((namespace, name), "resync", reconcile, self._state, self._deps, namespace, name, self._logger)
-        for namespace, name in checks:
-            self._start((namespace, name), "Secret check", check_secrets, self._state, self._deps, namespace, name,
-                        self._logger)
+        for key in resyncs:
+            again = self._reconcilers.get(key[0])
+            if again is not None:
+                self._start(key, "resync", again, self._state, self._deps, key[1], key[2], self._logger)
+        for key in checks:
+            again = self._reconcilers.get(key[0])
+            if again is not None:
+                self._start(key, "Secret check", check_secrets, self._state, self._deps, key, self._logger, again)
         if self._collection_due(now):
             self._collected = now
-            known = self._deps.known_agents()  # kopf's index, read here in the event loop that updates it
+            known = self._deps.known_owners()  # kopf's indexes, read here in the event loop that updates them
             self._start(_BINDINGS, "binding clean-up", collect_bindings, self._state, known, self._logger)
 
     def _collection_due(self, now: float) -> bool:
         if _BINDINGS in self._busy:
             return False
-        if self._collected is None:  # the first: once kopf's index holds every Agent there is
+        if self._collected is None:  # the first: once kopf's indexes hold every Agent and MCPGateway there is
             return self._state.agents_listed or now - self._started >= FIRST_COLLECTION_SECONDS
         return now - self._collected >= self._state.config.resync_seconds
 
@@ -201,7 +223,7 @@ class Periodic:
             async with self._slots:
                 await asyncio.to_thread(job, *args)
         except Exception:  # retried at the next period; the trigger handlers report a failing reconcile
-            self._logger.exception("%s of %s failed", what, "/".join(key) if key != _BINDINGS else "the operator")
+            self._logger.exception("%s of %s failed", what, f"{key[0]} {key[1]}/{key[2]}" if key != _BINDINGS else "the operator")
         finally:
             self._busy.discard(key)
 

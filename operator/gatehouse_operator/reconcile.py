@@ -90,17 +90,15 @@ def reconcile(
 ) -> Outcome | None:
     """Reconcile the Agent ``namespace/name``; ``None`` if it is gone or being deleted.
 
-    ``of``: :data:`builders.GATEWAY` reconciles the MCPGateway of that name instead, by the same steps. Gateways are
-    not in the periodic loop (resync, Secret check, retry with backoff): kopf retries their own handlers.
+    ``of``: :data:`builders.GATEWAY` reconciles the MCPGateway of that name instead, by the same steps, with the same
+    bookkeeping for the periodic loop (its resync, and the retry with backoff of a reconcile that raised).
 
     ``seen``: the Agent as the trigger's own watch event showed it (its create/update/resume handlers), used instead
     of reading it again. A newer version only costs the status write a 409 and a read (:func:`_write_status`); a
     newer spec is handled by kopf's next update anyway.
     """
-    agent = of is builders.AGENT
     with state.lock_for(namespace, name), metrics.DURATION.time():
-        if agent:
-            state.reconciling(namespace, name)
+        state.reconciling(of.kind, namespace, name)
         try:
             body = copy.deepcopy(dict(seen)) if seen is not None else state.kube.get_agent(namespace, name, of.plural)
             outcome = None
@@ -109,15 +107,11 @@ def reconcile(
         except Exception as exc:
             metrics.RECONCILES.labels("failed").inc()
             metrics.FAILURES.labels(metrics.failure_code(exc)).inc()
-            if not agent:
-                logger.warning("reconcile of %s %s/%s failed (%s)", of.kind, namespace, name, exc)
-                raise
             # Whatever started it (kopf retries only its own handlers, not its event handlers): retried with backoff.
-            delay = state.reconcile_failed(namespace, name)
-            logger.warning("reconcile of agent %s/%s failed (%s): retrying in %.0fs", namespace, name, exc, delay)
+            delay = state.reconcile_failed(of.kind, namespace, name)
+            logger.warning("reconcile of %s %s/%s failed (%s): retrying in %.0fs", of.kind, namespace, name, exc, delay)
             raise
-        if agent:
-            state.reconcile_succeeded(namespace, name)
+        state.reconcile_succeeded(of.kind, namespace, name)
         metrics.RECONCILES.labels("gone" if outcome is None else "accepted" if outcome.accepted else "rejected").inc()
         return outcome
 
@@ -157,7 +151,7 @@ def _check_agent(
     models, servers, problems = deps.resolve(agent)
     agents, agent_problems = deps.reachable_agents(agent)
     problems += agent_problems
-    secrets = state.referenced_secrets(agent.namespace, agent.name)
+    secrets = state.referenced_secrets(builders.AGENT.kind, agent.namespace, agent.name)
     try:
         config = translate(agent, models, servers, in_cluster=True, agents=agents)
     except TranslationError as exc:
@@ -187,7 +181,7 @@ def _check_gateway(
     problems: list[Problem] = []
     if gateway.spec.upstream is not None:
         servers, problems = deps.mcp_servers(gateway.namespace, [gateway.spec.upstream.name])
-    secrets = state.referenced_secrets(gateway.namespace, gateway.name)
+    secrets = state.referenced_secrets(builders.GATEWAY.kind, gateway.namespace, gateway.name)
     try:
         config = translate_gateway(gateway, servers, in_cluster=True)
     except TranslationError as exc:
@@ -226,7 +220,7 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
         api_token_secret=state.config.api_token_secret, api_token_key=state.config.api_token_key,
     )
     children = builders.desired_children(agent, body, config, inputs)
-    if not create_first and isinstance(agent, Agent):  # a gateway's switch is not held yet (docs/gateway.md)
+    if not create_first:
         problem = _held_switch(state, body, next(c for c in children if c["kind"] == "Deployment"), agent)
         if problem is not None:  # nothing of the new spec is applied: the old pods keep serving what is pending
             return _reject(state, body, state_switch.HELD, [problem], logger, now, admission)
@@ -268,8 +262,10 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
     return Outcome(True, "Reconciled", changes, written)
 
 
-def _held_switch(state: OperatorState, body: dict[str, Any], deployment: dict[str, Any], agent: Agent) -> Problem | None:
-    """Why the state backend's switch the spec asks for is held (:mod:`gatehouse_operator.state_switch`), if it is."""
+def _held_switch(state: OperatorState, body: dict[str, Any], deployment: dict[str, Any],
+                 agent: builders.Owner) -> Problem | None:
+    """Why the state backend's switch the spec asks for is held (:mod:`gatehouse_operator.state_switch`), if it is: an
+    Agent's pending requests, or an MCPGateway's held calls, alike."""
     if not state_switch.worth_checking(body):
         return None
     running = storage.store_of(state.kube.get("Deployment", agent.namespace, agent.name))
@@ -297,8 +293,8 @@ def _post_event(state: OperatorState, body: Mapping[str, Any], type_: str, reaso
     try:
         state.kube.create(event)
     except ApiException as exc:
-        logger.warning("Event %s on agent %s/%s not posted: %s %s", reason, meta["namespace"], meta["name"], exc.status,
-                       exc.reason)
+        logger.warning("Event %s on %s %s/%s not posted: %s %s", reason, body.get("kind"), meta["namespace"], meta["name"],
+                       exc.status, exc.reason)
 
 
 def _database_problems(secrets: ReferencedSecrets, agent: builders.Owner) -> list[Problem]:
@@ -355,7 +351,7 @@ def _reject(
     written = _write_status(state, body, accepted, status.ready_condition(deployment), None, now, admission)
     if written:
         _post_event(state, body, "Warning", reason, message, logger, now)
-        logger.warning("agent %s/%s not accepted (%s): %s", meta["namespace"], meta["name"], reason, message)
+        logger.warning("%s %s/%s not accepted (%s): %s", body.get("kind"), meta["namespace"], meta["name"], reason, message)
     return Outcome(False, reason, (), written)
 
 

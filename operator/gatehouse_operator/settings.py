@@ -16,10 +16,10 @@ Environment variables (all optional):
 
 ``GATEHOUSE_RUNTIME_IMAGE``   image of the agent pods (default ``ghcr.io/gatehouse-dev/gatehouse:0.1.0``),
                               overridden per Agent by ``spec.deployment.image``;
-``GATEHOUSE_RESYNC_SECONDS``  how often every Agent is re-checked against the cluster: at most this long after its
-                              last reconcile, whatever started that (default 300);
-``GATEHOUSE_SECRET_CHECK_INTERVAL``  how long after a reconcile (or check) read them the Secrets each Agent
-                              references are read again by name to notice a change (a new resourceVersion) -- the
+``GATEHOUSE_RESYNC_SECONDS``  how often every Agent and MCPGateway is re-checked against the cluster: at most this
+                              long after its last reconcile, whatever started that (default 300);
+``GATEHOUSE_SECRET_CHECK_INTERVAL``  how long after a reconcile (or check) read them the Secrets each Agent (or
+                              MCPGateway) references are read again by name to notice a change (a new resourceVersion) -- the
                               operator does not watch Secrets; a duration, default ``60s``; ``gatehouse-operator
                               --secret-check-interval 30s`` sets it;
 ``GATEHOUSE_RUNTIME_API_TOKEN_SECRET`` / ``..._KEY``  a Secret (in each Agent's namespace) and key holding the
@@ -63,6 +63,7 @@ __all__ = [
     "DEFAULT_IMAGE_TAG",
     "DEFAULT_RUNTIME_IMAGE",
     "SECRET_CHECK_ENV",
+    "Key",
     "OperatorConfig",
     "OperatorState",
     "configure",
@@ -127,14 +128,20 @@ class OperatorConfig:
 
 @dataclass
 class _Due:
-    """When the Agent was last reconciled (or first seen), and its spread: the share of each period it waits, 0.9 to
-    1, fixed per Agent, so Agents reconciled together (created at once, or after a restart) drift apart instead of
+    """When the object was last reconciled (or first seen), and its spread: the share of each period it waits, 0.9 to
+    1, fixed per object, so objects reconciled together (created at once, or after a restart) drift apart instead of
     resyncing in lockstep."""
 
     reconciled_at: float
     spread: float
     failures: int = 0  # reconciles that raised in a row
     retry_at: float | None = None  # when a failed reconcile is tried again (backoff), if it failed
+
+
+# What the periodic loop tracks: (kind, namespace, name) of an Agent or MCPGateway (builders.AGENT.kind / GATEWAY.kind).
+# Both kinds name their children alike, and an Agent and an MCPGateway of one name may both exist (each refused with
+# NameTaken while the other is there): the kind keeps their resyncs, retries and Secret records apart.
+Key = tuple[str, str, str]
 
 
 def _spread(namespace: str, name: str) -> float:
@@ -144,20 +151,25 @@ def _spread(namespace: str, name: str) -> float:
 
 @dataclass
 class OperatorState:
-    """What one operator run shares between handlers: settings, the API client, per-Agent locks, and the
+    """What one operator run shares between handlers: settings, the API client, per-object locks, and the
     resourceVersion of each child as the last reconcile left it (so the watch event that echoes our own
-    write does not trigger another reconcile)."""
+    write does not trigger another reconcile).
+
+    The periodic bookkeeping (:meth:`seen`, :meth:`due`, the retries, the Secrets each reconcile read) is keyed by
+    :data:`Key`, kind included; the lock by namespace and name only, since an Agent and an MCPGateway of one name
+    would write the same children."""
 
     config: OperatorConfig
     kube: ChildrenApi
     _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
     _versions: dict[tuple[str, str, str], str] = field(default_factory=dict)
-    _secrets: dict[tuple[str, str], ReferencedSecrets] = field(default_factory=dict)
+    _secrets: dict[Key, ReferencedSecrets] = field(default_factory=dict)
     _agent_specs: dict[tuple[str, str], str] = field(default_factory=dict)
-    _agents: dict[tuple[str, str], _Due] = field(default_factory=dict)
-    agents_listed: bool = False  # an Agent handler ran: kopf had listed every Agent before (it waits for its indexes)
-    essences: MemoryDiffBase | None = None  # kopf's diff base (see configure), emptied of deleted Agents
+    _due: dict[Key, _Due] = field(default_factory=dict)
+    # an Agent or MCPGateway handler ran: kopf had listed every indexed kind before (it waits for its indexes)
+    agents_listed: bool = False
+    essences: MemoryDiffBase | None = None  # kopf's diff base (see configure), emptied of deleted Agents and gateways
     admission: PolicyVerdict = field(default_factory=PolicyVerdict)  # the cluster's admission policy, shared
     tokenreview: TokenReviewBinding = field(init=False)  # the runtimes' TokenReview right, shared
 
@@ -165,55 +177,59 @@ class OperatorState:
         self.tokenreview = TokenReviewBinding(self.kube, self.config.tokenreview_cluster_role)
 
     def lock_for(self, namespace: str, name: str) -> threading.Lock:
-        """One lock per Agent: its own handlers, dependency events and resyncs never interleave."""
+        """One lock per name: an object's own handlers, dependency events and resyncs never interleave (nor those of
+        an Agent and an MCPGateway of one name, which would write the same children)."""
         with self._guard:
             return self._locks.setdefault((namespace, name), threading.Lock())
 
-    def forget(self, namespace: str, name: str) -> None:
+    def forget(self, kind: str, namespace: str, name: str) -> None:
+        """The object is gone: no more resyncs or Secret checks of it (its lock goes once no other kind holds the
+        name)."""
         with self._guard:
-            self._locks.pop((namespace, name), None)
-            self._secrets.pop((namespace, name), None)
-            self._agents.pop((namespace, name), None)
+            self._secrets.pop((kind, namespace, name), None)
+            self._due.pop((kind, namespace, name), None)
+            if not any(key[1:] == (namespace, name) for key in self._due):
+                self._locks.pop((namespace, name), None)
 
-    def agent_seen(self, namespace: str, name: str) -> None:
-        """An Agent's watch event: from now on the periodic loop resyncs it and checks its Secrets."""
+    def seen(self, kind: str, namespace: str, name: str) -> None:
+        """An Agent's or MCPGateway's watch event: from now on the periodic loop resyncs it and checks its Secrets."""
         with self._guard:
-            if (namespace, name) not in self._agents:
-                self._agents[namespace, name] = _Due(time.monotonic(), _spread(namespace, name))
+            if (kind, namespace, name) not in self._due:
+                self._due[kind, namespace, name] = _Due(time.monotonic(), _spread(namespace, name))
 
-    def reconciling(self, namespace: str, name: str) -> None:
-        """A reconcile of the Agent starts, whatever its trigger: its next resync is one period from now."""
+    def reconciling(self, kind: str, namespace: str, name: str) -> None:
+        """A reconcile of the object starts, whatever its trigger: its next resync is one period from now."""
         with self._guard:
-            due = self._agents.get((namespace, name))
+            due = self._due.get((kind, namespace, name))
             if due is not None:
                 due.reconciled_at = time.monotonic()
 
-    def reconcile_failed(self, namespace: str, name: str) -> float:
-        """A reconcile of the Agent raised (whatever started it): the periodic loop tries again after a backoff,
+    def reconcile_failed(self, kind: str, namespace: str, name: str) -> float:
+        """A reconcile of the object raised (whatever started it): the periodic loop tries again after a backoff,
         1 s doubling up to :data:`RETRY_MAX_SECONDS` (or the resync period, if shorter); the delay."""
         with self._guard:
-            due = self._agents.setdefault((namespace, name), _Due(time.monotonic(), _spread(namespace, name)))
+            due = self._due.setdefault((kind, namespace, name), _Due(time.monotonic(), _spread(namespace, name)))
             due.failures += 1
             delay = min(RETRY_FIRST_SECONDS * 2 ** (due.failures - 1), RETRY_MAX_SECONDS, self.config.resync_seconds)
             due.retry_at = time.monotonic() + delay
             return delay
 
-    def reconcile_succeeded(self, namespace: str, name: str) -> None:
-        """A reconcile of the Agent ran to its end (or found it gone): no retry is pending."""
+    def reconcile_succeeded(self, kind: str, namespace: str, name: str) -> None:
+        """A reconcile of the object ran to its end (or found it gone): no retry is pending."""
         with self._guard:
-            due = self._agents.get((namespace, name))
+            due = self._due.get((kind, namespace, name))
             if due is not None:
                 due.failures, due.retry_at = 0, None
 
-    def due(self, now: float, busy: set[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-        """The Agents (not in ``busy``) whose resync is due, and those whose Secret check is: each one period (times
+    def due(self, now: float, busy: set[Key]) -> tuple[list[Key], list[Key]]:
+        """The objects (not in ``busy``) whose resync is due, and those whose Secret check is: each one period (times
         its spread, 0.9 to 1) after its last reconcile, or after its Secrets were last read or checked; a failed
-        reconcile's retry counts as a resync. An Agent with no Secret to read is marked checked here, at no cost; one
-        never reconciled has none recorded yet."""
+        reconcile's retry counts as a resync. An object with no Secret to read is marked checked here, at no cost;
+        one never reconciled has none recorded yet."""
         resync, check = self.config.resync_seconds, self.config.secret_check_seconds
         resyncs, checks = [], []
         with self._guard:
-            for key, due in self._agents.items():
+            for key, due in self._due.items():
                 if key in busy:
                     continue
                 if (due.retry_at is not None and now >= due.retry_at) or now - due.reconciled_at >= resync * due.spread:
@@ -222,7 +238,7 @@ class OperatorState:
                 record = self._secrets.get(key)
                 if record is None or now - record.read_at < check * due.spread:
                     continue
-                if record.versions() or self._versions.get(("Secret", key[0], config_secret_name(key[1]))):
+                if record.versions() or self._versions.get(("Secret", key[1], config_secret_name(key[2]))):
                     checks.append(key)
                 else:
                     record.read_at = now  # nothing read (e.g. its ModelConfig is missing): no request
@@ -252,26 +268,26 @@ class OperatorState:
             self._agent_specs[key] = digest
             return before != digest
 
-    def referenced_secrets(self, namespace: str, name: str) -> ReferencedSecrets:
-        """A fresh record of the Secrets one reconcile of the Agent reads; it replaces the last one as what the
+    def referenced_secrets(self, kind: str, namespace: str, name: str) -> ReferencedSecrets:
+        """A fresh record of the Secrets one reconcile of the object reads; it replaces the last one as what the
         periodic check compares against."""
         secrets = ReferencedSecrets(self.kube, namespace)
         with self._guard:
-            self._secrets[namespace, name] = secrets
+            self._secrets[kind, namespace, name] = secrets
         return secrets
 
-    def secrets_checked(self, namespace: str, name: str) -> None:
-        """The Agent's Secrets were just checked (or there was nothing to check): the next check is one interval on."""
+    def secrets_checked(self, kind: str, namespace: str, name: str) -> None:
+        """The object's Secrets were just checked (or there was nothing to check): the next check is one interval on."""
         with self._guard:
-            record = self._secrets.get((namespace, name))
+            record = self._secrets.get((kind, namespace, name))
             if record is not None:
                 record.read_at = time.monotonic()
 
-    def secret_versions(self, namespace: str, name: str, *children: str) -> dict[str, str | None]:
-        """What the periodic check reads again for the Agent: the Secrets its last reconcile read (name ->
+    def secret_versions(self, kind: str, namespace: str, name: str, *children: str) -> dict[str, str | None]:
+        """What the periodic check reads again for the object: the Secrets its last reconcile read (name ->
         resourceVersion, ``None``: absent), and those of the child Secrets ``children`` it left a version of."""
         with self._guard:
-            record = self._secrets.get((namespace, name))
+            record = self._secrets.get((kind, namespace, name))
             versions = record.versions() if record is not None else {}
             for child in children:
                 version = self._versions.get(("Secret", namespace, child))

@@ -1,4 +1,5 @@
-"""Hold a switch of an Agent's state backend while its runtime holds pending requests.
+"""Hold a switch of an Agent's state backend while its runtime holds pending requests (an MCPGateway's: while it holds
+calls, the same way).
 
 Pending approvals and questions, and the tasks waiting on them, live in the runtime's one database
 (:mod:`gatehouse_operator.storage`). A spec that moves it elsewhere -- sqlite to Postgres, Postgres to sqlite, another
@@ -8,11 +9,12 @@ kind while the old pods still write to it; so instead the operator holds the swi
 
 - the running Deployment's store (:func:`storage.store_of`) differs from the one the spec renders, and the runtime
   has pending requests -- its ``status.pendingApprovals`` (tool approvals, counted from its store) or Pending
-  ToolApprovals of the Agent (questions included) -- so nothing of the new spec is applied:
+  ToolApprovals of the Agent (questions included; an MCPGateway's held calls: its ToolApprovals by
+  ``spec.gatewayRef``, and its own ``status.pendingApprovals``) -- so nothing of the new spec is applied:
   ``Accepted=False``, reason :data:`HELD`, a message that says why and how to go on; the old pods keep serving, and
   approvers decide what is pending there;
-- it goes ahead by itself once nothing is pending (the runtime's recount of ``pendingApprovals`` triggers a reconcile;
-  a decided question, the next resync);
+- it goes ahead by itself once nothing is pending (the runtime's recount of ``pendingApprovals`` -- an event of the
+  Agent or MCPGateway -- triggers a reconcile; a decided question, the next resync);
 - or at once with the annotation :data:`FORCE_ANNOTATION` set to the kind the spec switches to (``postgres``,
   ``sqlite``, ``ephemeral``): the pending requests are then orphaned, knowingly. A value naming another kind forces
   nothing, so an annotation left behind does not silently force a later switch elsewhere.
@@ -24,9 +26,11 @@ no extra request); a new URL in the same Secret key is taken as the same databas
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from agent_runtime.contract.errors import Problem
+from gatehouse_operator import builders
 
 __all__ = ["FORCE_ANNOTATION", "HELD", "held", "is_held", "pending_count", "worth_checking"]
 
@@ -46,6 +50,27 @@ def worth_checking(body: Mapping[str, Any]) -> bool:
     return meta.get("generation") != status.get("observedGeneration") or is_held(body)
 
 
+@dataclass(frozen=True)
+class _Owner:
+    """How a runtime's owner names its ToolApprovals (``spec.<ref>``, the label) and how kubectl names the owner."""
+
+    ref: str
+    label: str
+    resource: str
+
+
+# An MCPGateway's held calls are pending requests of its runtime as an Agent's are (docs/gateway.md): its ToolApprovals
+# name it in spec.gatewayRef and the gatehouse.dev/gateway label, its runtime counts them in its status.pendingApprovals.
+_OWNERS = {
+    builders.AGENT.kind: _Owner("agentRef", builders.AGENT.label, "agent"),
+    builders.GATEWAY.kind: _Owner("gatewayRef", builders.GATEWAY.label, "mcpgateway"),
+}
+
+
+def _owner(body: Mapping[str, Any]) -> _Owner:
+    return _OWNERS[str(body.get("kind"))]  # the API always says the kind: another one is a bug, not an Agent
+
+
 def held(body: Mapping[str, Any], running: str | None, wanted: str | None, target: str,
          pending: Callable[[], int]) -> Problem | None:
     """The Problem that holds the switch from the ``running`` store to the ``wanted`` one (of kind ``target``), or
@@ -58,20 +83,20 @@ def held(body: Mapping[str, Any], running: str | None, wanted: str | None, targe
     count = pending()
     if not count:
         return None
-    name, namespace = meta.get("name"), meta.get("namespace")
+    name, namespace, owner = meta.get("name"), meta.get("namespace"), _owner(body)
     return Problem("spec.state", (
         f"switching the state from {running} to {wanted} is held: the runtime has {count} pending request(s) there "
         f"that the new store would not have (their ToolApprovals would turn Orphaned, their tasks be lost). Decide "
-        f"them first (kubectl get toolapprovals -n {namespace} -l gatehouse.dev/agent={name}): the switch then goes "
-        f"ahead by itself; or force it, losing them: kubectl annotate agent -n {namespace} {name} "
+        f"them first (kubectl get toolapprovals -n {namespace} -l {owner.label}={name}): the switch then goes "
+        f"ahead by itself; or force it, losing them: kubectl annotate {owner.resource} -n {namespace} {name} "
         f"{FORCE_ANNOTATION}={target}"
     ))
 
 
 def pending_count(body: Mapping[str, Any], approvals: list[dict[str, Any]]) -> int:
-    """What is pending in the runtime: its own count of tool approvals, or the Agent's Pending ToolApprovals (a
-    question counts there only), whichever is larger."""
-    name = (body.get("metadata") or {}).get("name")
+    """What is pending in the runtime: its own count of tool approvals, or the owner's Pending ToolApprovals (a
+    question counts there only; an MCPGateway's by ``spec.gatewayRef``), whichever is larger."""
+    name, ref = (body.get("metadata") or {}).get("name"), _owner(body).ref
     listed = sum(1 for a in approvals
-                 if (a.get("spec") or {}).get("agentRef") == name and (a.get("status") or {}).get("phase") == "Pending")
+                 if (a.get("spec") or {}).get(ref) == name and (a.get("status") or {}).get("phase") == "Pending")
     return max(int((body.get("status") or {}).get("pendingApprovals") or 0), listed)

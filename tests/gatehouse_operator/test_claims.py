@@ -100,6 +100,15 @@ def test_our_owner_reference_is_removed_when_the_agent_keeps_its_claim_and_other
     assert kube.claim is not None and kube.claim["metadata"]["ownerReferences"] == [THEIRS]
 
 
+def test_a_gateways_owner_reference_is_removed_when_it_keeps_its_claim() -> None:
+    # An MCPGateway's claim follows spec.state.sqlite.deleteClaimWithAgent as an Agent's: turned off, the claim must no
+    # longer go with the gateway.
+    gateway = {**OURS, "kind": "MCPGateway", "name": "a", "uid": "g1"}
+    kube = FakeKube(_claim(owners=[THEIRS, gateway]))
+    assert _ensure(kube, _claim()).applied.action == "patched"
+    assert kube.claim is not None and kube.claim["metadata"]["ownerReferences"] == [THEIRS]
+
+
 def test_a_larger_size_is_requested_a_smaller_one_reported() -> None:
     kube = FakeKube(_claim("1Gi"))
     result = _ensure(kube, _claim("1536Mi"))

@@ -1,7 +1,8 @@
 """The child-event handler: an event that only echoes the operator's own write does not start a reconcile; the
 periodic loop: a Secret check reconciles only when a Secret the Agent uses changed, costs no request for an Agent
 that uses none, and comes one interval after the reconcile that read them; a resync one period after the last
-reconcile."""
+reconcile; Agents and MCPGateways alike, each by its own kind's reconcile (a failed one retried with backoff); a
+gateway's held calls counted for its state switch."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import time
 import kopf
 import pytest
 
-from gatehouse_operator import builders, handlers, periodic
+from gatehouse_operator import builders, handlers, periodic, state_switch
+from gatehouse_operator.kube import ApiException
+from gatehouse_operator.reconcile import reconcile
 from gatehouse_operator.settings import OperatorConfig, OperatorState
 
 
@@ -84,6 +87,9 @@ class _Secrets:
         return {"metadata": {"name": name, "resourceVersion": version}, "data": {"k": "djE="}} if version else None
 
 
+KEY = ("Agent", "ns", "a")
+
+
 def _memo_with(kube: _Secrets) -> kopf.Memo:
     memo = kopf.Memo()
     memo.state = OperatorState(config=OperatorConfig(), kube=kube)  # type: ignore[arg-type]
@@ -91,28 +97,30 @@ def _memo_with(kube: _Secrets) -> kopf.Memo:
 
 
 @pytest.fixture
-def rechecked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    runs: list[str] = []
-    monkeypatch.setattr(periodic, "reconcile", lambda state, deps, namespace, name, logger: runs.append(f"{namespace}/{name}"))
-    return runs
+def rechecked() -> list[str]:
+    return []
+
+
+def _again(runs: list[str]) -> periodic.Reconcile:
+    return lambda state, deps, namespace, name, logger: runs.append(f"{namespace}/{name}")
 
 
 def test_the_secret_check_reconciles_only_when_a_version_moved(rechecked: list[str]) -> None:
     kube = _Secrets(tok="1", **{"a-config": "5"})
     state: OperatorState = _memo_with(kube).state
-    state.referenced_secrets("ns", "a").get("tok")  # what the last reconcile read ...
-    state.referenced_secrets("ns", "a").get("jwks")  # ... replaced by the next one: jwks, absent
+    state.referenced_secrets("Agent", "ns", "a").get("tok")  # what the last reconcile read ...
+    state.referenced_secrets("Agent", "ns", "a").get("jwks")  # ... replaced by the next one: jwks, absent
     state.saw("Secret", "ns", "a-config", "5")  # and its own config Secret, as it left it
     log = logging.getLogger("test")
     kube.gets.clear()
-    periodic.check_secrets(state, None, "ns", "a", log)  # type: ignore[arg-type]
+    periodic.check_secrets(state, None, KEY, log, _again(rechecked))  # type: ignore[arg-type]
     assert (kube.gets, rechecked) == (["jwks", "a-config"], [])
     kube.versions["jwks"] = "2"  # the missing Secret appears
-    periodic.check_secrets(state, None, "ns", "a", log)  # type: ignore[arg-type]
+    periodic.check_secrets(state, None, KEY, log, _again(rechecked))  # type: ignore[arg-type]
     assert rechecked == ["ns/a"]
-    state.referenced_secrets("ns", "a").get("jwks")  # (the reconcile read it)
+    state.referenced_secrets("Agent", "ns", "a").get("jwks")  # (the reconcile read it)
     kube.versions["a-config"] = "6"  # edited by hand
-    periodic.check_secrets(state, None, "ns", "a", log)  # type: ignore[arg-type]
+    periodic.check_secrets(state, None, KEY, log, _again(rechecked))  # type: ignore[arg-type]
     assert rechecked == ["ns/a", "ns/a"]
 
 
@@ -122,23 +130,23 @@ def _state(resync: float = 300, check: float = 60) -> OperatorState:
 
 def test_a_secret_check_is_due_one_interval_after_the_reconcile_that_read_them() -> None:
     state = _state()
-    state.agent_seen("ns", "a")
+    state.seen("Agent", "ns", "a")
     start = time.monotonic()
     assert state.due(start + 3600, set())[1] == []  # not reconciled yet: nothing read, nothing to check
-    state.reconciling("ns", "a")
-    state.referenced_secrets("ns", "a").get("tok")  # a reconcile reads its Secret, late after the Agent appeared
+    state.reconciling("Agent", "ns", "a")
+    state.referenced_secrets("Agent", "ns", "a").get("tok")  # a reconcile reads its Secret, late after the Agent appeared
     read = time.monotonic()
     assert state.due(read + 53, set()) == ([], [])  # within the interval (times the spread, at least 0.9)
-    assert state.due(read + 60, set()) == ([], [("ns", "a")])
-    assert state.due(read + 60, {("ns", "a")}) == ([], [])  # a job of the Agent is running
-    state.secrets_checked("ns", "a")
+    assert state.due(read + 60, set()) == ([], [KEY])
+    assert state.due(read + 60, {KEY}) == ([], [])  # a job of the Agent is running
+    state.secrets_checked("Agent", "ns", "a")
     assert state.due(time.monotonic() + 53, set()) == ([], [])
 
 
 def test_the_secret_check_of_an_agent_that_read_none_costs_no_request() -> None:
     state = _state()
-    state.agent_seen("ns", "a")
-    state.referenced_secrets("ns", "a")  # a reconcile that read nothing (its ModelConfig is missing)
+    state.seen("Agent", "ns", "a")
+    state.referenced_secrets("Agent", "ns", "a")  # a reconcile that read nothing (its ModelConfig is missing)
     later = time.monotonic() + 60
     assert state.due(later, set()) == ([], [])
     assert state.due(later + 53, set()) == ([], [])  # marked checked: the next one is an interval on
@@ -149,21 +157,22 @@ def test_a_resync_is_due_one_period_after_the_last_reconcile_spread_per_agent() 
     state = _state(resync=100)
     names = [f"agent-{i}" for i in range(20)]
     for name in names:
-        state.agent_seen("ns", name)
+        state.seen("Agent", "ns", name)
     start = time.monotonic()
     assert state.due(start + 89, set()) == ([], [])
-    assert sorted(state.due(start + 101, set())[0]) == sorted(("ns", name) for name in names)
+    assert sorted(state.due(start + 101, set())[0]) == sorted(("Agent", "ns", name) for name in names)
     # each waits 90 to 100 s, fixed per Agent: Agents seen together do not all come due together
-    first_due = {name: next(t for t in range(89, 102) if ("ns", name) in state.due(start + t, set())[0]) for name in names}
+    first_due = {name: next(t for t in range(89, 102) if ("Agent", "ns", name) in state.due(start + t, set())[0])
+                 for name in names}
     assert len(set(first_due.values())) >= 5
-    state._agents["ns", "agent-0"].reconciled_at -= 200  # seen long ago: due now
-    assert ("ns", "agent-0") in state.due(time.monotonic(), set())[0]
-    state.reconciling("ns", "agent-0")  # reconciled by some trigger: its resync moves a period on
+    state._due["Agent", "ns", "agent-0"].reconciled_at -= 200  # seen long ago: due now
+    assert ("Agent", "ns", "agent-0") in state.due(time.monotonic(), set())[0]
+    state.reconciling("Agent", "ns", "agent-0")  # reconciled by some trigger: its resync moves a period on
     reconciled = time.monotonic()
-    assert ("ns", "agent-0") not in state.due(reconciled + 89, set())[0]
-    assert ("ns", "agent-0") in state.due(reconciled + 101, set())[0]
-    state.forget("ns", "agent-1")  # deleted: no longer resynced
-    assert ("ns", "agent-1") not in state.due(start + 101, set())[0]
+    assert ("Agent", "ns", "agent-0") not in state.due(reconciled + 89, set())[0]
+    assert ("Agent", "ns", "agent-0") in state.due(reconciled + 101, set())[0]
+    state.forget("Agent", "ns", "agent-1")  # deleted: no longer resynced
+    assert ("Agent", "ns", "agent-1") not in state.due(start + 101, set())[0]
 
 
 def test_kopf_state_of_an_agent_written_by_an_earlier_operator_is_ignored_and_kept_in_memory() -> None:
@@ -188,3 +197,70 @@ def test_kopf_state_of_an_agent_written_by_an_earlier_operator_is_ignored_and_ke
     assert store.fetch(body=new) == essence
     store.forget("u-1")
     assert store.fetch(body=new) is None
+
+
+GATEWAY_KEY = ("MCPGateway", "ns", "a")
+
+
+class _Down:
+    """An API server that answers every read with a 503."""
+
+    def get_agent(self, namespace: str, name: str, plural: str = "agents") -> None:
+        raise ApiException(status=503, reason="Service Unavailable")
+
+
+def test_a_gateways_failed_reconcile_is_retried_by_the_loop_with_backoff() -> None:
+    state = OperatorState(config=OperatorConfig(), kube=_Down())  # type: ignore[arg-type]
+    with pytest.raises(ApiException):
+        reconcile(state, None, "ns", "a", logging.getLogger("test"), of=builders.GATEWAY)  # type: ignore[arg-type]
+    assert state.due(time.monotonic() + 0.5, set()) == ([], [])
+    assert state.due(time.monotonic() + 1.5, set())[0] == [GATEWAY_KEY]  # 1 s later, then 2, 4, ...
+
+
+def test_the_loop_runs_each_kinds_own_reconcile_an_agent_and_a_gateway_of_one_name_apart() -> None:
+    """The loop is keyed by kind, namespace and name: an Agent and an MCPGateway named alike are two objects, each
+    resynced (and Secret-checked) with its own kind's reconcile."""
+    state = _state(resync=100)
+    state.seen("Agent", "ns", "a")
+    state.seen("MCPGateway", "ns", "a")
+    assert sorted(state.due(time.monotonic() + 101, set())[0]) == sorted([KEY, GATEWAY_KEY])
+    runs: list[str] = []
+
+    def by(kind: str) -> periodic.Reconcile:
+        return lambda state, deps, namespace, name, logger: runs.append(f"{kind} {namespace}/{name}")
+
+    async def tick() -> None:
+        loop = periodic.Periodic(state, None, logging.getLogger("test"),  # type: ignore[arg-type]
+                                 {"Agent": by("Agent"), "MCPGateway": by("MCPGateway")})
+        loop._collected = time.monotonic() + 3600  # no binding clean-up in this tick
+        loop.tick(time.monotonic() + 101)
+        await asyncio.gather(*loop._jobs)
+
+    asyncio.run(tick())
+    assert sorted(runs) == ["Agent ns/a", "MCPGateway ns/a"]
+    state.forget("MCPGateway", "ns", "a")  # the gateway deleted: the Agent stays in the loop
+    assert state.due(time.monotonic() + 101, set())[0] == [KEY]
+
+
+def test_the_default_loop_reconciles_a_gateway_as_a_gateway(monkeypatch: pytest.MonkeyPatch) -> None:
+    kinds: list[str] = []
+    monkeypatch.setattr(periodic, "reconcile", lambda state, deps, namespace, name, logger, of: kinds.append(of.kind))
+    for kind, again in periodic.kinds().items():
+        again(None, None, "ns", "a", logging.getLogger("test"))  # type: ignore[arg-type]
+        assert kinds[-1] == kind
+    assert kinds == ["Agent", "MCPGateway"]
+
+
+def test_a_gateways_held_calls_count_by_its_gateway_ref() -> None:
+    gateway = {"kind": "MCPGateway", "metadata": {"name": "gw", "namespace": "ns"}, "status": {}}
+    approvals = [
+        {"spec": {"gatewayRef": "gw"}, "status": {"phase": "Pending"}},
+        {"spec": {"gatewayRef": "gw"}, "status": {"phase": "Approved"}},
+        {"spec": {"agentRef": "gw"}, "status": {"phase": "Pending"}},  # an Agent's of the same name: not its own
+    ]
+    assert state_switch.pending_count(gateway, approvals) == 1
+    assert state_switch.pending_count({**gateway, "kind": "Agent"}, approvals) == 1
+    problem = state_switch.held(gateway, "sqlite", "postgres", "postgres", lambda: 1)
+    assert problem is not None
+    assert "kubectl get toolapprovals -n ns -l gatehouse.dev/gateway=gw" in problem.message
+    assert "kubectl annotate mcpgateway -n ns gw gatehouse.dev/force-state-switch=postgres" in problem.message
