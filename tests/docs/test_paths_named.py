@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
+DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 # where a path may be written from: the root, and the folders whose files docs name by their short path
 BASES = [ROOT, ROOT / "agent_runtime", ROOT / "agent_runtime" / "contract", ROOT / "agent_runtime" / "clients",
          ROOT / "tests" / "testdata", ROOT / "operator", ROOT / "operator" / "gatehouse_operator", ROOT / "tests",
