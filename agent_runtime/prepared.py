@@ -59,10 +59,10 @@ class Prepared:
     def __call__(self, conn: Connection, params: Params | Sequence[Params]) -> int:
         rows = [params] if isinstance(params, Mapping) else list(params)
         if conn.dialect.name != "sqlite" or not rows:
-            return int(conn.execute(self.stmt, params).rowcount)  # type: ignore[arg-type]
+            return int(conn.execute(self.stmt, params).rowcount)
         compiled = self._compile(conn.dialect, rows[0])
         if compiled is None:
-            return int(conn.execute(self.stmt, params).rowcount)  # type: ignore[arg-type]
+            return int(conn.execute(self.stmt, params).rowcount)
         driver = conn.connection.driver_connection
         assert driver is not None
         try:

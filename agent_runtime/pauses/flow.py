@@ -59,7 +59,7 @@ class KindBase(Generic[R, S]):
         return await self._store.for_task(task_id)
 
     async def waiting(self, task_id: str) -> bool:
-        return any(r.open for r in await self._store.for_task(task_id))  # type: ignore[attr-defined]
+        return any(r.open for r in await self._store.for_task(task_id))
 
     def finished_text(self, records: Sequence[R]) -> str:
         """What a message to a finished task whose last pause was this kind's is told: the kind's "Already …"."""

@@ -148,7 +148,8 @@ class HitlStore(PauseStore[HitlRecord]):
 
 
 def result_json(result: question_wire.HitlResult) -> dict[str, Any]:
-    return json.loads(result.model_dump_json())
+    dumped: dict[str, Any] = json.loads(result.model_dump_json())  # a pydantic model dumps to a JSON object
+    return dumped
 
 
 __all__ = ["AlreadyAnswered", "HitlListener", "HitlRecord", "HitlStore", "questions", "result_json"]

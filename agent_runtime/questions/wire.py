@@ -130,7 +130,7 @@ class HitlState:
             require_confirmation=self.args.requireConfirmation,
             confirmation_message=self.args.confirmationMessage,
             default_option=self.args.defaultOption,
-            stage=self.stage,  # type: ignore[arg-type]
+            stage=self.stage,
             selected_option=self.selected,
             expires_at=expires_at,
         )
