@@ -94,6 +94,7 @@ class Prepared:
 
     def _columns(self, dialect: Dialect) -> list[tuple[str, Callable[[Any], Any] | None]]:
         if self._result is None:
+            # a select here: Executable does not declare its columns
             selected = self.stmt.selected_columns  # type: ignore[attr-defined]
             self._result = [(c.key, c.type.result_processor(dialect, None)) for c in selected]
         return self._result
@@ -101,6 +102,7 @@ class Prepared:
     def _compile(self, dialect: Dialect, params: Params) -> _Compiled | None:
         key = (dialect.name, frozenset(params))
         if key not in self._compiled:
+            # every statement here is a ClauseElement: Executable does not declare compile
             compiled = self.stmt.compile(dialect=dialect, column_keys=sorted(params))  # type: ignore[attr-defined]
             assert isinstance(compiled, SQLCompiler)
             names = tuple(compiled.positiontup or ())

@@ -231,6 +231,7 @@ def _payload(data_parts: list[Any], text: str, state: HitlState) -> Any:
             raise HitlError("An option was already chosen; confirm or cancel it.", how)
         return payload
     raise HitlError(
+        # what is left are the approval decisions, which have decision_type
         f"A {payload.decision_type!r} decision approves or denies tool calls; this task waits for an answer to a question.",  # type: ignore[union-attr]
         how,
     )
