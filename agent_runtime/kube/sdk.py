@@ -15,8 +15,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from agent_runtime.resources import GROUP, VERSION
-from agent_runtime.resources.tool_approval import PLURAL
+from agent_runtime.contract.resources import GROUP, VERSION
+from agent_runtime.contract.resources.tool_approval import PLURAL
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient, Configuration
@@ -100,7 +100,7 @@ class Kube:
     """The ToolApproval calls of ``kubectl gatehouse``, its inbox and the Slack bridge's votes, under one identity
     (one ``ApiClient`` with a configuration of its own, so that several identities can be used in one process).
     Blocking, as the client is; objects are plain JSON. The API's refusals raise the client's ``ApiException``
-    (``status``, ``reason``, ``body``), which :func:`agent_runtime.toolapproval_client._explain` puts in words."""
+    (``status``, ``reason``, ``body``), which :func:`agent_runtime.kube.toolapproval_client._explain` puts in words."""
 
     def __init__(self, api_client: ApiClient) -> None:
         self.api_client = api_client

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_runtime.resources import GROUP
+from agent_runtime.contract.resources import GROUP
 from gatehouse_operator import apply, storage
 from gatehouse_operator.kube import ApiException, ChildrenApi, quantity
 from gatehouse_operator.status import StatusCondition

@@ -34,7 +34,7 @@ from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock import leaselock
 from kubernetes.utils import parse_quantity
 
-from agent_runtime.resources import GROUP, VERSION
+from agent_runtime.contract.resources import GROUP, VERSION
 
 __all__ = [
     "ApiClient", "ApiException", "ChildrenApi", "LeaseLock", "connect", "leader_elector", "quantity", "release_lease",

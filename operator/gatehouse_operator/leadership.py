@@ -44,7 +44,7 @@ from typing import Any
 
 import kopf
 
-from agent_runtime.durations import parse_duration
+from agent_runtime.contract.durations import parse_duration
 from gatehouse_operator import metrics, probes
 from gatehouse_operator.kube import ApiClient, ApiException, LeaseLock, connect, leader_elector, release_lease
 
