@@ -69,6 +69,7 @@ def _integral_endpoint(endpoint: Endpoint) -> Endpoint:
                                 headers=headers, background=response.background)
         iterator = getattr(response, "body_iterator", None)  # sse-starlette's EventSourceResponse: one dict per event
         if iterator is not None:
+            # sse-starlette's response has body_iterator; Response does not declare it
             response.body_iterator = _integral_events(iterator)  # type: ignore[attr-defined]
         return response
 

@@ -21,6 +21,7 @@ from agent_runtime.bridges.people import People, Person
 from agent_runtime.bridges.requests import Ref
 from agent_runtime.kube import toolapproval_client
 from agent_runtime.kube.client import KubeClient, KubeError
+from agent_runtime.kube.sdk import Kube
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +35,9 @@ def unmapped(title: str) -> str:
 
 
 class Ballots:
-    def __init__(self, kube: KubeClient, votes_client: Any, notifier: Notifier, people: People, wait: float = 10.0) -> None:
+    def __init__(self, kube: KubeClient, votes_client: Kube, notifier: Notifier, people: People, wait: float = 10.0) -> None:
         self._kube = kube
-        self._votes = votes_client  # a toolapproval_client.Kube: the bridge's own identity
+        self._votes = votes_client  # the bridge's own identity
         self.notifier = notifier
         self._people = people
         self._wait = wait

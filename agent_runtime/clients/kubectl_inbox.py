@@ -31,8 +31,8 @@ from typing import Any, Literal
 
 from agent_runtime.approvals import execution
 from agent_runtime.contract.principals import Principal
-from agent_runtime.contract.resources import GROUP, VERSION
-from agent_runtime.contract.resources.tool_approval import KIND_HITL, PLURAL
+from agent_runtime.contract.resources.tool_approval import KIND_HITL
+from agent_runtime.kube.sdk import Kube
 from agent_runtime.kube.toolapproval_client import (
     PluginError,
     Verdict,
@@ -149,12 +149,12 @@ def card_of(obj: dict[str, Any]) -> Card:
 class ClusterInbox:
     """The ToolApprovals of ``namespace`` (``None``: of every namespace) as ``client`` may see them.
 
-    ``client``: :class:`agent_runtime.kube.toolapproval_client.Kube` (or the ``kubernetes.client`` module), whose identity
+    ``client``: a :class:`agent_runtime.kube.sdk.Kube`, whose identity
     reads and votes; the ``viewer`` the pages pass is that same person (``kubectl gatehouse inbox`` serves one).
     :attr:`problem` is why the last listing failed ("" when it did not), in words for the page.
     """
 
-    def __init__(self, client: Any, namespace: str | None, *, wait: float = WAIT, poll: float = POLL) -> None:
+    def __init__(self, client: Kube, namespace: str | None, *, wait: float = WAIT, poll: float = POLL) -> None:
         self.client = client
         self.namespace = namespace
         self.title = f"namespace {namespace}" if namespace else "all namespaces"
@@ -172,12 +172,8 @@ class ClusterInbox:
 
     def _list(self) -> list[dict[str, Any]] | None:
         """The tool approvals in scope (blocking); None when the listing failed (then :attr:`problem` says why)."""
-        api = self.client.CustomObjectsApi()
         try:
-            if self.namespace is None:
-                items = api.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
-            else:
-                items = api.list_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL)["items"]
+            items = self.client.list_tool_approvals(self.namespace)
         except Exception as exc:
             problem = str(_explain(exc, "", self.namespace or "*", "list"))
             self.problem = problem.replace('in namespace "*"', "across all namespaces")

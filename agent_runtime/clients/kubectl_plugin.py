@@ -23,8 +23,6 @@ from datetime import UTC, datetime
 import typer
 from rich.console import Console
 
-from agent_runtime.contract.resources import GROUP, VERSION
-from agent_runtime.contract.resources.tool_approval import PLURAL
 from agent_runtime.kube.toolapproval_client import (
     _NOUN,
     IGNORED,
@@ -75,17 +73,12 @@ def list_approvals(
 ) -> None:
     """List pending tool approvals and the model's hitl_request questions (KIND tells them apart)."""
     client = _api(context)
-    api = client.CustomObjectsApi()
     if agent and gateway:
         raise typer.BadParameter("give --agent or --gateway, not both")
     selector = f"gatehouse.dev/agent={agent}" if agent else f"gatehouse.dev/gateway={gateway}" if gateway else None
-    kwargs = {"label_selector": selector} if selector else {}
     ns = _namespace(namespace, context)
     try:
-        if all_namespaces:
-            items = api.list_cluster_custom_object(GROUP, VERSION, PLURAL, **kwargs)["items"]
-        else:
-            items = api.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, **kwargs)["items"]
+        items = client.list_tool_approvals(None if all_namespaces else ns, selector)
     except Exception as exc:
         raise _explain(exc, "", "*" if all_namespaces else ns, "list") from None
     if agent:  # also filter client-side: not every API server honours label selectors

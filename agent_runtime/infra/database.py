@@ -234,6 +234,7 @@ class Database:
 
     def _sqlite_begin(self, conn: Connection) -> None:
         # Straight to the driver: BEGIN through SQLAlchemy's execution path cost as much as the transaction's work.
+        # a checked-out connection always has its driver connection
         conn.connection.driver_connection.execute("BEGIN" if self._reading else "BEGIN IMMEDIATE")  # type: ignore[union-attr]
 
     async def dispose(self) -> None:

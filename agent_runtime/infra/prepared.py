@@ -59,10 +59,10 @@ class Prepared:
     def __call__(self, conn: Connection, params: Params | Sequence[Params]) -> int:
         rows = [params] if isinstance(params, Mapping) else list(params)
         if conn.dialect.name != "sqlite" or not rows:
-            return int(conn.execute(self.stmt, params).rowcount)  # type: ignore[arg-type]
+            return int(conn.execute(self.stmt, params).rowcount)
         compiled = self._compile(conn.dialect, rows[0])
         if compiled is None:
-            return int(conn.execute(self.stmt, params).rowcount)  # type: ignore[arg-type]
+            return int(conn.execute(self.stmt, params).rowcount)
         driver = conn.connection.driver_connection
         assert driver is not None
         try:
@@ -94,6 +94,7 @@ class Prepared:
 
     def _columns(self, dialect: Dialect) -> list[tuple[str, Callable[[Any], Any] | None]]:
         if self._result is None:
+            # a select here: Executable does not declare its columns
             selected = self.stmt.selected_columns  # type: ignore[attr-defined]
             self._result = [(c.key, c.type.result_processor(dialect, None)) for c in selected]
         return self._result
@@ -101,6 +102,7 @@ class Prepared:
     def _compile(self, dialect: Dialect, params: Params) -> _Compiled | None:
         key = (dialect.name, frozenset(params))
         if key not in self._compiled:
+            # every statement here is a ClauseElement: Executable does not declare compile
             compiled = self.stmt.compile(dialect=dialect, column_keys=sorted(params))  # type: ignore[attr-defined]
             assert isinstance(compiled, SQLCompiler)
             names = tuple(compiled.positiontup or ())

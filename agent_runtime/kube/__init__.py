@@ -6,7 +6,8 @@ Modules: ``settings`` (on or off, read once at start-up) → ``bridge`` (assembl
 ``watcher`` (list + watch, decisions → :class:`~agent_runtime.server.resume.Resumer`), ``orphans``
 (ToolApprovals whose request the runtime has no record of become ``Orphaned``) and ``runtime_ready`` (the
 runtime's readiness as the Agent's condition ``RuntimeReady``); ``objects`` (pure builders), ``client`` (a
-small async API client over httpx), ``token_review`` (Kubernetes tokens as credentials).
+small async API client over httpx), ``token_review`` (Kubernetes tokens as credentials); ``sdk`` (the runtime's one
+typed door to the ``kubernetes`` package: credentials, and the blocking ToolApproval calls of ``kubectl gatehouse``).
 """
 
 from agent_runtime.kube.settings import KubeSettings, detect

@@ -1,9 +1,9 @@
 """A small async Kubernetes API client over httpx, for the runtime's few calls.
 
 Credentials come from the ``kubernetes`` package's loaders (a kubeconfig file, or in-cluster service
-account), read once at start-up; the in-cluster token is re-read through the loader's refresh hook, as
-service account tokens rotate. Requests are plain JSON (merge patches for updates), so everything stays
-in the runtime's event loop and a watch can be cancelled at shutdown.
+account; :func:`agent_runtime.kube.sdk.credentials`), read once at start-up; the in-cluster token is re-read
+through the loader's refresh hook, as service account tokens rotate. Requests are plain JSON (merge patches for
+updates), so everything stays in the runtime's event loop and a watch can be cancelled at shutdown.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import yaml
+
+from agent_runtime.kube import sdk
 
 
 class KubeError(Exception):
@@ -51,53 +52,42 @@ class KubeClient:
     each keeping its connection alive."""
 
     def __init__(
-        self, client: httpx.AsyncClient, auth: Any = None, lanes: Callable[[], httpx.AsyncClient] | None = None,
+        self, client: httpx.AsyncClient, auth: sdk.Credentials | None = None,
+        lanes: Callable[[], httpx.AsyncClient] | None = None,
     ) -> None:
         self._client = client
-        self._auth = auth  # a kubernetes.client.Configuration, asked for a fresh token per request
+        self._auth = auth  # asked for a fresh token per request
         self._new_lane = lanes
         self._lanes: list[httpx.AsyncClient] = []  # every lane made
         self._idle: list[httpx.AsyncClient] = []  # the lanes no request is using
 
     @classmethod
     def connect(cls, kubeconfig: Path | None, in_cluster: bool) -> KubeClient:
-        from kubernetes import client as k8s
-        from kubernetes import config as k8s_config
-
-        configuration = k8s.Configuration()
         if kubeconfig is not None and not Path(kubeconfig).is_file():
             raise KubeConfigError(f"cannot use kubeconfig {kubeconfig}: no such file")
         try:
-            if in_cluster:
-                k8s_config.load_incluster_config(client_configuration=configuration)
-            else:
-                config_file = str(kubeconfig) if kubeconfig else None
-                k8s_config.load_kube_config(config_file=config_file, client_configuration=configuration)
-        except (k8s_config.ConfigException, OSError, yaml.YAMLError) as exc:
+            credentials = sdk.credentials(str(kubeconfig) if kubeconfig else None, in_cluster)
+        except sdk.NoCredentials as exc:
             where = "the in-cluster service account" if in_cluster else f"kubeconfig {kubeconfig or '(default)'}"
-            raise KubeConfigError(f"cannot use {where}: {type(exc).__name__}: {exc}") from None
+            raise KubeConfigError(f"cannot use {where}: {exc}") from None
         # One TLS context, read once and shared by every lane.
-        if not configuration.verify_ssl:
+        if not credentials.verify_ssl:
             tls = httpx.create_ssl_context(verify=False)
-        elif configuration.ssl_ca_cert:
-            tls = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+        elif credentials.ca_cert:
+            tls = ssl.create_default_context(cafile=credentials.ca_cert)
         else:
             tls = httpx.create_ssl_context()  # certifi's, or $SSL_CERT_FILE / $SSL_CERT_DIR
-        if configuration.cert_file:
-            tls.load_cert_chain(configuration.cert_file, configuration.key_file or None)
+        if credentials.cert_file:
+            tls.load_cert_chain(credentials.cert_file, credentials.key_file)
 
         def client(limits: httpx.Limits) -> httpx.AsyncClient:
-            return httpx.AsyncClient(base_url=configuration.host, verify=tls, timeout=httpx.Timeout(10.0),
+            return httpx.AsyncClient(base_url=credentials.host, verify=tls, timeout=httpx.Timeout(10.0),
                                      headers={"Accept": "application/json"}, limits=limits)
 
-        return cls(client(httpx.Limits()), configuration, lanes=lambda: client(ONE_CONNECTION))
+        return cls(client(httpx.Limits()), credentials, lanes=lambda: client(ONE_CONNECTION))
 
     def _headers(self) -> dict[str, str]:
-        if self._auth is None:
-            return {}
-        # kubernetes' config loaders store the bearer token ("Bearer …") under "BearerToken" (older ones under
-        # "authorization"); asking for it also runs their refresh hook (projected tokens are rotated).
-        token = self._auth.get_api_key_with_prefix("BearerToken", alias="authorization")
+        token = self._auth.token() if self._auth is not None else None
         return {"Authorization": token} if token else {}
 
     async def aclose(self) -> None:

@@ -7,9 +7,8 @@ SelfSubjectReview (:func:`identity`), which the chart's admission policy checks 
 counts the vote against the request's approvers and says so in the status, which :func:`verdict` reads and
 :func:`await_runtime` polls for. Every call here blocks (the ``kubernetes`` client is synchronous).
 
-``client`` is the ``kubernetes.client`` module (its default configuration, as :func:`_api` loads it) or a
-:class:`Kube` (one configuration of its own, as :func:`connect` loads it): anything with ``CustomObjectsApi()``,
-``CoreV1Api()``, ``AuthenticationV1Api()`` and ``V1SelfSubjectReview``.
+``client`` is a :class:`Kube` (one identity, as :func:`connect` loads it): the typed calls of
+:mod:`agent_runtime.kube.sdk`, the runtime's one door to the ``kubernetes`` client.
 """
 
 from __future__ import annotations
@@ -22,8 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent_runtime.contract.channels import BALLOT_CHANNELS
-from agent_runtime.contract.resources import GROUP, VERSION
-from agent_runtime.contract.resources.tool_approval import KIND_APPROVAL, KIND_HITL, LABEL_KIND, PLURAL
+from agent_runtime.contract.resources.tool_approval import KIND_APPROVAL, KIND_HITL, LABEL_KIND
+from agent_runtime.kube import sdk
+from agent_runtime.kube.sdk import Kube
 
 ORPHANED = "Orphaned"
 ABANDONED = "Abandoned"  # a gateway's held call nobody waits for any more (docs/gateway.md): it never runs
@@ -45,78 +45,33 @@ class PluginError(Exception):
         self.kind: Failure = kind
 
 
-class Kube:
-    """The ``kubernetes.client`` API classes the helpers here use, bound to one ``ApiClient`` (one identity), so that
-    several identities can be used in one process (the module's default configuration is global)."""
-
-    def __init__(self, api_client: Any) -> None:
-        self.api_client = api_client
-
-    # the kubernetes.client names, so that the module and a Kube are interchangeable
-    def CustomObjectsApi(self) -> Any:
-        from kubernetes import client
-
-        return client.CustomObjectsApi(self.api_client)
-
-    def CoreV1Api(self) -> Any:
-        from kubernetes import client
-
-        return client.CoreV1Api(self.api_client)
-
-    def AuthenticationV1Api(self) -> Any:
-        from kubernetes import client
-
-        return client.AuthenticationV1Api(self.api_client)
-
-    @property
-    def V1SelfSubjectReview(self) -> Any:
-        from kubernetes import client
-
-        return client.V1SelfSubjectReview
-
-
-def _api(context: str | None) -> Any:
-    """The ``kubernetes.client`` module with its default configuration loaded: the kubeconfig (``--context``, else
-    the current one), else the in-cluster ServiceAccount."""
-    from kubernetes import client, config
-
-    try:
-        config.load_kube_config(context=context)
-    except Exception:
-        try:
-            config.load_incluster_config()
-        except Exception as exc:
-            raise PluginError(f"no Kubernetes configuration found ({exc})") from None
-    return client
+def _api(context: str | None) -> Kube:
+    """A :class:`Kube` over the kubeconfig (``--context``, else the current one), else the in-cluster
+    ServiceAccount: :func:`connect` with the default kubeconfig."""
+    return connect(context)
 
 
 def connect(context: str | None = None, config_file: str | None = None) -> Kube:
     """A :class:`Kube` with a configuration of its own: the kubeconfig (``config_file``, else ``$KUBECONFIG`` or
     ``~/.kube/config``; ``context``, else the current one), else the in-cluster ServiceAccount."""
-    from kubernetes import client, config
-
-    configuration = client.Configuration()
     try:
-        config.load_kube_config(config_file=config_file, context=context, client_configuration=configuration)
+        return sdk.connect(config_file, context)
     except Exception:
         try:
-            config.load_incluster_config(client_configuration=configuration)
+            return sdk.connect(in_cluster=True)
         except Exception as exc:
             raise PluginError(f"no Kubernetes configuration found ({exc})") from None
-    return Kube(client.ApiClient(configuration))
 
 
 def _namespace(namespace: str | None, context: str | None) -> str:
     """``-n``, else the namespace of the kubeconfig context in use (``--context`` or the current one)."""
     if namespace:
         return namespace
-    from kubernetes import config
-
     try:
-        contexts, active = config.list_kube_config_contexts()
+        contexts, active = sdk.kubeconfig_contexts()
         if context:
             active = next((c for c in contexts if c.get("name") == context), active)
-        return (active or {}).get("context", {}).get("namespace") or "default"
+        return str((active or {}).get("context", {}).get("namespace") or "default")
     except Exception:
         return "default"
 
@@ -160,23 +115,21 @@ def owner_of(obj: dict[str, Any]) -> str:
     return str(spec.get("agentRef") or (f"gateway/{spec['gatewayRef']}" if spec.get("gatewayRef") else ""))
 
 
-def identity(client: Any) -> tuple[str, list[str]]:
+def identity(client: Kube) -> tuple[str, list[str]]:
     """The caller's username and groups as the API server sees them (SelfSubjectReview, Kubernetes 1.28+)."""
     try:
-        review = client.AuthenticationV1Api().create_self_subject_review(client.V1SelfSubjectReview())
+        user_info = client.who_am_i()
     except Exception as exc:
         reason = getattr(exc, "reason", None) or exc
         raise PluginError(f"could not determine who you are (SelfSubjectReview failed: {reason})") from None
-    user_info = getattr(getattr(review, "status", None), "user_info", None)
-    username = getattr(user_info, "username", None)
-    if not username:
+    if user_info is None or not user_info.username:
         raise PluginError("could not determine who you are: the SelfSubjectReview returned no username")
-    return username, list(getattr(user_info, "groups", None) or [])
+    return user_info.username, user_info.groups
 
 
-def _get(client: Any, name: str, namespace: str, verb: str = "decide") -> dict[str, Any]:
+def _get(client: Kube, name: str, namespace: str, verb: str = "decide") -> dict[str, Any]:
     try:
-        return client.CustomObjectsApi().get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+        return client.get_tool_approval(namespace, name)
     except Exception as exc:
         raise _explain(exc, name, namespace, verb) from None
 
@@ -211,7 +164,7 @@ def edited_arguments(obj: dict[str, Any], sets: list[str], arguments: str | None
 
 
 def cast_vote(
-    client: Any, name: str, namespace: str, action: str, reason: str, edit: Callable[[dict[str, Any]], dict[str, Any] | None]
+    client: Kube, name: str, namespace: str, action: str, reason: str, edit: Callable[[dict[str, Any]], dict[str, Any] | None]
     = lambda _obj: None, on_behalf_of: tuple[str, list[str]] | None = None,
 ) -> tuple[dict[str, Any], str]:
     """Append the caller's vote (``edit(obj)``: an approval's new arguments, or None); return the object as written and
@@ -251,7 +204,7 @@ def cast_vote(
     votes.append(ballot)
     patch = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": {"votes": votes}}
     try:
-        written = client.CustomObjectsApi().patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, patch)
+        written = client.patch_tool_approval(namespace, name, patch)
     except Exception as exc:
         raise _explain(exc, name, namespace) from None
     return written, username
@@ -338,15 +291,12 @@ def verdict(obj: dict[str, Any], username: str, action: str) -> Verdict | None:
     return Verdict(False, f'toolapproval "{name}" is {phase} (by {by}); your vote did not decide it', "already")
 
 
-def ignored_events(client: Any, obj: dict[str, Any]) -> dict[str, str]:
+def ignored_events(client: Kube, obj: dict[str, Any]) -> dict[str, str]:
     """``{event name: message}`` of the ``VotesIgnored`` Warning Events on this very object (empty when the caller
     may not read Events: the chart's approver role does not need to)."""
     meta = obj["metadata"]
     try:
-        events = client.CoreV1Api().list_namespaced_event(
-            meta["namespace"], field_selector=f"involvedObject.name={meta['name']}", _preload_content=False,
-        )
-        items = json.loads(events.data).get("items", [])
+        items = client.list_events(meta["namespace"], f"involvedObject.name={meta['name']}")
     except Exception:
         return {}
     uid = meta.get("uid")  # none given: any object of that name
@@ -358,7 +308,7 @@ def ignored_events(client: Any, obj: dict[str, Any]) -> dict[str, str]:
 
 
 def await_runtime(
-    client: Any, written: dict[str, Any], username: str, action: str, wait: float, seen: dict[str, str],
+    client: Kube, written: dict[str, Any], username: str, action: str, wait: float, seen: dict[str, str],
     poll: float = 0.25,
 ) -> Verdict:
     """Poll the ToolApproval until :func:`verdict` has one, a new ``VotesIgnored`` Event appears (``seen``: the ones
@@ -384,7 +334,7 @@ def await_runtime(
                            "sent")
         time.sleep(poll)
         try:
-            obj = client.CustomObjectsApi().get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+            obj = client.get_tool_approval(namespace, name)
         except Exception as exc:
             if getattr(exc, "status", None) == 404:
                 return Verdict(False, f'toolapproval "{name}" was deleted while waiting for the runtime to count your vote',

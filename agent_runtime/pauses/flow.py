@@ -59,10 +59,11 @@ class KindBase(Generic[R, S]):
         return await self._store.for_task(task_id)
 
     async def waiting(self, task_id: str) -> bool:
-        return any(r.open for r in await self._store.for_task(task_id))  # type: ignore[attr-defined]
+        return any(r.open for r in await self._store.for_task(task_id))
 
     def finished_text(self, records: Sequence[R]) -> str:
         """What a message to a finished task whose last pause was this kind's is told: the kind's "Already …"."""
+        # R, a kind's record, has .open; the TypeVar cannot say so
         return str(self._store.already([r for r in records if not r.open]))  # type: ignore[attr-defined]
 
     async def withdraw(self, task_id: str) -> bool:
@@ -79,6 +80,7 @@ def replayed(data_parts: Sequence[Any], key: str, records: Sequence[R]) -> list[
         answers = data.get(key) if isinstance(data, dict) else None
         if isinstance(answers, dict):
             named.update(answers)
+    # R, a kind's record, has .id and .open; the TypeVar cannot say so
     return [r for r in records if r.id in named and not r.open]  # type: ignore[attr-defined]
 
 

@@ -85,6 +85,7 @@ class PauseKinds:
         for key in self.internal_keys:
             found = state.get(key)
             if found is not None:
+                # the context state is untyped; only Internal verdicts are put under these keys
                 return found  # type: ignore[no-any-return]
         return None
 

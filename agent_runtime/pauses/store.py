@@ -131,6 +131,7 @@ class PauseStore(Generic[R]):
 
     async def add(self, record: R) -> None:
         if self._fresh is not None:
+            # R, a kind's record, has .context_id; the TypeVar cannot say so
             self._fresh.written(record.context_id)  # type: ignore[attr-defined]
         row = self.to_row(record)
         await self._db.run(lambda conn: conn.execute(self.table.insert(), [row]))
@@ -160,11 +161,13 @@ class PauseStore(Generic[R]):
         """Change ``record`` to ``values`` if nobody changed it since it was read and it is in state ``expected``
         (None: in any open state); ``also``: a row added in the same transaction. Else the kind's AlreadyMoved."""
         now = self.clock()
-        version: int = record.version  # type: ignore[attr-defined]
+        version: int = record.version  # type: ignore[attr-defined]  # R, a kind's record, has .version
+        # R is a dataclass; the TypeVar cannot say so
         updated = replace(record, **values, updated_at=now, version=version + 1)  # type: ignore[type-var]
         row = self.to_row(updated)
         t = self.table
         where_state = t.c[self.state] == expected if expected is not None else t.c[self.state] != self.done
+        # R, a kind's record, has .id
         stmt = (update(t).where(t.c.id == record.id, t.c.version == version, where_state)  # type: ignore[attr-defined]
                 .values({k: row[k] for k in self.moved}))
         extra = self.to_row(also) if also is not None else None
@@ -176,7 +179,7 @@ class PauseStore(Generic[R]):
             return count
 
         if await self._db.run(transaction) != 1:
-            raise self.already(await self.get(record.id))  # type: ignore[attr-defined]
+            raise self.already(await self.get(record.id))  # type: ignore[attr-defined]  # R, a kind's record, has .id
         return updated
 
 

@@ -130,7 +130,7 @@ class QuestionState:
             require_confirmation=self.args.requireConfirmation,
             confirmation_message=self.args.confirmationMessage,
             default_option=self.args.defaultOption,
-            stage=self.stage,  # type: ignore[arg-type]
+            stage=self.stage,
             selected_option=self.selected,
             expires_at=expires_at,
         )
@@ -231,6 +231,7 @@ def _payload(data_parts: list[Any], text: str, state: QuestionState) -> Any:
             raise QuestionError("An option was already chosen; confirm or cancel it.", how)
         return payload
     raise QuestionError(
+        # what is left are the approval decisions, which have decision_type
         f"A {payload.decision_type!r} decision approves or denies tool calls; this task waits for an answer to a question.",  # type: ignore[union-attr]
         how,
     )

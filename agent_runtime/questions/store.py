@@ -148,7 +148,8 @@ class QuestionStore(PauseStore[QuestionRecord]):
 
 
 def result_json(result: question_wire.QuestionResult) -> dict[str, Any]:
-    return json.loads(result.model_dump_json())
+    dumped: dict[str, Any] = json.loads(result.model_dump_json())  # a pydantic model dumps to a JSON object
+    return dumped
 
 
 __all__ = ["QuestionAlreadyAnswered", "QuestionListener", "QuestionRecord", "QuestionStore", "questions", "result_json"]

@@ -79,6 +79,7 @@ def load_rest_settings(
     except ValueError as exc:
         raise ValueError(f"--idempotency-ttl: {exc}") from None
     return RestSettings(
+        # webhook_format: checked to be json or slack above
         webhooks=urls, webhook_format=webhook_format, webhook_secret=secret, idempotency_ttl=ttl,  # type: ignore[arg-type]
     )
 

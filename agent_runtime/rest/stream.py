@@ -117,6 +117,7 @@ class EventStream:
     async def _render(self, item: Item) -> ServerSentEvent:
         number, kind, record = item
         (view,) = await views(self._db, [record])
+        # kind: "requested" or "decided" (an Item says str)
         data = ApprovalEventData(event=kind, agent=self._agent, approval=view)  # type: ignore[arg-type]
         return ServerSentEvent(data=data.model_dump_json(), event=kind, id=self._id(number))
 

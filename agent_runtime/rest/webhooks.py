@@ -55,6 +55,7 @@ def slack_text(event: str, agent: str, view: ApprovalView) -> str:
 def render(fmt: str, event: str, agent: str, view: ApprovalView) -> bytes:
     if fmt == "slack":
         return json.dumps({"text": slack_text(event, agent, view)}).encode()
+    # event: "requested" or "decided"
     return ApprovalEventData(event=event, agent=agent, approval=view).model_dump_json().encode()  # type: ignore[arg-type]
 
 

@@ -89,7 +89,8 @@ class GatehouseRequestHandler(DefaultRequestHandler):
             if told is not None:
                 return told
             try:
-                result = await super().on_message_send(params, context)
+                # a2a-sdk's validating decorator erases the method's type: its declared answer, stated
+                result: Message | Task = await super().on_message_send(params, context)
             except UnsupportedOperationError as exc:
                 return await self._finished_meanwhile(params, context, exc)
             if context.state.get(DECIDED_ELSEWHERE):
@@ -122,7 +123,8 @@ class GatehouseRequestHandler(DefaultRequestHandler):
                 raise TaskNotCancelableError(message=_finished_message(task), data=await self._finished_data(task))
             if task is not None and isinstance(self.agent_executor, GatehouseExecutor):
                 await self.agent_executor.withdraw(task, by=owner_name(context))
-            return await super().on_cancel_task(params, context)
+            canceled: Task | None = await super().on_cancel_task(params, context)  # typed as in a2a-sdk's RequestHandler
+            return canceled
 
     async def _internal_acts_for_owner(self, params: SendMessageRequest, context: ServerCallContext) -> None:
         """The runtime's own messages (a question's or a tool question's timeout, a sub-agent that ended) act for the
@@ -252,7 +254,8 @@ class Resumer:
         )
         owner = await self._owner_of(task_id) or ""
         context = ServerCallContext(user=acting_for(owner), state={INTERNAL_DECISION: InternalDecision(resolutions, source)})
-        return await self._handler.on_message_send(SendMessageRequest(message=message), context)
+        answer: Message | Task = await self._handler.on_message_send(SendMessageRequest(message=message), context)
+        return answer
 
 
 __all__ = ["GatehouseRequestHandler", "Resumer"]

@@ -42,6 +42,7 @@ class TimeoutSweeper(PeriodicSweep):
         seconds = f"{first.expires_at - first.created_at:g}"
         status = "approved" if self._on_timeout == "approve" else "expired"
         reason = f"timeout: no decision within {seconds}s"
+        # status: "approved" or "expired", inferred as str
         resolutions = {r.id: Resolution(status, reason) for r in records}  # type: ignore[arg-type]
         # onTimeout ask (an MCPGateway's hooks): expired as for deny; the hook hands the call to the terminal.
         action = ("the calls run (onTimeout: approve)" if status == "approved"

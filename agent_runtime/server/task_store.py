@@ -64,7 +64,7 @@ class CachedTaskStore(DatabaseTaskStore):
         self._packed: OrderedDict[tuple[str, str], bytes] = OrderedDict()
         self._packed_size = 0
         self._packed_budget = packed_bytes
-        self._table = cast(Table, self.task_model.__table__)  # type: ignore[attr-defined]
+        self._table = cast(Table, self.task_model.__table__)
         self._columns = [(a.key, a.columns[0].name) for a in sa_inspect(self.task_model).column_attrs]
         # a2a-sdk's own model and conversion: rows made without an ORM instance (task_rows); else through _to_orm.
         self._rows = Dicts() if {k for k, _ in self._columns} == ATTRIBUTES and self.core_to_model_conversion is None \

@@ -26,7 +26,7 @@ import json
 import os
 import uuid
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -244,8 +244,8 @@ class DeclaredOnceMcpTool(McpTool):
     def _build_fenced_declaration(self) -> types.FunctionDeclaration:
         return self._declared("_fenced_declaration", super()._build_fenced_declaration)
 
-    def _declared(self, slot: str, build: Any) -> types.FunctionDeclaration:
-        declaration = self.__dict__.get(slot)
+    def _declared(self, slot: str, build: Callable[[], types.FunctionDeclaration]) -> types.FunctionDeclaration:
+        declaration: types.FunctionDeclaration | None = self.__dict__.get(slot)
         if declaration is None:
             declaration = self.__dict__[slot] = build()
         return declaration

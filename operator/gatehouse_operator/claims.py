@@ -23,11 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes.utils import parse_quantity
-
 from agent_runtime.contract.resources import GROUP
 from gatehouse_operator import apply, builders, storage
-from gatehouse_operator.kube import ApiException, ChildrenApi
+from gatehouse_operator.kube import ApiException, ChildrenApi, quantity
 from gatehouse_operator.status import StatusCondition
 
 __all__ = ["ClaimResult", "ensure_claim", "state_condition"]
@@ -93,7 +91,7 @@ def ensure_claim(kube: ChildrenApi, desired: dict[str, Any], *, create_first: bo
         action = "patched"
     notes: list[str] = []
     want, have = _storage(desired), _storage(actual)
-    if want is not None and have is not None and parse_quantity(want) > parse_quantity(have):
+    if want is not None and have is not None and quantity(want) > quantity(have):
         grow = {"resources": {"requests": {"storage": want}}}
         try:
             actual = kube.patch({**head, "metadata": {"name": name, "namespace": namespace}, "spec": grow})
@@ -103,7 +101,7 @@ def ensure_claim(kube: ChildrenApi, desired: dict[str, Any], *, create_first: bo
                 raise
             notes.append(f"growing it to {want} was refused ({exc.status} {exc.reason}): its StorageClass may not "
                          "allow volume expansion")
-    elif want is not None and have is not None and parse_quantity(want) < parse_quantity(have):
+    elif want is not None and have is not None and quantity(want) < quantity(have):
         notes.append(f"spec.state.sqlite.size asks {want} but it requests {have}: a claim never shrinks")
     wanted_class = desired["spec"].get("storageClassName")
     present_class = (actual.get("spec") or {}).get("storageClassName")

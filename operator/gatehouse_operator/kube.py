@@ -1,4 +1,11 @@
-"""A small dict-in, dict-out facade over the ``kubernetes`` client for the kinds the operator touches.
+"""A small dict-in, dict-out facade over the ``kubernetes`` client for the kinds the operator touches; the operator's
+one door to that client.
+
+The client is only partly annotated, so every call into it is made here and what it answers is cast here, once
+(mypy lets only this module call its unannotated functions: the override in ``pyproject.toml``); the operator's other
+modules see typed functions: :class:`ChildrenApi`, :func:`quantity` (a claim's size), and the leader election over a
+Lease (:class:`LeaseLock`, :func:`leader_elector`, :func:`release_lease`) that :mod:`gatehouse_operator.leadership`
+runs. (The runtime's own door is :mod:`agent_runtime.kube.sdk`; the operator imports only the runtime's pure contract.)
 
 The operator works with plain dicts (what the builders render and what is compared): each call is one request
 through the client's transport, JSON in and out, without the generated client's typed models. Patches are
@@ -14,16 +21,24 @@ Handlers are synchronous (kopf runs them in worker threads), so the blocking cli
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from decimal import Decimal
+from typing import Any, cast
 from urllib.parse import quote
 
 import kubernetes
+from kubernetes.client import ApiClient, CoordinationV1Api
 from kubernetes.client.exceptions import ApiException
+from kubernetes.leaderelection import electionconfig, leaderelection
+from kubernetes.leaderelection.resourcelock import leaselock
+from kubernetes.utils import parse_quantity
 
 from agent_runtime.contract.resources import GROUP, VERSION
 
-__all__ = ["ApiException", "ChildrenApi", "connect"]
+__all__ = [
+    "ApiClient", "ApiException", "ChildrenApi", "LeaseLock", "connect", "leader_elector", "quantity", "release_lease",
+]
 
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -172,3 +187,48 @@ class ChildrenApi:
         patched: dict[str, Any] = self._send("PATCH", _OWNERS[plural].path(namespace, name) + "/status", body,
                                              MERGE_PATCH)
         return patched
+
+
+def quantity(text: str) -> Decimal:
+    """A Kubernetes quantity (``1Gi``, ``500M``) as a number, to compare sizes."""
+    return cast(Decimal, parse_quantity(text))
+
+
+class LeaseLock(leaselock.LeaseLock):
+    """The client's Lease lock over our API client (it would build one from the global default configuration), which
+    writes nothing once :attr:`stepped_down`: the election thread cannot be stopped, only made harmless."""
+
+    def __init__(self, name: str, namespace: str, identity: str, api_client: ApiClient) -> None:
+        super().__init__(name, namespace, identity)
+        self.api_instance = CoordinationV1Api(api_client)
+        self.stepped_down = False
+
+    def create(self, name: str, namespace: str, election_record: Any) -> bool:
+        return not self.stepped_down and bool(super().create(name, namespace, election_record))
+
+    def update(self, name: str, namespace: str, updated_record: Any) -> bool:
+        return not self.stepped_down and bool(super().update(name, namespace, updated_record))
+
+
+def leader_elector(lock: LeaseLock, lease_duration: int, renew_deadline: int, retry_period: int,
+                   on_started: Callable[[], None], on_stopped: Callable[[], None]) -> Callable[[], None]:
+    """The client's leader election (client-go's algorithm) over ``lock``: the function that runs it, forever (in a
+    thread of its own); ``on_started`` once the Lease is held, ``on_stopped`` when a held Lease could not be renewed."""
+    elector = leaderelection.LeaderElection(electionconfig.Config(
+        lock, lease_duration, renew_deadline, retry_period,
+        onstarted_leading=on_started, onstopped_leading=on_stopped,
+    ))
+    return cast(Callable[[], None], elector.run)
+
+
+def release_lease(api_client: ApiClient, name: str, namespace: str, identity: str) -> bool:
+    """Clear the Lease's ``holderIdentity`` if ``identity`` holds it (guarded by its resourceVersion: a 409 if it
+    changed in between); whether it did. Refusals raise :class:`ApiException`."""
+    api = CoordinationV1Api(api_client)
+    lease = api.read_namespaced_lease(name, namespace)
+    if lease.spec is None or lease.spec.holder_identity != identity or lease.metadata is None:
+        return False
+    body = {"metadata": {"resourceVersion": lease.metadata.resource_version},
+            "spec": {"holderIdentity": None, "acquireTime": None, "renewTime": None}}
+    api.patch_namespaced_lease(name, namespace, body)
+    return True

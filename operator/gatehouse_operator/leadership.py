@@ -43,13 +43,10 @@ from pathlib import Path
 from typing import Any
 
 import kopf
-import kubernetes
-from kubernetes.leaderelection import electionconfig, leaderelection
-from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
 from agent_runtime.contract.durations import parse_duration
 from gatehouse_operator import metrics, probes
-from gatehouse_operator.kube import ApiException, connect
+from gatehouse_operator.kube import ApiClient, ApiException, LeaseLock, connect, leader_elector, release_lease
 
 __all__ = ["LOST_EXIT_CODE", "Election", "ElectionConfig", "lead", "step_down"]
 
@@ -105,40 +102,21 @@ class ElectionConfig:
         return config
 
 
-class _Lock(LeaseLock):  # type: ignore[misc]  # the library is untyped
-    """The library's Lease lock over our API client (it would build one from the global default configuration), which
-    writes nothing once this replica steps down: the election thread cannot be stopped, only made harmless."""
-
-    def __init__(self, config: ElectionConfig, api: kubernetes.client.CoordinationV1Api) -> None:
-        super().__init__(config.lease, config.namespace, config.identity)
-        self.api_instance = api
-        self.stepped_down = False
-
-    def create(self, name: str, namespace: str, election_record: Any) -> bool:
-        return not self.stepped_down and bool(super().create(name, namespace, election_record))
-
-    def update(self, name: str, namespace: str, updated_record: Any) -> bool:
-        return not self.stepped_down and bool(super().update(name, namespace, updated_record))
-
-
 class Election:
     """One replica's candidacy: :meth:`start` the election thread, :attr:`leading` is set once it holds the Lease,
     :meth:`step_down` gives it up. ``on_lost`` runs (in the election thread) when a held Lease could not be renewed."""
 
-    def __init__(self, config: ElectionConfig, api: kubernetes.client.CoordinationV1Api,
-                 on_lost: Callable[[], None]) -> None:
+    def __init__(self, config: ElectionConfig, api_client: ApiClient, on_lost: Callable[[], None]) -> None:
         self.config = config
         self.leading = threading.Event()
-        self._api = api
-        self._lock = _Lock(config, api)
+        self._api_client = api_client
+        self._lock = LeaseLock(config.lease, config.namespace, config.identity, api_client)
         self._on_lost = on_lost
-        self._elector = leaderelection.LeaderElection(electionconfig.Config(
-            self._lock, config.lease_duration, config.renew_deadline, config.retry_period,
-            onstarted_leading=self.leading.set, onstopped_leading=self._stopped,
-        ))
+        self._run = leader_elector(self._lock, config.lease_duration, config.renew_deadline, config.retry_period,
+                                   on_started=self.leading.set, on_stopped=self._stopped)
 
     def start(self) -> None:
-        threading.Thread(target=self._elector.run, name="gatehouse leader election", daemon=True).start()
+        threading.Thread(target=self._run, name="gatehouse leader election", daemon=True).start()
 
     def _stopped(self) -> None:
         if not self._lock.stepped_down:
@@ -152,16 +130,10 @@ class Election:
             return False
         config = self.config
         try:
-            lease = self._api.read_namespaced_lease(config.lease, config.namespace)
-            if lease.spec is None or lease.spec.holder_identity != config.identity or lease.metadata is None:
-                return False
-            body = {"metadata": {"resourceVersion": lease.metadata.resource_version},
-                    "spec": {"holderIdentity": None, "acquireTime": None, "renewTime": None}}
-            self._api.patch_namespaced_lease(config.lease, config.namespace, body)
+            return release_lease(self._api_client, config.lease, config.namespace, config.identity)
         except ApiException as exc:  # the standby then waits the lease out
             log.warning("could not give up Lease %s/%s: %s %s", config.namespace, config.lease, exc.status, exc.reason)
             return False
-        return True
 
 
 def _exit_lost(config: ElectionConfig) -> Callable[[], None]:
@@ -183,7 +155,7 @@ async def lead(memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
     if not config.enabled:
         metrics.LEADER.set(1)
         return
-    election = memo.election = Election(config, kubernetes.client.CoordinationV1Api(connect()), _exit_lost(config))
+    election = memo.election = Election(config, connect(), _exit_lost(config))
     logging.getLogger("leaderelection").setLevel(logging.WARNING)  # the library logs every look at INFO
     logger.info("leader election: %s is a candidate for Lease %s/%s (lease %ss, renew deadline %ss, retry %ss)",
                 config.identity, config.namespace, config.lease, config.lease_duration, config.renew_deadline,

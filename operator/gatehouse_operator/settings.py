@@ -210,7 +210,7 @@ class OperatorState:
         with self._guard:
             due = self._due.setdefault((kind, namespace, name), _Due(time.monotonic(), _spread(namespace, name)))
             due.failures += 1
-            delay = min(RETRY_FIRST_SECONDS * 2 ** (due.failures - 1), RETRY_MAX_SECONDS, self.config.resync_seconds)
+            delay = min(RETRY_FIRST_SECONDS * 2.0 ** (due.failures - 1), RETRY_MAX_SECONDS, self.config.resync_seconds)
             due.retry_at = time.monotonic() + delay
             return delay
 

@@ -105,8 +105,7 @@ class Stack:
             by, groups = toolapproval_client.identity(client)
             votes = [*self.approval(name)["spec"].get("votes", []),
                      {"by": by, "groups": groups, "action": "Approve", **extra}]
-            client.CustomObjectsApi().patch_namespaced_custom_object(
-                "gatehouse.dev", "v1alpha1", "default", "toolapprovals", name, {"spec": {"votes": votes}})
+            client.patch_tool_approval("default", name, {"spec": {"votes": votes}})
 
         await asyncio.to_thread(write)
 
