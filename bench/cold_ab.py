@@ -5,7 +5,9 @@ Each round starts ``gatehouse-runtime serve`` from tree A, from tree B and ``pyt
 the bench's ``adk_durable``) one after the other, the order rotating every round, each with a fresh state directory
 against one demo-tools server, exactly as ``bench.run`` starts them (``bench.targets.running``; the Gatehouse sides
 as the default target: authentication on). Per start: seconds from spawn to ready, and RSS ``--settle`` seconds
-later. Printed: the median of each side, B/A and B/ADK (the medians' ratios) and the machine's load average.
+later, and the CPU seconds the server used to get to ready (user + system: less moved by other processes than the
+wall time on a busy machine). Printed: the median of each side, B/A and B/ADK (the medians' ratios) and the
+machine's load average.
 
     python -m bench.cold_ab --a /tmp/tree-before --b . --rounds 10
 
@@ -21,9 +23,11 @@ import os
 import secrets
 import statistics
 import sys
+import time
 from pathlib import Path
 
-from bench.adk_baseline import READY as _ADK_READY  # noqa: F401  (the baseline module must exist: fail early)
+import psutil
+
 from bench.gatehouse_adapter import GatehouseTarget
 from bench.targets import AdkTarget, Target, running, tools_server
 
@@ -33,12 +37,13 @@ def _tree_env(tree: Path) -> dict[str, str]:
 
 
 def _start(target: Target, work: Path, tools_url: str, name: str, env: dict[str, str],
-           settle: float) -> tuple[float, float]:
-    import time
-
+           settle: float) -> tuple[float, float, float]:
+    """Seconds to ready, the CPU seconds the server spent to get there, RSS at rest."""
     with running(target, work, tools_url, name, env_extra=env) as server:
+        times = psutil.Process(server.pid).cpu_times()
+        cpu = times.user + times.system
         time.sleep(settle)
-        return server.ready_seconds, server.rss_mb()
+        return server.ready_seconds, cpu, server.rss_mb()
 
 
 def _modules(tree: Path, work: Path, tools_url: str, out: Path) -> None:
@@ -76,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_adk:
         sides.append(("ADK", AdkTarget(key="adk_durable", label="ADK durable", durable=True), {}))
     ready: dict[str, list[float]] = {name: [] for name, _, _ in sides}
+    cpu: dict[str, list[float]] = {name: [] for name, _, _ in sides}
     rss: dict[str, list[float]] = {name: [] for name, _, _ in sides}
     loads = []
     with tools_server(work) as tools:
@@ -85,18 +91,25 @@ def main(argv: list[str] | None = None) -> int:
             k = i % len(sides)
             loads.append(os.getloadavg()[0])
             for name, target, env in sides[k:] + sides[:k]:
-                seconds, mb = _start(target, work, tools.url, f"cold-{name}-{i}", env, args.settle)
+                seconds, used, mb = _start(target, work, tools.url, f"cold-{name}-{i}", env, args.settle)
                 ready[name].append(seconds)
+                cpu[name].append(used)
                 rss[name].append(mb)
-            print(f"round {i + 1}: " + ", ".join(f"{n} {ready[n][-1]:.2f} s {rss[n][-1]:.0f} MB" for n, _, _ in sides),
+            print(f"round {i + 1}: " + ", ".join(f"{n} {ready[n][-1]:.2f} s (CPU {cpu[n][-1]:.2f} s) {rss[n][-1]:.0f} MB"
+                                                 for n, _, _ in sides),
                   file=sys.stderr, flush=True)
-    med = {n: (statistics.median(ready[n]), statistics.median(rss[n])) for n in ready}
-    for n, (s, mb) in med.items():
-        print(f"{n:>3}: ready p50 {s:.3f} s (min {min(ready[n]):.3f}), RSS at rest p50 {mb:.1f} MB")
-    print(f"B/A: ready {med['B'][0] / med['A'][0]:.3f}, RSS {med['B'][1] / med['A'][1]:.3f}")
+    med = {n: (statistics.median(ready[n]), statistics.median(rss[n]), statistics.median(cpu[n])) for n in ready}
+    for n, (s, mb, used) in med.items():
+        print(f"{n:>3}: ready p50 {s:.3f} s (min {min(ready[n]):.3f}), CPU to ready p50 {used:.3f} s "
+              f"(min {min(cpu[n]):.3f}), RSS at rest p50 {mb:.1f} MB")
+
+    def ratios(x: str, y: str) -> str:
+        return (f"{x}/{y}: ready {med[x][0] / med[y][0]:.3f}, CPU to ready {med[x][2] / med[y][2]:.3f}, "
+                f"RSS {med[x][1] / med[y][1]:.3f}")
+
+    print(ratios("B", "A"))
     if "ADK" in med:
-        print(f"A/ADK: ready {med['A'][0] / med['ADK'][0]:.3f}, RSS {med['A'][1] / med['ADK'][1]:.3f}; "
-              f"B/ADK: ready {med['B'][0] / med['ADK'][0]:.3f}, RSS {med['B'][1] / med['ADK'][1]:.3f}")
+        print(f"{ratios('A', 'ADK')}; {ratios('B', 'ADK')}")
     print(f"load average (1 min) at each round's start: {min(loads):.2f}-{max(loads):.2f}, {args.rounds} rounds, "
           f"interleaved (order rotating)")
     return 0
