@@ -140,7 +140,7 @@ def serve(
     import gc
     import os
 
-    # No collection while start-up imports and builds (~1M long-lived objects: google-adk, a2a-sdk, genai): the
+    # No collection while start-up imports and builds (~400,000 tracked objects: google-adk, a2a-sdk, genai): the
     # collector would walk them again and again, ~0.3 s of CPU; _settle_heap collects once and turns it back on
     # (so does _fail). Interleaved cold starts: bench/README.md "Round three".
     gc.disable()
