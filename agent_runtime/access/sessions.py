@@ -27,8 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import jwt
-
 from agent_runtime.access.revocations import MemoryRevocations, Revocations
 from agent_runtime.contract.principals import Principal
 
@@ -87,6 +85,8 @@ class Sessions:
             "seen": principal.seen_as, "csrf": session.csrf, "iat": int(now), "exp": int(session.expires_at),
             "jti": session.id,
         }
+        import jwt  # on first use: a runtime that no browser signs in to never loads PyJWT (start-up time)
+
         return jwt.encode(claims, self._key, algorithm="HS256"), session
 
     async def read(self, value: str | None) -> Session | None:
@@ -99,6 +99,8 @@ class Sessions:
     def _decode(self, value: str | None) -> Session | None:
         if not value:
             return None
+        import jwt  # on first use, as in issue()
+
         try:
             claims = jwt.decode(
                 value, self._key, algorithms=["HS256"], audience=_AUDIENCE,

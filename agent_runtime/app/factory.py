@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import re
 import sys
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 def _import_a2a_server_without_grpc() -> None:
@@ -63,7 +64,6 @@ from starlette.routing import Route
 
 from agent_runtime.access.authenticator import Authenticator
 from agent_runtime.access.hosts import HostCheck, runtime_hosts
-from agent_runtime.access.jwt_tokens import JwtMethod
 from agent_runtime.access.methods import BearerMethod, TokenFileMethod
 from agent_runtime.access.middleware import PrincipalContextBuilder, RequirePrincipal
 from agent_runtime.access.revocations import StoredRevocations
@@ -97,9 +97,6 @@ from agent_runtime.elicitations import elicitation_wire
 from agent_runtime.elicitations.flow import ElicitationFlow, ElicitationRuntime
 from agent_runtime.infra.database import Database
 from agent_runtime.infra.fresh_ids import FreshIds
-from agent_runtime.kube.bridge import KubeBridge
-from agent_runtime.kube.objects import approval_name
-from agent_runtime.kube.token_review import TokenReviewMethod
 from agent_runtime.models.factory import build_model
 from agent_runtime.pauses.registry import PauseKinds
 from agent_runtime.pauses.resumptions import Resumptions
@@ -120,6 +117,11 @@ from agent_runtime.telemetry.metrics import Metrics
 from agent_runtime.ui.login import TokenLogin
 from agent_runtime.ui.pages import InboxPages
 from agent_runtime.ui.runtime_inbox import RuntimeInbox
+
+if TYPE_CHECKING:
+    # Imported where a runtime is told to use them (a cluster, a JWT issuer): the Kubernetes bridge and PyJWT are
+    # start-up time for a runtime that needs neither (tests/app/test_lazy_imports.py, bench/README.md "Round three").
+    from agent_runtime.kube.bridge import KubeBridge
 
 log = logging.getLogger(__name__)
 
@@ -363,7 +365,11 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
         kinds.add(delegations.flow_for(turns, approvals.finish_execution))
     kinds.add(elicitations.flow_for(turns, _retry(toolsets), approvals.finish_execution, single_process=db.sqlite))
     kinds.add(hitl.flow_for(turns))
-    name_of = (lambda request_id: approval_name(config.name, request_id)) if settings.kube else None
+    name_of = None  # the ToolApproval a request is mirrored as, with a cluster
+    if settings.kube:
+        from agent_runtime.kube.objects import approval_name
+
+        name_of = functools.partial(approval_name, config.name)
     executor = GatehouseExecutor(
         config, turns, approvals, metrics, single_process=db.sqlite, approval_name=name_of, owner_of=task_store.owner_of,
         kinds=kinds,
@@ -384,9 +390,13 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     elicitations.watch(handler, settings.sweep_interval)
     delegations.watch(handler, max(settings.sweep_interval, 1.0))  # each round asks every open sub-agent task over HTTP
     decide = DecideOne(approvals, metrics, resumptions, task_store, config)
-    kube = KubeBridge(
-        settings.kube, config.name, approvals, decide, hitl=hitl.store, identities=settings.access.identities,
-    ) if settings.kube else None
+    kube: KubeBridge | None = None
+    if settings.kube:
+        from agent_runtime.kube.bridge import KubeBridge
+
+        kube = KubeBridge(
+            settings.kube, config.name, approvals, decide, hitl=hitl.store, identities=settings.access.identities,
+        )
     return Runtime(
         settings, db, metrics, approvals, sessions, task_store, toolsets, gate, handler, resumer, sweeper, decide,
         kube=kube, hitl=hitl, elicitations=elicitations, delegations=delegations, kinds=kinds,
@@ -413,8 +423,12 @@ def build_authenticator(settings: RuntimeSettings, runtime: Runtime) -> Authenti
     if access.tokens:
         methods.append(TokenFileMethod(access.tokens))
     if access.jwt is not None:
+        from agent_runtime.access.jwt_tokens import JwtMethod
+
         methods.append(JwtMethod(access.jwt))
     if access.kubernetes_tokens and runtime.kube is not None:
+        from agent_runtime.kube.token_review import TokenReviewMethod
+
         # Only tokens made for Agents (their audience): a token for the API server is refused, so no caller has to
         # hand this runtime a credential it could use on the API server in the caller's name.
         methods.append(TokenReviewMethod(runtime.kube.client, audiences=[AGENT_TOKEN_AUDIENCE]))

@@ -16,7 +16,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-import jwt
 from a2a.client import Client, ClientConfig, ClientFactory
 from a2a.helpers.proto_helpers import get_data_parts, get_text_parts
 from a2a.types import CancelTaskRequest, GetTaskRequest, Message, Part, Role, SendMessageRequest, Task, TaskState
@@ -107,6 +106,8 @@ class _Bearer(httpx.Auth):
 def token_audiences(token: str) -> list[str] | None:
     """The ``aud`` of a JWT (read, not verified: only to refuse sending it where it does not belong); ``None`` for a
     token that is not a JWT or names no audience."""
+    import jwt  # on first use: only a runtime with sub-agents sends tokens (PyJWT at start-up is time spent for nothing)
+
     try:
         aud = jwt.decode(token, options={"verify_signature": False}).get("aud")
     except (jwt.PyJWTError, ValueError):

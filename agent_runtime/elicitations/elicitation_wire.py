@@ -15,8 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from jsonschema import Draft202012Validator, FormatChecker
-from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from agent_runtime.contract import wire
@@ -101,6 +99,11 @@ def schema_problem(schema: Any) -> str:
     """Why ``schema`` is not a requestedSchema the MCP specification allows (flat object, primitive fields), or ""."""
     if not isinstance(schema, dict) or schema.get("type") != "object" or not isinstance(schema.get("properties"), dict):
         return "the requestedSchema is not an object schema with properties"
+    # jsonschema on first use: it (with referencing and the format checkers) is ~50 ms of every start-up, and only a
+    # tool that asks a question needs it
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
@@ -203,6 +206,8 @@ def _check_content(key: str, content: dict[str, Any], schema: dict[str, Any]) ->
     unknown = sorted(set(content) - set(schema.get("properties", {})))
     if unknown:
         raise ElicitationError(f"The answer to {key!r} has fields the tool did not ask for: {', '.join(unknown)}.")
+    from jsonschema import Draft202012Validator, FormatChecker  # on first use (schema_problem says why)
+
     errors = sorted(Draft202012Validator(schema, format_checker=FormatChecker()).iter_errors(content), key=str)
     if errors:
         details = "; ".join(f"{'.'.join(str(p) for p in e.absolute_path) or 'content'}: {e.message}" for e in errors[:3])
