@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -31,7 +33,8 @@ from tests.support.cluster.binaries import ClusterUnavailable
 from tests.support.cluster.launcher import Cluster, ClusterFailed
 from tests.support.processes import free_port
 
-__all__ = ["BUSYBOX_IMAGE", "GATEHOUSE_IMAGE", "GATEWAY", "PAUSE_IMAGE", "RealNode", "gatehouse_image", "prepare"]
+__all__ = ["BUSYBOX_IMAGE", "GATEHOUSE_IMAGE", "GATEWAY", "PAUSE_IMAGE", "Firewall", "RealNode", "gatehouse_image",
+           "kube_router", "prepare"]
 
 CACHE = bins.REPO / ".cache" / "node"
 PAUSE_IMAGE = "gatehouse.local/pause:3.10"
@@ -214,6 +217,100 @@ def containerd_v2() -> tuple[Path, float]:
             raise ClusterUnavailable(f"building hack/node/ failed:\n{proc.stderr[-3000:]}")
         built.rename(out)
     return out, time.monotonic() - started
+
+
+# kube-router's NetworkPolicy controller, built from hack/kuberouter/: iptables and ipset, which this kernel has (the
+# nftables queue kube-network-policies needs, it has not: docs/cluster.md).
+KUBE_ROUTER_MODULE = bins.REPO / "hack" / "kuberouter"
+KUBE_ROUTER = "v2.1.0"  # what hack/kuberouter/go.mod requires github.com/cloudnativelabs/kube-router/v2 at
+
+
+def kube_router() -> tuple[Path, float]:
+    """kube-router built with ``go build`` from ``hack/kuberouter/`` into ``.cache/node/kube-router-<stamp>``, once;
+    the binary and the seconds the build took (0 when it was there)."""
+    go = bins.go_binary()
+    digest = hashlib.sha256()
+    for path in sorted(KUBE_ROUTER_MODULE.glob("*")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    out = CACHE / f"kube-router-{digest.hexdigest()[:16]}"
+    if out.is_file():
+        return out, 0.0
+    CACHE.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    partial = out.with_suffix(".partial")
+    proc = subprocess.run([str(go), "build", "-p", "1", "-trimpath", "-ldflags=-s -w", "-o", str(partial),
+                           "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router"], cwd=KUBE_ROUTER_MODULE,
+                          env={**os.environ, "CGO_ENABLED": "0"}, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ClusterUnavailable(f"building hack/kuberouter/ failed:\n{proc.stderr[-3000:]}")
+    partial.rename(out)
+    return out, time.monotonic() - started
+
+
+# What kube-router's firewall reads, as its own manifests grant it (read only).
+_FIREWALL_READS = ["namespaces", "pods", "nodes", "services", "endpoints"]
+# The filter table's chains and the ipsets kube-router's firewall makes: removed when it stops (its own
+# `--cleanup-config` panics in v2.1.0 on the service proxy's cleanup and leaves the chains in place).
+_FIREWALL_CHAINS = re.compile(r"^-N (KUBE-ROUTER-|KUBE-NWPLCY-|KUBE-POD-FW-)(\S*)$")
+_FIREWALL_SETS = re.compile(r"^(KUBE-SRC-|KUBE-DST-|kube-router-)")
+
+
+class Firewall:
+    """kube-router's NetworkPolicy firewall alone (``--run-firewall``, no router, no service proxy, no CNI) for
+    ``node``, as its ServiceAccount ``kube-system/kube-router`` with read rights only; its iptables chains in the
+    filter table, jumped to from INPUT, FORWARD and OUTPUT, and its ipsets are the machine's: :meth:`stop` removes
+    them."""
+
+    def __init__(self, node: RealNode) -> None:
+        self.node = node
+
+    def start(self, timeout: float = 60.0) -> float:
+        """Start it and wait until it has programmed its chains; the seconds that took."""
+        if not _which("ipset"):
+            raise ClusterUnavailable("Debian package ipset missing (`make e2e-node` installs it)")
+        binary, _ = kube_router()
+        cluster = self.node.cluster
+        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "kube-router"},
+                "rules": [{"apiGroups": [""], "resources": _FIREWALL_READS, "verbs": ["get", "list", "watch"]},
+                          {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
+                           "verbs": ["get", "list", "watch"]},
+                          {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+                           "verbs": ["get", "list", "watch"]}]}
+        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": "kube-router"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kube-router"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "kube-router", "namespace": "kube-system"}]}
+        made = cluster.kubectl("apply", "-f", "-", stdin=json.dumps(role) + "\n---\n" + json.dumps(binding))
+        if made.returncode != 0:
+            raise ClusterFailed(f"kube-router's RBAC was refused: {made.stderr}")
+        kubeconfig = cluster.service_account("kube-system", "kube-router")
+        started = time.monotonic()
+        self.node._spawn("kube-router", [
+            str(binary), f"--kubeconfig={kubeconfig}", f"--hostname-override={self.node.name}",
+            "--run-firewall=true", "--run-router=false", "--run-service-proxy=false", "--enable-cni=false",
+            "--enable-pod-egress=false", "--health-port=0", "--metrics-port=0", "--v=2"])
+        while "sync iptables took" not in self.node.log("kube-router").read_text(errors="replace"):
+            self.node._check_alive("kube-router")
+            if time.monotonic() - started > timeout:
+                raise ClusterFailed(f"kube-router programmed nothing in {timeout:.0f} s:\n"
+                                    f"{self.node._tail('kube-router', 40)}")
+            time.sleep(0.2)
+        return time.monotonic() - started
+
+    def stop(self) -> None:
+        self.node._kill("kube-router")
+        rules = _run("iptables", "-S").splitlines()
+        for rule in rules:
+            jump = re.match(r"^-A (INPUT|FORWARD|OUTPUT) (.* -j KUBE-ROUTER-\S+.*)$", rule)
+            if jump:
+                subprocess.run(["iptables", "-D", jump.group(1), *shlex.split(jump.group(2))], capture_output=True)
+        chains = [m.group(1) + m.group(2) for rule in rules if (m := _FIREWALL_CHAINS.match(rule))]
+        for verb in ("-F", "-X"):  # every chain emptied before any is deleted: they jump to each other
+            for chain in chains:
+                subprocess.run(["iptables", verb, chain], capture_output=True)
+        for name in _run("ipset", "list", "-n").split():
+            if _FIREWALL_SETS.match(name):
+                subprocess.run(["ipset", "destroy", name], capture_output=True)
 
 
 def containerd_config(root: Path, runtime: str, cni_bin: Path = CNI_BIN) -> str:
