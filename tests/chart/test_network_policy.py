@@ -83,7 +83,7 @@ def test_on_the_operator_may_get_create_and_patch_network_policies_where_it_serv
     extra = ("--set", "operator.watchNamespaces={team-a,team-b}") if watched else ()
     verbs = _network_policy_verbs(render(*ON, *extra))
     where = ["team-a/gh-gatehouse-operator", "team-b/gh-gatehouse-operator"] if watched else ["/gh-gatehouse-operator"]
-    assert verbs == dict.fromkeys(where, {"get", "create", "patch"})  # never list, watch or delete: the GC deletes
+    assert verbs == {key: {"get", "create", "patch"} for key in where}  # never list, watch or delete: the GC deletes
 
 
 def test_on_with_slack_the_bridge_admits_only_the_ingress_controller(render: Render) -> None:
