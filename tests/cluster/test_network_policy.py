@@ -23,7 +23,7 @@ import yaml
 from agent_runtime import processes
 from tests.cluster.test_operator import _operator_command
 from tests.support.cluster import Cluster
-from tests.support.cluster.chart import Release, install
+from tests.support.cluster.chart import Release, helm, install
 from tests.support.processes import free_port
 
 pytestmark = pytest.mark.e2e
@@ -54,10 +54,14 @@ def _get(cluster: Cluster, *what: str) -> dict[str, Any] | None:
 
 
 @pytest.fixture(scope="module")
-def release(cluster: Cluster) -> Release:
+def release(cluster: Cluster) -> Iterator[Release]:
     created = cluster.kubectl("create", "namespace", NS)
     assert created.returncode == 0, created.stderr
-    return install(cluster, "np", "netpol-system", *VALUES)
+    release = install(cluster, "np", "netpol-system", *VALUES)
+    yield release
+    # Nothing of it for the next module's operator (the session's release serves every namespace).
+    helm(cluster, "uninstall", release.name, "--namespace", release.namespace, "--wait", "--timeout=60s", timeout=90)
+    cluster.kubectl("delete", "namespace", NS, release.namespace, "--timeout=120s", timeout=150)
 
 
 @pytest.fixture(scope="module")
