@@ -26,7 +26,8 @@ from tests.support.cluster.chart import CHART, helm
 from tests.support.processes import GATEHOUSE_CMD, free_port, running
 from tests.support.runtime import write_manifests
 
-pytestmark = pytest.mark.e2e_node
+# The first run builds kube-router (~7 min) and the image inside the fixture: far past the suite's 300 s.
+pytestmark = [pytest.mark.e2e_node, pytest.mark.timeout(2400)]
 
 RELEASE, SYSTEM = "np", "np-system"
 AGENTS, INGRESS, ELSEWHERE = "np-agents", "np-ingress", "np-elsewhere"
