@@ -33,7 +33,8 @@ NS = "netpol-agents"  # the only namespace this release's operator serves, so it
 INGRESS = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}}
 PROMETHEUS = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
               "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
-VALUES = ("--set", "networkPolicy.enabled=true", "--set", f"operator.watchNamespaces={{{NS}}}",
+# rbac.userRoles=false: the user ClusterRoles (gatehouse-approver, -viewer) are the session release's, named without it.
+VALUES = ("--set", "networkPolicy.enabled=true", "--set", f"operator.watchNamespaces={{{NS}}}", "--set", "rbac.userRoles=false",
           "--set-json", f"networkPolicy.runtimeFrom={json.dumps([INGRESS])}",
           "--set-json", f"networkPolicy.operatorFrom={json.dumps([PROMETHEUS])}",
           "--set", "slack.enabled=true", "--set", f"slack.namespaces={{{NS}}}",

@@ -142,7 +142,8 @@ def enforced(node: realnode.RealNode, tmp_path_factory: pytest.TempPathFactory) 
         repository, tag = realnode.GATEHOUSE_IMAGE.rsplit(":", 1)
         chart = ("--namespace", SYSTEM, "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
                  "--set", "image.pullPolicy=Never", "--set", "operator.replicas=1",
-                 "--set", f"operator.watchNamespaces={{{AGENTS}}}")
+                 "--set", f"operator.watchNamespaces={{{AGENTS}}}",
+                 "--set", "rbac.userRoles=false")  # gatehouse-approver/-viewer are cluster-wide: another release's
         proc = helm(cluster, "upgrade", "--install", RELEASE, str(CHART), *chart)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         base = tmp_path_factory.mktemp("network-policy")

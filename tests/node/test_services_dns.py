@@ -114,7 +114,8 @@ def served(node_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> I
         proc = helm(cluster, "upgrade", "--install", RELEASE, str(CHART), "--namespace", SYSTEM,
                     "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
                     "--set", "image.pullPolicy=Never", "--set", "operator.replicas=1",
-                    "--set", f"operator.watchNamespaces={{{AGENTS}}}")
+                    "--set", f"operator.watchNamespaces={{{AGENTS}}}",
+                    "--set", "rbac.userRoles=false")  # gatehouse-approver/-viewer are cluster-wide: another release's
         assert proc.returncode == 0, proc.stdout + proc.stderr
         base = tmp_path_factory.mktemp("services")
         port = free_port()
