@@ -116,7 +116,7 @@ screenshots: $(STAMP) chromium
 soak: $(STAMP)
 	GATEHOUSE_SOAK_CYCLES=$(GATEHOUSE_SOAK_CYCLES) GATEHOUSE_SOAK_CONVERSATIONS=$(GATEHOUSE_SOAK_CONVERSATIONS) \
 	GATEHOUSE_SOAK_RACES=$(GATEHOUSE_SOAK_RACES) GATEHOUSE_FUZZ_EXAMPLES=$(GATEHOUSE_FUZZ_EXAMPLES) \
-		$(PY) -m pytest -q --timeout=7200 tests/reliability tests/test_fuzz.py
+		$(PY) -m pytest -q --timeout=7200 tests/reliability tests/contract/test_fuzz.py
 
 $(LLM_STAMP): $(STAMP) pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,litellm]'

@@ -11,12 +11,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agent_runtime.agent_config import AgentConfig
-    from agent_runtime.errors import Problem, TranslationError
-    from agent_runtime.translator import translate
+    from agent_runtime.contract.agent_config import AgentConfig
+    from agent_runtime.contract.errors import Problem, TranslationError
+    from agent_runtime.contract.translator import translate
 
-_LAZY = {"AgentConfig": "agent_runtime.agent_config", "Problem": "agent_runtime.errors",
-         "TranslationError": "agent_runtime.errors", "translate": "agent_runtime.translator"}
+_LAZY = {"AgentConfig": "agent_runtime.contract.agent_config", "Problem": "agent_runtime.contract.errors",
+         "TranslationError": "agent_runtime.contract.errors", "translate": "agent_runtime.contract.translator"}
 
 
 def __getattr__(name: str) -> Any:

@@ -52,7 +52,7 @@ def build_app(tools_url: str, port: int, state_dir: Path | None) -> Any:
     from starlette.requests import Request
     from starlette.responses import JSONResponse
 
-    from agent_runtime.manifests import select_agent_config
+    from agent_runtime.contract.manifests import select_agent_config
     from agent_runtime.models.factory import build_model
 
     cfg = select_agent_config([EXAMPLE / "agent.yaml", EXAMPLE / "modelconfig.yaml", EXAMPLE / "mcp-server.yaml"])

@@ -57,7 +57,7 @@ from typing import Any
 import httpx
 import psutil
 
-from agent_runtime.cli import GC_THRESHOLDS
+from agent_runtime.clients.cli import GC_THRESHOLDS
 from bench.protocols import Protocol, send_message
 from bench.scenarios import client, percentile, split_rounds
 from bench.targets import ADK_CARD as AGENT_CARD
@@ -105,7 +105,7 @@ def serve_a2a(port: int) -> None:
     import uvicorn
 
     import agent_runtime.app.factory  # noqa: F401  # before a2a-sdk's server: imported without grpc, as the runtime does
-    from agent_runtime.cli import _settle_heap
+    from agent_runtime.clients.cli import _settle_heap
 
     app = _build_a2a_app()
     _settle_heap()  # the runtime's garbage-collector settings: a floor is what the libraries cost at best
@@ -217,7 +217,7 @@ class _AdkTurns:
         from google.adk.sessions import InMemorySessionService
         from google.adk.tools import FunctionTool
 
-        from agent_runtime.agent_config import ScriptedModel, ScriptedRule, ScriptedToolCall
+        from agent_runtime.contract.agent_config import ScriptedModel, ScriptedRule, ScriptedToolCall
         from agent_runtime.models.scripted import ScriptedLlm
 
         self.ran: list[str] = []

@@ -72,7 +72,7 @@ def _executable() -> list[str]:
     if beside.is_file():
         return [str(beside)]
     found = shutil.which("gatehouse-runtime")
-    return [found] if found else [sys.executable, "-c", "from agent_runtime.cli import runtime_main; runtime_main()"]
+    return [found] if found else [sys.executable, "-c", "from agent_runtime.clients.cli import runtime_main; runtime_main()"]
 
 
 @functools.cache

@@ -28,7 +28,7 @@ from types import MappingProxyType
 
 import httpx
 
-from agent_runtime import processes
+from agent_runtime.clients import processes
 from bench.protocols import Endpoint, Protocol, bearer_headers
 
 __all__ = ["AdkTarget", "Server", "Target", "ToolsServer", "free_port", "rss_mb", "running", "tools_server"]
@@ -198,7 +198,7 @@ def tools_server(work: Path) -> Iterator[ToolsServer]:
     journal = work / "journal.jsonl"
     sandbox.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    cmd = [sys.executable, "-c", "from agent_runtime.cli import main; main()", "demo-tools",
+    cmd = [sys.executable, "-c", "from agent_runtime.clients.cli import main; main()", "demo-tools",
            "--sandbox", str(sandbox), "--port", str(port), "--journal", str(journal)]
     log = work / "demo-tools.log"
     with log.open("wb") as out:

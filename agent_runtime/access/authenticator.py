@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from agent_runtime.access.methods import BearerMethod
 from agent_runtime.access.tokens import bearer
-from agent_runtime.principals import Identities, Principal, anonymous
+from agent_runtime.contract.principals import Identities, Principal, anonymous
 
 
 class Authenticator:

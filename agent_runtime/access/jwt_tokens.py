@@ -16,7 +16,7 @@ from typing import Any
 import jwt
 
 from agent_runtime.access.methods import Identity
-from agent_runtime.agent_config import JwtConfig
+from agent_runtime.contract.agent_config import JwtConfig
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 tries each in turn.
 
 A method answers with an :class:`Identity` (the name and groups the method knows, before
-:class:`~agent_runtime.principals.Identities` folds aliases together), None when the token is not one of its
+:class:`~agent_runtime.contract.principals.Identities` folds aliases together), None when the token is not one of its
 own or is not valid, and raises :class:`Unavailable` when it cannot tell right now (a TokenReview the API
 server did not answer): the request then gets 503, not 401, and nothing is decided.
 """

@@ -35,7 +35,7 @@ from agent_runtime.access.authenticator import Authenticator
 from agent_runtime.access.methods import Unavailable
 from agent_runtime.access.proxy import HOST_HEADER, TrustedProxy, forwarded_https, named
 from agent_runtime.access.sessions import COOKIE, CSRF_HEADER, UNSAFE_METHODS, Session, Sessions, csrf_ok
-from agent_runtime.principals import Principal, anonymous
+from agent_runtime.contract.principals import Principal, anonymous
 from agent_runtime.server.owners import CallerUser
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/.well-known/agent-card.json", "/.well-known/agent.json"})

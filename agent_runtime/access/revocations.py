@@ -20,7 +20,7 @@ from typing import Protocol
 from sqlalchemy import Column, Connection, Float, MetaData, String, Table, delete, select
 from sqlalchemy.exc import IntegrityError
 
-from agent_runtime.database import Database
+from agent_runtime.infra.database import Database
 
 metadata = MetaData()
 revoked_sessions = Table(

@@ -15,7 +15,7 @@ import time
 from sqlalchemy import Column, Connection, Float, MetaData, String, Table, select
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
-from agent_runtime.database import Database
+from agent_runtime.infra.database import Database
 
 metadata = MetaData()
 session_keys = Table(

@@ -30,7 +30,7 @@ from pathlib import Path
 import jwt
 
 from agent_runtime.access.revocations import MemoryRevocations, Revocations
-from agent_runtime.principals import Principal
+from agent_runtime.contract.principals import Principal
 
 COOKIE = "gatehouse_session"
 CSRF_HEADER = "x-csrf-token"

@@ -19,8 +19,8 @@ from pathlib import Path
 from agent_runtime.access.hosts import ANY_HOST, host_of, is_loopback
 from agent_runtime.access.proxy import TrustedProxy
 from agent_runtime.access.tokens import Tokens, parse_tokens
-from agent_runtime.agent_config import AccessConfig, JwtConfig
-from agent_runtime.principals import ANONYMOUS, UNOWNED, Identities
+from agent_runtime.contract.agent_config import AccessConfig, JwtConfig
+from agent_runtime.contract.principals import ANONYMOUS, UNOWNED, Identities
 
 DEFAULT_TOKEN_PRINCIPAL = "rest"  # who a bare token (no "principal:") authenticates
 

@@ -15,8 +15,8 @@ from a2a.types import (
     StringList,
 )
 
-from agent_runtime import kagent_hitl
-from agent_runtime.agent_config import AgentConfig
+from agent_runtime.contract import kagent_hitl
+from agent_runtime.contract.agent_config import AgentConfig
 
 
 def agent_card(config: AgentConfig, url: str, schemes: dict[str, dict[str, str]] | None = None) -> AgentCard:

@@ -61,7 +61,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from agent_runtime import policy, tracing
 from agent_runtime.access.authenticator import Authenticator
 from agent_runtime.access.hosts import HostCheck, runtime_hosts
 from agent_runtime.access.jwt_tokens import JwtMethod
@@ -89,21 +88,22 @@ from agent_runtime.app.readiness import (
 from agent_runtime.app.settings import RuntimeSettings
 from agent_runtime.app.tool_watch import ToolServersWatch
 from agent_runtime.approvals import ApprovalService
-from agent_runtime.database import Database
+from agent_runtime.contract import policy
+from agent_runtime.contract.translator import AGENT_TOKEN_AUDIENCE
 from agent_runtime.delegation.client import SubAgentClient
 from agent_runtime.delegation.flow import DelegationFlow, DelegationRuntime
 from agent_runtime.delegation.tool import SubAgentTool
-from agent_runtime.elicitations import wire as elicitation_wire
+from agent_runtime.elicitations import elicitation_wire
 from agent_runtime.elicitations.flow import ElicitationFlow, ElicitationRuntime
-from agent_runtime.fresh_ids import FreshIds
+from agent_runtime.infra.database import Database
+from agent_runtime.infra.fresh_ids import FreshIds
 from agent_runtime.kube.bridge import KubeBridge
 from agent_runtime.kube.objects import approval_name
 from agent_runtime.kube.token_review import TokenReviewMethod
-from agent_runtime.metrics import Metrics
 from agent_runtime.models.factory import build_model
 from agent_runtime.pauses.registry import PauseKinds
 from agent_runtime.pauses.resumptions import Resumptions
-from agent_runtime.questions.flow import HitlFlow, HitlRuntime
+from agent_runtime.questions.flow import QuestionFlow, QuestionRuntime
 from agent_runtime.rest.api import RestApi
 from agent_runtime.rest.audit import AuditApi
 from agent_runtime.server.decide_one import DecideOne
@@ -115,7 +115,8 @@ from agent_runtime.server.sweeper import TimeoutSweeper
 from agent_runtime.server.task_store import CachedTaskStore
 from agent_runtime.server.toolsets import CachingMcpToolset, ToolServerUnreachable, build_toolset, list_tool_servers
 from agent_runtime.server.turns import LEGACY_USER_ID, TurnRunner
-from agent_runtime.translator import AGENT_TOKEN_AUDIENCE
+from agent_runtime.telemetry import tracing
+from agent_runtime.telemetry.metrics import Metrics
 from agent_runtime.ui.login import TokenLogin
 from agent_runtime.ui.pages import InboxPages
 from agent_runtime.ui.runtime_inbox import RuntimeInbox
@@ -151,7 +152,7 @@ class Runtime:
     _lister: asyncio.Task[None] | None = None
     _recovery: asyncio.Task[None] | None = None
     _tool_watch: ToolServersWatch | None = None
-    hitl: HitlRuntime | None = None
+    hitl: QuestionRuntime | None = None
     elicitations: ElicitationRuntime | None = None
     delegations: DelegationRuntime | None = None
     kinds: PauseKinds = field(default_factory=PauseKinds)  # the kinds of paused call (a taskless kind registers here)
@@ -328,7 +329,7 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     fresh = FreshIds() if db.sqlite else None
     approvals = ApprovalService(db, fresh=fresh)
     approvals.events.subscribe(metrics.on_approval_event)
-    if settings.otel:  # each approval wait as an OpenTelemetry span (agent_runtime/tracing.py); off: nothing imported
+    if settings.otel:  # each approval wait as an OpenTelemetry span (agent_runtime/telemetry/tracing.py); off: nothing imported
         approvals.events.subscribe(tracing.start(config.name).on_approval_event)
     # Postgres may have replicas: there the session cache checks the database and tasks are not cached.
     sessions = DurableSessionService(db, validate_cache=not db.sqlite, fresh=fresh)
@@ -336,7 +337,7 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     toolsets = {server.name: build_toolset(server) for server in config.mcp_servers}
     gate = Gate(config, approvals, metrics)
     kinds = PauseKinds()  # filled below, in routing order (pauses/registry.py)
-    hitl = HitlRuntime(config, db, metrics, fresh=fresh)  # hitl_request: tools (if humanTools.hitlRequest), store, flow, sweeper
+    hitl = QuestionRuntime(config, db, metrics, fresh=fresh)  # hitl_request: tools (if humanTools.hitlRequest), store, flow
     # sub-agents (spec.tools[].type Agent): one tool and one A2A client each; their pauses wait in gatehouse_delegations
     clients = {sub.name: SubAgentClient(sub) for sub in config.sub_agents}
     delegations = DelegationRuntime(clients, db, config.approval.timeout_seconds, fresh=fresh)
@@ -354,7 +355,7 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     # MCP tools' questions (elicitation): a round waits as long as an approval would
     elicitations = ElicitationRuntime(db, config.approval.timeout_seconds, fresh=fresh)
     turns = TurnRunner(runner, sessions, approvals, metrics, config.approval.timeout_seconds, recorders=[
-        (HitlFlow.name, hitl.recorder), (ElicitationFlow.name, elicitations.recorder),
+        (QuestionFlow.name, hitl.recorder), (ElicitationFlow.name, elicitations.recorder),
         (DelegationFlow.name, delegations.recorder),
     ])
     # the kinds of paused call besides approvals, in routing order (pauses/registry.py)

@@ -31,8 +31,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from agent_runtime.errors import without_repeats
-from agent_runtime.periodic import PeriodicSweep
+from agent_runtime.contract.errors import without_repeats
+from agent_runtime.infra.periodic import PeriodicSweep
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def database_unavailable(problem: str) -> Readiness:
 
 
 def database_fault(problem: str) -> Readiness:
-    """The open database went bad (``problem``: :meth:`agent_runtime.database.Database.check`'s words)."""
+    """The open database went bad (``problem``: :meth:`agent_runtime.infra.database.Database.check`'s words)."""
     return Readiness(False, "DatabaseUnavailable", problem)
 
 

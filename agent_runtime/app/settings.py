@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent_runtime.access.settings import AccessSettings
-from agent_runtime.agent_config import AgentConfig
 from agent_runtime.app.limits import DEFAULT_MAX_BODY_BYTES
-from agent_runtime.database import default_database_url
+from agent_runtime.contract.agent_config import AgentConfig
+from agent_runtime.infra.database import default_database_url
 from agent_runtime.kube.settings import KubeSettings
 from agent_runtime.rest.settings import RestSettings
 
@@ -28,7 +28,7 @@ class RuntimeSettings:
     access: AccessSettings = field(default_factory=AccessSettings)  # who may call (every channel), who is who
     kube: KubeSettings | None = None  # Kubernetes-visible approvals (agent_runtime.kube), off when None
     tls: bool = False  # served over HTTPS (--tls-cert/--tls-key): the card's default URL says https
-    otel: bool = False  # approval waits exported as OpenTelemetry spans (agent_runtime.tracing.enabled)
+    otel: bool = False  # approval waits exported as OpenTelemetry spans (agent_runtime.telemetry.tracing.enabled)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES  # request bodies over this are refused (agent_runtime.app.limits), A2A and REST
     metrics_token: str | None = None  # --metrics-token-file: /metrics needs it as a bearer token
     metrics_port: int | None = None  # --metrics-port: /metrics there (same --host), not on the main port
@@ -48,7 +48,7 @@ def load_config(config_path: Path | None, manifests: Sequence[Path]) -> AgentCon
         raise ValueError("give either --config FILE or one or more -f MANIFEST")
     if config_path is not None:
         return AgentConfig.from_json(config_path.read_text())
-    from agent_runtime.manifests import select_agent_config
+    from agent_runtime.contract.manifests import select_agent_config
 
     return select_agent_config(manifests)
 

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 
 import httpx2
 
-from agent_runtime.agent_config import McpServerConfig
 from agent_runtime.app.readiness import Readiness, tools_lost
-from agent_runtime.periodic import PeriodicSweep
+from agent_runtime.contract.agent_config import McpServerConfig
+from agent_runtime.infra.periodic import PeriodicSweep
 
 log = logging.getLogger(__name__)
 

@@ -45,10 +45,10 @@ from sqlalchemy import (
 from agent_runtime.approvals import execution
 from agent_runtime.approvals.records import ApprovalRecord
 from agent_runtime.approvals.tables import approvals, audit_events, votes
-from agent_runtime.database import Database
-from agent_runtime.durations import parse_duration
-from agent_runtime.prepared import Prepared
-from agent_runtime.principals import INTERNAL
+from agent_runtime.contract.durations import parse_duration
+from agent_runtime.contract.principals import INTERNAL
+from agent_runtime.infra.database import Database
+from agent_runtime.infra.prepared import Prepared
 
 EventKind = Literal[
     "requested", "voted", "edited", "decided", "timed_out", "canceled", "granted", "started", "executed", "refused",
@@ -143,7 +143,7 @@ def decided(conn: Connection, request_id: str, at: float, *, status: str, source
 
 
 def edited(conn: Connection, request_id: str, at: float, *, by: str, channel: str, reason: str) -> None:
-    """An approver replaced the pending call's arguments (agent_runtime/edits.py); ``reason`` says what changed and gives
+    """An approver replaced the pending call's arguments (agent_runtime/contract/edits.py); ``reason`` says what changed and gives
     both arguments' hashes (the arguments themselves stay in the request: ``original_args_json`` and ``args_json``)."""
     _INSERT(conn, _row("edited", request_id, at, by, channel, "edited", reason))
 

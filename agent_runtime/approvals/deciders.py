@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from sqlalchemy import Connection, select
 
 from agent_runtime.approvals.tables import deciders  # on the approvals' own metadata: created with them at start-up
-from agent_runtime.database import Database
-from agent_runtime.prepared import Prepared
+from agent_runtime.infra.database import Database
+from agent_runtime.infra.prepared import Prepared
 
 _INSERT = Prepared(deciders.insert())  # built once: a statement made per call with .values() is rebuilt and re-keyed each time
 

@@ -21,9 +21,9 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, select
 
-from agent_runtime.agent_config import ApproversConfig
 from agent_runtime.approvals.tables import grants
-from agent_runtime.globs import glob_match
+from agent_runtime.contract.agent_config import ApproversConfig
+from agent_runtime.contract.globs import glob_match
 
 _ACTIVE = select(grants).where(
     grants.c.context_id == bindparam("context_id"), grants.c.owner == bindparam("owner"),

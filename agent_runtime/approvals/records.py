@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from agent_runtime import redaction, wire
-from agent_runtime.agent_config import ApproversConfig, RedactConfig
 from agent_runtime.approvals.execution import Outcome
-from agent_runtime.authority import Vote, tally, who_may_decide
-from agent_runtime.edits import changed_fields
+from agent_runtime.contract import redaction, wire
+from agent_runtime.contract.agent_config import ApproversConfig, RedactConfig
+from agent_runtime.contract.authority import Vote, tally, who_may_decide
+from agent_runtime.contract.edits import changed_fields
 
 # ``abandoned``: a gateway's held call whose client stopped waiting and whose lifetime ended before it ran
 # (agent_runtime/gateway/held.py; ApprovalService.abandon). Final: it never runs, a vote on it is refused.
@@ -92,10 +92,10 @@ class ApprovalRecord:
     decided_at: float | None = None
     exec_state: ExecState = "none"
     requested_by: str = ""  # the principal whose task asked for the call ("" before requests recorded it)
-    approvers: ApproversConfig | None = None  # who may decide (agent_runtime.authority); None: whoever reaches it
+    approvers: ApproversConfig | None = None  # who may decide (agent_runtime.contract.authority); None: whoever reaches it
     redact: RedactConfig | None = None  # what others do not see of the arguments; None: the built-in secret shapes
     original_args: dict[str, Any] | None = None  # the arguments the model asked for, once an approver edited ``args``
-    edited_by: str = ""  # who last edited the arguments (agent_runtime.edits)
+    edited_by: str = ""  # who last edited the arguments (agent_runtime.contract.edits)
     exec_outcome: Outcome | None = None  # what the approved call's result said (None: not run, or still running)
     exec_error: str = ""  # ...the error it reported, redacted (failed, unknown, not_sent)
     executed_at: float | None = None  # ...when the result came back

@@ -28,8 +28,6 @@ from typing import Any
 from sqlalchemy import Connection, and_, bindparam, func, or_, select, update
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
-from agent_runtime import redaction
-from agent_runtime.agent_config import ApproversConfig, RedactConfig
 from agent_runtime.approvals import audit, execution, schema
 from agent_runtime.approvals import grants as grant_rows
 from agent_runtime.approvals import votes as vote_rows
@@ -38,14 +36,16 @@ from agent_runtime.approvals.deciders import record as deciders_record
 from agent_runtime.approvals.events import ApprovalEvents
 from agent_runtime.approvals.records import ApprovalRecord, ApprovalStatus, Resolution, args_hash
 from agent_runtime.approvals.tables import approvals, deciders, metadata, mirrored_objects
-from agent_runtime.authority import Judgement, Vote, judge
-from agent_runtime.database import Database
-from agent_runtime.edits import EditPlan
-from agent_runtime.fresh_ids import FreshIds
-from agent_runtime.prepared import Prepared, mappings
+from agent_runtime.contract import redaction
+from agent_runtime.contract.agent_config import ApproversConfig, RedactConfig
+from agent_runtime.contract.authority import Judgement, Vote, judge
+from agent_runtime.contract.edits import EditPlan
+from agent_runtime.infra.database import Database
+from agent_runtime.infra.fresh_ids import FreshIds
+from agent_runtime.infra.prepared import Prepared, mappings
 
 # The statements of the request path, built once (bind parameters): building a statement per call cost more
-# than running it on sqlite; the writes are Prepared (agent_runtime/prepared.py). (An UPDATE's parameters must not
+# than running it on sqlite; the writes are Prepared (agent_runtime/infra/prepared.py). (An UPDATE's parameters must not
 # be named like a column.)
 _ORDER = (approvals.c.created_at, approvals.c.position)
 _TASKS = select(approvals).where(approvals.c.task_id == bindparam("task_id")).order_by(*_ORDER)
@@ -196,7 +196,7 @@ class ApprovalService:
         self._db = db
         self._clock = clock
         self.events = events or ApprovalEvents()
-        self._fresh = fresh  # contexts with nothing stored yet (agent_runtime/fresh_ids.py)
+        self._fresh = fresh  # contexts with nothing stored yet (agent_runtime/infra/fresh_ids.py)
         # sqlite (one process writes): when the last grant ends (grants.horizon); no lookup before a pause after it.
         # None: unknown (Postgres, where other replicas make grants too): always look.
         self._grants_until: float | None = None
@@ -327,13 +327,13 @@ class ApprovalService:
         planners: Mapping[str, Callable[[ApprovalRecord], EditPlan | None]] | None = None,
     ) -> list[Voted]:
         """Cast one vote on each named pending request of ``task_id`` (``{request_id: vote}``), judged by
-        :func:`agent_runtime.authority.judge`, in ONE transaction: every vote is recorded (counted or refused,
+        :func:`agent_runtime.contract.authority.judge`, in ONE transaction: every vote is recorded (counted or refused,
         approvals/votes.py), and a request whose tally is final is decided (with who decided) like
         :meth:`decide`. A request that is no longer pending raises :class:`AlreadyDecided` and nothing is
         written. ``scope`` (once or session) applies to an approval this makes final; a session approval also
         makes a grant (approvals/grants.py: the exact arguments, or ``grant``'s glob) lasting ``grant_ttl``.
         ``also(conn, decided_at, results)`` runs in the same transaction (an idempotency key storing the answer),
-        whatever the judgement. ``edits``: approvals with changed arguments (:mod:`agent_runtime.edits`, checked by the
+        whatever the judgement. ``edits``: approvals with changed arguments (:mod:`agent_runtime.contract.edits`, checked by the
         caller against the policy); see :meth:`_edit`. ``planners``: edits planned inside this transaction from the
         locked request (``planner(record) -> EditPlan | None``; what it raises rolls everything back): the channels that
         show redacted arguments get their real values back against the record as it stands, never a copy read before

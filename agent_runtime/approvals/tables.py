@@ -36,7 +36,7 @@ approvals = Table(
     Column("requested_by", String(256), nullable=False, default=""),  # since state version 2 (approvals/schema.py)
     Column("approvers_json", Text),
     Column("redact_json", Text),  # spec.approval.redact when the call paused (NULL: the built-in secret shapes)
-    # Since state version 4 (edit and approve, agent_runtime/edits.py): the arguments the model asked for, once an
+    # Since state version 4 (edit and approve, agent_runtime/contract/edits.py): the arguments the model asked for, once an
     # approver replaced ``args_json`` (NULL: never edited), and who did.
     Column("original_args_json", Text),
     Column("edited_by", String(256), nullable=False, default=""),

@@ -4,10 +4,10 @@ One row per vote, written in the same transaction that judged it (:meth:`Approva
 <agent_runtime.approvals.service.ApprovalService.vote>`), so the record and the outcome never disagree.
 A refused vote (a principal not among the approvers, the requester under separation of duties, a second
 vote by the same person) is kept with ``counted`` false and the reason in ``note``: the audit shows every
-attempt, and only counted rows ever feed :func:`agent_runtime.authority.tally`.
+attempt, and only counted rows ever feed :func:`agent_runtime.contract.authority.tally`.
 
 A vote is for the arguments it was cast on (``args_hash``, since state version 4). When an approver edits a
-request's arguments (agent_runtime/edits.py), the votes cast before stop counting: they are read back as not counted,
+request's arguments (agent_runtime/contract/edits.py), the votes cast before stop counting: they are read back as not counted,
 with why, while their rows stay as they were written (the table is append-only, like the audit it feeds).
 """
 
@@ -21,9 +21,9 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, select
 
 from agent_runtime.approvals.tables import approvals, votes
-from agent_runtime.authority import Vote
-from agent_runtime.database import Database
-from agent_runtime.prepared import Prepared, mappings
+from agent_runtime.contract.authority import Vote
+from agent_runtime.infra.database import Database
+from agent_runtime.infra.prepared import Prepared, mappings
 
 # Each vote with the request's current arguments' hash and who edited them: a vote cast on other arguments is stale.
 _WITH_REQUEST = select(

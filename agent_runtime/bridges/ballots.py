@@ -1,5 +1,5 @@
 """What a person's decision in a channel does, whatever the channel: a vote written on the ToolApproval by the bridge on
-that person's behalf (``spec.votes[].onBehalfOf``, :func:`agent_runtime.toolapproval_client.cast_vote`). The agent's
+that person's behalf (``spec.votes[].onBehalfOf``, :func:`agent_runtime.kube.toolapproval_client.cast_vote`). The agent's
 runtime counts it as that person only because the bridge is one of the Agent's ``spec.access.delegators``, and names
 the channel it came through from that delegator entry (``channel:``), never from anything the bridge or the person
 writes; approvers, N-of-M and separation of duties are the runtime's, as for every channel.
@@ -15,11 +15,11 @@ import asyncio
 import logging
 from typing import Any
 
-from agent_runtime import toolapproval_client
 from agent_runtime.bridges import requests
 from agent_runtime.bridges.notifier import Notifier, Place
 from agent_runtime.bridges.people import People, Person
 from agent_runtime.bridges.requests import Ref
+from agent_runtime.kube import toolapproval_client
 from agent_runtime.kube.client import KubeClient, KubeError
 
 log = logging.getLogger(__name__)

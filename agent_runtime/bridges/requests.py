@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_runtime.bridges.notifier import Place
-from agent_runtime.resources import GROUP, VERSION
-from agent_runtime.resources.tool_approval import KIND_HITL, LABEL_KIND, PLURAL
+from agent_runtime.contract.resources import GROUP, VERSION
+from agent_runtime.contract.resources.tool_approval import KIND_HITL, LABEL_KIND, PLURAL
 
 FINGERPRINT = "fp"  # the key, beside the place's own, of what the message last showed
 

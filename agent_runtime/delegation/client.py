@@ -23,9 +23,9 @@ from a2a.types import CancelTaskRequest, GetTaskRequest, Message, Part, Role, Se
 from a2a.utils.errors import UnsupportedOperationError
 from google.protobuf.json_format import MessageToDict
 
-from agent_runtime.agent_config import SubAgentConfig
+from agent_runtime.contract.agent_config import SubAgentConfig
+from agent_runtime.contract.translator import AGENT_TOKEN_AUDIENCE
 from agent_runtime.delegation.store import Pause
-from agent_runtime.translator import AGENT_TOKEN_AUDIENCE
 
 CARD_SUFFIXES = ("agent-card.json", "agent.json")
 

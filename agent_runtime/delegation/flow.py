@@ -27,17 +27,18 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Task, TaskState
 from google.protobuf.json_format import MessageToDict
 
-from agent_runtime import kagent_hitl, replies, wire
-from agent_runtime.database import Database
+from agent_runtime.contract import kagent_hitl, wire
+from agent_runtime.contract.kagent_hitl import URI as KAGENT_URI
+from agent_runtime.contract.principals import Principal
 from agent_runtime.delegation import relay
 from agent_runtime.delegation.client import ChildStatus, SubAgentClient, SubAgentUnreachable
 from agent_runtime.delegation.store import AlreadyFinished, DelegationRecord, DelegationStore
-from agent_runtime.fresh_ids import FreshIds
-from agent_runtime.kagent_hitl import URI as KAGENT_URI
+from agent_runtime.infra.database import Database
+from agent_runtime.infra.fresh_ids import FreshIds
 from agent_runtime.pauses.flow import InternalSweep, KindBase, PauseRuntime, resume_tail
 from agent_runtime.pauses.kind import Decision, Internal, Outcome, Report
-from agent_runtime.principals import Principal
-from agent_runtime.run_scope import RunScope
+from agent_runtime.runs import replies
+from agent_runtime.runs.run_scope import RunScope
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from agent_runtime.principals import Identities, Principal
+from agent_runtime.contract.principals import Identities, Principal
 
 ON_BEHALF_OF = "gatehouse/on_behalf_of"  # message metadata: {"principal": "<id>", "groups": ["..."]}
 DEPTH = "gatehouse/delegation_depth"  # message metadata: how many agents are above the receiving one (1: a direct child)

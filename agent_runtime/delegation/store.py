@@ -23,7 +23,7 @@ from sqlalchemy import Column, MetaData, String, Text, bindparam, select
 
 from agent_runtime.approvals.records import iso_utc
 from agent_runtime.pauses.store import AlreadyMoved, PauseStore, pause_table
-from agent_runtime.run_scope import Pause
+from agent_runtime.runs.run_scope import Pause
 
 Status = Literal["waiting", "done"]
 

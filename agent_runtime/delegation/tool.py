@@ -21,11 +21,11 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
-from agent_runtime.agent_config import SubAgentConfig
+from agent_runtime.contract.agent_config import SubAgentConfig
+from agent_runtime.contract.principals import Principal
 from agent_runtime.delegation import relay
 from agent_runtime.delegation.client import SubAgentClient, SubAgentUnreachable
-from agent_runtime.principals import Principal
-from agent_runtime.run_scope import CURRENT_RUN, PendingDelegation, RunScope
+from agent_runtime.runs.run_scope import CURRENT_RUN, PendingDelegation, RunScope
 
 PLACEHOLDER = {"status": "waiting for the sub-agent's human decision"}
 

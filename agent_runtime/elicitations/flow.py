@@ -38,23 +38,23 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Task, TaskState
 
-from agent_runtime import replies
-from agent_runtime.database import Database
-from agent_runtime.elicitations import wire as eliciting
-from agent_runtime.elicitations.store import AlreadyAnswered, ElicitationRecord, ElicitationStore
-from agent_runtime.fresh_ids import FreshIds
+from agent_runtime.elicitations import elicitation_wire
+from agent_runtime.elicitations.store import ElicitationAlreadyAnswered, ElicitationRecord, ElicitationStore
+from agent_runtime.infra.database import Database
+from agent_runtime.infra.fresh_ids import FreshIds
 from agent_runtime.pauses import flow as kernel_flow
 from agent_runtime.pauses.flow import InternalSweep, KindBase, PauseRuntime, resume_tail, text_message
 from agent_runtime.pauses.kind import Decision, Internal, Outcome, Report
-from agent_runtime.run_scope import RunScope
+from agent_runtime.runs import replies
+from agent_runtime.runs.run_scope import RunScope
 
 log = logging.getLogger(__name__)
 
 INTERNAL_ELICITATION = "gatehouse.internal_elicitation"
-INTERRUPT_METADATA = {"interrupt_type": eliciting.INTERRUPT}
+INTERRUPT_METADATA = {"interrupt_type": elicitation_wire.INTERRUPT}
 RECOVERY_GRACE_SECONDS = 30.0  # with replicas: a retry older than this was cut short (as server/executor.py)
 
-Retry = Callable[[str | None, str, dict[str, Any], dict[str, Any], str | None], Awaitable[eliciting.ToolRound]]
+Retry = Callable[[str | None, str, dict[str, Any], dict[str, Any], str | None], Awaitable[elicitation_wire.ToolRound]]
 """Call tool ``(server, tool, args, input_responses, request_state)`` once more (server/toolsets.py)."""
 FinishExecution = Callable[[str, Any], Awaitable[object]]
 """``ApprovalService.finish_execution(call_id, result)``: a gated call's claim ends with the final result."""
@@ -87,7 +87,7 @@ class ElicitationFlow(KindBase[ElicitationRecord, ElicitationStore]):
         self._timeout = timeout_seconds
         self._single_process = single_process
 
-    name = eliciting.INTERRUPT
+    name = elicitation_wire.INTERRUPT
     internal_key = INTERNAL_ELICITATION
     internal_type = InternalElicitation
 
@@ -117,22 +117,22 @@ class ElicitationFlow(KindBase[ElicitationRecord, ElicitationStore]):
                 return  # answered meanwhile: the task is the answer's, leave it exactly as it is
             seconds = current.expires_at - current.created_at
             try:
-                done = await self._store.finish(current, eliciting.timeout_result(current.tool, seconds),
+                done = await self._store.finish(current, elicitation_wire.timeout_result(current.tool, seconds),
                                                 outcome="timeout", source="timeout")
-            except AlreadyAnswered:
+            except ElicitationAlreadyAnswered:
                 return
             return await self._resume(task, done, updater, report)
         if current.status == "pending":
             data_parts = get_data_parts(message.parts)
             replayed = kernel_flow.replayed(data_parts, "responses", rounds)
             if replayed:
-                return await self.still_waiting(updater, current, str(AlreadyAnswered(replayed)))
+                return await self.still_waiting(updater, current, str(ElicitationAlreadyAnswered(replayed)))
             try:
-                answers = eliciting.parse_answer(data_parts, "\n".join(get_text_parts(message.parts)), current.prompt())
+                answers = elicitation_wire.parse_answer(data_parts, "\n".join(get_text_parts(message.parts)), current.prompt())
                 current = await self._store.answer(current, {**(current.preset or {}), **answers}, "user")
-            except eliciting.ElicitationError as exc:
+            except elicitation_wire.ElicitationError as exc:
                 return await self.still_waiting(updater, current, str(exc))
-            except AlreadyAnswered as exc:
+            except ElicitationAlreadyAnswered as exc:
                 return await updater.update_status(task.status.state, message=text_message(updater, str(exc)))
         if current.status == "answered":
             return await self._continue(task, current, updater, report)
@@ -141,15 +141,15 @@ class ElicitationFlow(KindBase[ElicitationRecord, ElicitationStore]):
                 return  # another replica is retrying it right now: write nothing, its run ends the task
             problem = ("the call was continued once with the user's answer and never reported back (the runtime "
                        "restarted while it ran); it was not run again, so whether it took effect is unknown")
-            with contextlib.suppress(AlreadyAnswered):
-                current = await self._store.finish(current, eliciting.failed_result(problem), source="runtime")
+            with contextlib.suppress(ElicitationAlreadyAnswered):
+                current = await self._store.finish(current, elicitation_wire.failed_result(problem), source="runtime")
         await self._resume(task, current, updater, report)  # done: a restart cut the resume short
 
     async def _continue(self, task: Task, record: ElicitationRecord, updater: TaskUpdater, report: Report) -> None:
         """The one retry of an answered round: claimed (committed) first, then the MCP call."""
         try:
             record = await self._store.claim_retry(record)
-        except AlreadyAnswered:
+        except ElicitationAlreadyAnswered:
             return  # another request claimed it: that request ends the task
         called = await self._retry(record.server, record.tool, record.args, record.responses or {}, record.request_state)
         if called.questions is not None:  # the tool asks again: the next round, stored with this one's end
@@ -163,7 +163,9 @@ class ElicitationFlow(KindBase[ElicitationRecord, ElicitationStore]):
             )
             await self._store.finish(record, {"asked_again": then.id}, then=then)
             return await self.report_pause(updater, then)
-        result = eliciting.with_note(called.result or eliciting.failed_result("the tool returned nothing"), called.note)
+        result = elicitation_wire.with_note(
+            called.result or elicitation_wire.failed_result("the tool returned nothing"), called.note
+        )
         done = await self._store.finish(record, result)
         await self._resume(task, done, updater, report)
 
@@ -171,26 +173,26 @@ class ElicitationFlow(KindBase[ElicitationRecord, ElicitationStore]):
         """The task was canceled: its open round ends canceled; the call is not retried, the model not resumed."""
         for record in await self._store.for_task(task_id):
             if record.status in ("pending", "answered"):
-                result = eliciting.failed_result("the task was canceled before the tool's question was answered")
-                with contextlib.suppress(AlreadyAnswered):
+                result = elicitation_wire.failed_result("the task was canceled before the tool's question was answered")
+                with contextlib.suppress(ElicitationAlreadyAnswered):
                     await self._store.finish(record, result, outcome="canceled", source="cancel")
                     await self._finish_execution(record.call_id, result)
 
     # --- reporting ------------------------------------------------------------------------------
 
     async def report_pause(self, updater: TaskUpdater, record: ElicitationRecord) -> None:
-        await self.still_waiting(updater, record, eliciting.describe_prompt(record.prompt()))
+        await self.still_waiting(updater, record, elicitation_wire.describe_prompt(record.prompt()))
 
     async def still_waiting(self, updater: TaskUpdater, record: ElicitationRecord, text: str) -> None:
-        interrupt = eliciting.ElicitationInterrupt(elicitations=[record.prompt()])
+        interrupt = elicitation_wire.ElicitationInterrupt(elicitations=[record.prompt()])
         parts = [new_text_part(text), new_data_part(interrupt.model_dump(mode="json"))]
         message = updater.new_agent_message(parts, metadata=dict(INTERRUPT_METADATA))
         await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, message=message, metadata=dict(INTERRUPT_METADATA))
 
     async def _resume(self, task: Task, record: ElicitationRecord, updater: TaskUpdater, report: Report) -> None:
-        result = record.result or eliciting.failed_result("no result was recorded")
+        result = record.result or elicitation_wire.failed_result("no result was recorded")
         await self._finish_execution(record.call_id, result)  # a gated call's one claim ends here
-        result = eliciting.with_note(result, record.note)
+        result = elicitation_wire.with_note(result, record.note)
         await replies.resuming(updater)  # WORKING: the decision is taken, the work resumes
         outcome = await self._turns.resume_call(task.id, task.context_id, record.call_id, record.tool, result)
         notes = [f"{record.id} ({record.tool}): timeout, {result.get('error', '')}."] \
@@ -222,7 +224,7 @@ class ElicitationRecorder:
         record = ElicitationRecord(
             id=asked.request_id, task_id=scope.task_id, context_id=scope.context_id, call_id=asked.call_id,
             tool=asked.tool, server=asked.server, args=asked.args,
-            requests={k: eliciting.FormRequest.model_validate(v) for k, v in asked.requests.items()},
+            requests={k: elicitation_wire.FormRequest.model_validate(v) for k, v in asked.requests.items()},
             preset=asked.preset, request_state=asked.request_state, note=asked.note, created_at=now,
             expires_at=now + self._timeout,
         )
@@ -244,7 +246,7 @@ class ElicitationSweeper(InternalSweep[ElicitationRecord]):
 
     async def resolve(self, record: ElicitationRecord) -> None:
         seconds = record.expires_at - record.created_at
-        result = eliciting.timeout_result(record.tool, seconds)
+        result = elicitation_wire.timeout_result(record.tool, seconds)
         note = f"Timeout: no answer to {record.id} ({record.tool}) within {seconds:g}s; the call is not completed."
         parts = [new_text_part(note), new_data_part({"source": "timeout", "elicitation": record.id})]
         try:
@@ -254,7 +256,7 @@ class ElicitationSweeper(InternalSweep[ElicitationRecord]):
             # A task that could not be resumed (canceled, say) must not be swept again and again.
             current = [r for r in await self._store.for_task(record.task_id) if r.id == record.id and r.status == "pending"]
             if current:
-                with contextlib.suppress(AlreadyAnswered):
+                with contextlib.suppress(ElicitationAlreadyAnswered):
                     await self._store.finish(current[0], result, outcome="timeout", source="timeout")
 
 

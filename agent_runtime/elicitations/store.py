@@ -26,7 +26,7 @@ from typing import Any, Literal
 from sqlalchemy import Column, Integer, MetaData, String, Text
 
 from agent_runtime.approvals.records import iso_utc
-from agent_runtime.elicitations.wire import ElicitationPrompt, FormRequest
+from agent_runtime.elicitations.elicitation_wire import ElicitationPrompt, FormRequest
 from agent_runtime.pauses.store import AlreadyMoved, PauseStore, pause_table
 
 Status = Literal["pending", "answered", "retrying", "done"]
@@ -94,7 +94,7 @@ class ElicitationRecord:
         return f"{self.id} ({self.tool}) ended {self.outcome or 'done'} by {self.source or 'unknown'}{when}"
 
 
-class AlreadyAnswered(AlreadyMoved):
+class ElicitationAlreadyAnswered(AlreadyMoved):
     """A change to a round that is no longer where the caller saw it. ``str(exc)`` is for the client."""
 
     prefix = "Already answered"
@@ -132,7 +132,7 @@ class ElicitationStore(PauseStore[ElicitationRecord]):
     state, done, expiring = "status", "done", "pending"  # an answered round is the retry's, never timed out
     moved = ("status", "responses_json", "result_json", "outcome", "source", "updated_at", "version")
     order = ("created_at", "round")
-    already = AlreadyAnswered
+    already = ElicitationAlreadyAnswered
     to_record = staticmethod(_row_to_record)
     to_row = staticmethod(_record_to_row)
 
@@ -167,4 +167,4 @@ def _outcome_of(responses: dict[str, Any]) -> str:
     return "accept" if actions == {"accept"} else "/".join(sorted(actions))
 
 
-__all__ = ["AlreadyAnswered", "ElicitationRecord", "ElicitationStore", "Status", "elicitations", "metadata"]
+__all__ = ["ElicitationAlreadyAnswered", "ElicitationRecord", "ElicitationStore", "Status", "elicitations", "metadata"]

@@ -29,21 +29,20 @@ from agent_runtime.access.revocations import StoredRevocations
 from agent_runtime.access.session_keys import shared_key
 from agent_runtime.access.sessions import Sessions
 from agent_runtime.access.settings import AccessSettings, is_loopback
-from agent_runtime.agent_config import GatewayConfig
 from agent_runtime.approvals import ApprovalService, Resolution
-from agent_runtime.database import Database, default_database_url
+from agent_runtime.contract.agent_config import GatewayConfig
 from agent_runtime.gateway.bindings import BindSessions
 from agent_runtime.gateway.events import RecentEvents
 from agent_runtime.gateway.held import KEEPALIVE_SECONDS, HeldCalls
 from agent_runtime.gateway.server import build_server
 from agent_runtime.gateway.upstream import Upstream
 from agent_runtime.hooks.endpoint import HOOK_PATH, HookEndpoint
+from agent_runtime.infra.database import Database, default_database_url
 from agent_runtime.kube import objects
 from agent_runtime.kube.bridge import KubeBridge
 from agent_runtime.kube.client import KubeClient
 from agent_runtime.kube.settings import KubeSettings
 from agent_runtime.kube.token_review import TokenReviewMethod
-from agent_runtime.metrics import Metrics
 from agent_runtime.pauses.registry import PauseKinds
 from agent_runtime.pauses.resumptions import Resumptions
 from agent_runtime.rest.api import RestApi
@@ -51,6 +50,7 @@ from agent_runtime.rest.settings import RestSettings
 from agent_runtime.server.decide_one import DecideOne
 from agent_runtime.server.sweeper import TimeoutSweeper
 from agent_runtime.server.task_store import CachedTaskStore
+from agent_runtime.telemetry.metrics import Metrics
 from agent_runtime.ui.login import TokenLogin
 from agent_runtime.ui.pages import InboxPages
 from agent_runtime.ui.runtime_inbox import RuntimeInbox

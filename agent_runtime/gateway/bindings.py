@@ -16,7 +16,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_runtime.access.middleware import SCOPE_KEY
-from agent_runtime.principals import Principal
+from agent_runtime.contract.principals import Principal
 
 SESSION_HEADER = "mcp-session-id"
 MAX_BINDINGS = 100_000  # more sessions than the SDK keeps open (its max_sessions); the oldest binding goes first

@@ -35,10 +35,10 @@ from typing import Any
 
 import mcp_types
 
-from agent_runtime.agent_config import GatewayConfig
 from agent_runtime.approvals import ApprovalRecord, ApprovalService, args_hash
-from agent_runtime.policy import Decision
-from agent_runtime.principals import Principal
+from agent_runtime.contract.agent_config import GatewayConfig
+from agent_runtime.contract.policy import Decision
+from agent_runtime.contract.principals import Principal
 
 log = logging.getLogger(__name__)
 

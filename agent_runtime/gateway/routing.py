@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent_runtime import policy
-from agent_runtime.agent_config import GatewayConfig
+from agent_runtime.contract import policy
+from agent_runtime.contract.agent_config import GatewayConfig
 
 RouteKind = Literal["forward", "refuse", "hold", "unknown"]
 

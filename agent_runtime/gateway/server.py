@@ -19,11 +19,11 @@ from mcp.server.lowlevel import Server
 from starlette.requests import Request
 
 from agent_runtime.access.middleware import principal_of
-from agent_runtime.agent_config import GatewayConfig
+from agent_runtime.contract.agent_config import GatewayConfig
+from agent_runtime.contract.principals import Principal, anonymous
 from agent_runtime.gateway import routing
 from agent_runtime.gateway.held import HeldCalls, Progress, refusal
 from agent_runtime.gateway.upstream import Upstream
-from agent_runtime.principals import Principal, anonymous
 
 log = logging.getLogger(__name__)
 

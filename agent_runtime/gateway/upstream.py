@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT
 
-from agent_runtime.agent_config import McpServerConfig
+from agent_runtime.contract.agent_config import McpServerConfig
 from agent_runtime.server.toolsets import _headers
 
 log = logging.getLogger(__name__)

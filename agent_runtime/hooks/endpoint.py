@@ -20,12 +20,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from agent_runtime.access.middleware import principal_of
-from agent_runtime.agent_config import GatewayConfig
 from agent_runtime.approvals import ApprovalRecord, ApprovalService
+from agent_runtime.contract.agent_config import GatewayConfig
+from agent_runtime.contract.policy import Decision
+from agent_runtime.contract.principals import Principal
 from agent_runtime.hooks import mapping
 from agent_runtime.hooks.shapes import HookOutput, PreToolUseInput, answer
-from agent_runtime.policy import Decision
-from agent_runtime.principals import Principal
 
 log = logging.getLogger(__name__)
 

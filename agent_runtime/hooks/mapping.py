@@ -1,5 +1,5 @@
 """Pure translation between an agent CLI's tool call and Gatehouse: the call onto the gateway's policy (the same
-:func:`agent_runtime.policy.evaluate` as an Agent's calls), and a decided request onto the CLI's answer.
+:func:`agent_runtime.contract.policy.evaluate` as an Agent's calls), and a decided request onto the CLI's answer.
 
 The policy names the CLI's own tools, as they arrive in ``tool_name``: ``Bash`` (rules on ``command``), ``Edit`` and
 ``Write`` (globs on ``file_path``), ``mcp__<server>__<tool>``. So a rule reads as Claude Code's own matchers do::
@@ -15,8 +15,8 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from agent_runtime import policy
 from agent_runtime.approvals import ApprovalRecord
+from agent_runtime.contract import policy
 from agent_runtime.hooks.shapes import ASK_USER_QUESTION, AskUserQuestionInput, HookOutput, PreToolUseInput, answer
 
 MCP_PREFIX = "mcp__"

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 
 from agent_runtime.approvals import ApprovalService
+from agent_runtime.contract.principals import Identities
 from agent_runtime.kube import objects
 from agent_runtime.kube.client import KubeClient
 from agent_runtime.kube.mirror import Mirror
@@ -21,8 +22,7 @@ from agent_runtime.kube.orphans import Orphans
 from agent_runtime.kube.runtime_ready import Readiness, RuntimeReadyReporter
 from agent_runtime.kube.settings import KubeSettings
 from agent_runtime.kube.watcher import DecisionWatcher
-from agent_runtime.principals import Identities
-from agent_runtime.questions.store import HitlStore
+from agent_runtime.questions.store import QuestionStore
 from agent_runtime.server.decide_one import DecideOne
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 class KubeBridge:
     def __init__(
         self, settings: KubeSettings, agent: str, approvals: ApprovalService, decide_one: DecideOne,
-        client: KubeClient | None = None, hitl: HitlStore | None = None, identities: Identities | None = None,
+        client: KubeClient | None = None, hitl: QuestionStore | None = None, identities: Identities | None = None,
         of: objects.OwnerKind = objects.AGENT,
     ) -> None:
         self.settings = settings

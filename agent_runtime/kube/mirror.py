@@ -23,7 +23,7 @@ bench/README.md, "kubectl".) What it writes:
   that restarted and the operator all write that status), and again at every orphan check (``orphans``).
 
 A ``hitl_request`` question is mirrored the same way (:meth:`Mirror.hitl_listener`, subscribed to the
-:class:`~agent_runtime.questions.store.HitlStore`): a ToolApproval labelled ``gatehouse.dev/kind:
+:class:`~agent_runtime.questions.store.QuestionStore`): a ToolApproval labelled ``gatehouse.dev/kind:
 hitl_request`` (:func:`~agent_runtime.kube.objects.hitl_approval`), Pending while open, then Approved,
 Denied, Canceled or Expired (:func:`~agent_runtime.kube.objects.hitl_status`). It gets no Events and does
 not count in ``pendingApprovals`` (which counts tool approvals only), and kubectl cannot answer it.
@@ -48,12 +48,12 @@ from typing import Any
 from agent_runtime.approvals import ApprovalRecord, ApprovalService
 from agent_runtime.approvals.events import ApprovalEvent
 from agent_runtime.approvals.votes import CastVote
-from agent_runtime.channels import BALLOT_CHANNELS
+from agent_runtime.contract.channels import BALLOT_CHANNELS
+from agent_runtime.contract.resources import GROUP, VERSION
+from agent_runtime.contract.resources.tool_approval import PLURAL
 from agent_runtime.kube import objects
 from agent_runtime.kube.client import KubeClient, KubeError
-from agent_runtime.questions.store import HitlRecord, HitlStore
-from agent_runtime.resources import GROUP, VERSION
-from agent_runtime.resources.tool_approval import PLURAL
+from agent_runtime.questions.store import QuestionRecord, QuestionStore
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class Mirror:
         retention_seconds: float = 3600.0,
         clock: Callable[[], float] = time.time,
         max_backoff: float = 30.0,
-        hitl: HitlStore | None = None,
+        hitl: QuestionStore | None = None,
         of: objects.OwnerKind = objects.AGENT,
     ) -> None:
         self._client = client
@@ -162,13 +162,13 @@ class Mirror:
         if announce:
             self._put_event(f"event {name}", lambda: self._event(record, who))
 
-    def hitl_listener(self, kind: str, record: HitlRecord) -> None:
-        """:meth:`HitlStore.subscribe <agent_runtime.questions.store.HitlStore.subscribe>` listener: a question
+    def hitl_listener(self, kind: str, record: QuestionRecord) -> None:
+        """:meth:`QuestionStore.subscribe <agent_runtime.questions.store.QuestionStore.subscribe>` listener: a question
         is mirrored as a ToolApproval labelled ``gatehouse.dev/kind: hitl_request`` (no Events, and it does not
         count in the Agent's ``pendingApprovals``, which counts tool approvals only)."""
         self.sync_hitl(record)
 
-    def sync_hitl(self, record: HitlRecord) -> None:
+    def sync_hitl(self, record: QuestionRecord) -> None:
         name = objects.approval_name(self.agent, record.id)
         self._put(name, f"sync {name}", lambda: self._sync_hitl(record), attempts=0)
 
@@ -319,7 +319,7 @@ class Mirror:
         status = objects.status(record, decided_by or await self.decider(record, cast), cast)
         await self._write(objects.approval_name(self.agent, record.id), body, status, finished)
 
-    async def _sync_hitl(self, record: HitlRecord) -> None:
+    async def _sync_hitl(self, record: QuestionRecord) -> None:
         async def body() -> dict[str, Any]:
             return objects.hitl_approval(record, self.agent, self.namespace, await self._agent())
 

@@ -18,14 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent_runtime import redaction
 from agent_runtime.approvals import ApprovalRecord, execution, iso_utc
 from agent_runtime.approvals.votes import CastVote
-from agent_runtime.authority import tally, who_may_decide
-from agent_runtime.channels import CHANNELS
-from agent_runtime.questions.store import HitlRecord
-from agent_runtime.resources import API_VERSION
-from agent_runtime.resources.tool_approval import (
+from agent_runtime.contract import redaction
+from agent_runtime.contract.authority import tally, who_may_decide
+from agent_runtime.contract.channels import CHANNELS
+from agent_runtime.contract.resources import API_VERSION
+from agent_runtime.contract.resources.tool_approval import (
     KIND_APPROVAL,
     KIND_HITL,
     LABEL_AGENT,
@@ -33,6 +32,7 @@ from agent_runtime.resources.tool_approval import (
     LABEL_GATEWAY,
     LABEL_KIND,
 )
+from agent_runtime.questions.store import QuestionRecord
 
 COMPONENT = "gatehouse.dev"
 FINAL_PHASES = frozenset({"Approved", "Denied", "Expired", "Canceled", "Granted", "Orphaned"})
@@ -186,7 +186,7 @@ def is_hitl(obj: dict[str, Any]) -> bool:
     return labels.get(LABEL_KIND) == KIND_HITL or (obj.get("spec") or {}).get("tool") == KIND_HITL
 
 
-def hitl_approval(record: HitlRecord, agent: str, namespace: str, owner: dict[str, Any] | None) -> dict[str, Any]:
+def hitl_approval(record: QuestionRecord, agent: str, namespace: str, owner: dict[str, Any] | None) -> dict[str, Any]:
     """The ToolApproval mirroring a ``hitl_request`` question: visible to kubectl, never decided through it."""
     args = record.args
     metadata: dict[str, Any] = {
@@ -230,7 +230,7 @@ def hitl_approval(record: HitlRecord, agent: str, namespace: str, owner: dict[st
 _HITL_PHASES = {"confirmed": "Approved", "canceled": "Denied", "timeout": "Expired", "error": "Denied"}
 
 
-def hitl_status(record: HitlRecord) -> dict[str, Any]:
+def hitl_status(record: QuestionRecord) -> dict[str, Any]:
     """A question's status: Pending while open; then Approved (confirmed), Denied (canceled), Expired (timeout).
 
     A question ended by canceling its task is Canceled, as a tool approval is. ``reason`` is the result's

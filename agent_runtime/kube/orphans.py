@@ -33,7 +33,7 @@ from agent_runtime.approvals import ApprovalService
 from agent_runtime.kube import objects
 from agent_runtime.kube.client import KubeClient
 from agent_runtime.kube.mirror import Mirror
-from agent_runtime.questions.store import HitlStore
+from agent_runtime.questions.store import QuestionStore
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ ORPHANED = "Orphaned"
 
 class Orphans:
     def __init__(
-        self, client: KubeClient, mirror: Mirror, approvals: ApprovalService, hitl: HitlStore | None = None,
+        self, client: KubeClient, mirror: Mirror, approvals: ApprovalService, hitl: QuestionStore | None = None,
         interval: float = 60.0,
     ) -> None:
         self._client = client

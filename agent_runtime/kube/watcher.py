@@ -35,14 +35,14 @@ from collections.abc import Callable
 from typing import Any
 
 from agent_runtime.approvals import AlreadyDecided, ApprovalService
-from agent_runtime.authority import Vote
-from agent_runtime.channels import BALLOT_CHANNELS
+from agent_runtime.contract.authority import Vote
+from agent_runtime.contract.channels import BALLOT_CHANNELS
+from agent_runtime.contract.edits import EditRefused
+from agent_runtime.contract.principals import Identities
 from agent_runtime.delegation import relay
-from agent_runtime.edits import EditRefused
 from agent_runtime.kube import objects
 from agent_runtime.kube.client import KubeClient, KubeError
 from agent_runtime.kube.mirror import Mirror
-from agent_runtime.principals import Identities
 from agent_runtime.server.decide_one import DecideOne
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@
 - ``OpenAI``/``Anthropic``/``Ollama``/``LiteLLM`` → ADK's ``LiteLlm`` with the provider prefix LiteLLM expects.
 
 Secrets are read from the environment when a model is built, never at import time; the config itself only
-carries the *names* of the variables (see :class:`~agent_runtime.agent_config.SecretEnvRef`).
+carries the *names* of the variables (see :class:`~agent_runtime.contract.agent_config.SecretEnvRef`).
 
 LiteLLM is told to use the price list it ships (``LITELLM_LOCAL_MODEL_COST_MAP``) before it is first imported:
 otherwise its import fetches one from GitHub, which a cluster without egress waits on and a pod should not need.
@@ -20,7 +20,7 @@ from typing import Any
 
 from google.adk.models import BaseLlm
 
-from agent_runtime.agent_config import GeminiModel, LiteLLMModel, ModelSettings, ScriptedModel, SecretEnvRef
+from agent_runtime.contract.agent_config import GeminiModel, LiteLLMModel, ModelSettings, ScriptedModel, SecretEnvRef
 
 __all__ = ["KEYLESS_OPENAI_KEY", "LITELLM_PREFIXES", "ModelBuildError", "build_model", "litellm_args", "litellm_model_name"]
 

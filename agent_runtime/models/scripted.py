@@ -31,7 +31,7 @@ from google.adk.models._capabilities import LlmCapabilities
 from google.genai import types
 from pydantic import PrivateAttr
 
-from agent_runtime.agent_config import ScriptedModel, ScriptedRule, ScriptedToolCall
+from agent_runtime.contract.agent_config import ScriptedModel, ScriptedRule, ScriptedToolCall
 
 __all__ = ["ScriptedLlm", "TemplateError", "render", "result_text"]
 

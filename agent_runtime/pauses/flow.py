@@ -18,10 +18,10 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Part, Role, SendMessageRequest
 
-from agent_runtime import replies
+from agent_runtime.infra.periodic import PeriodicSweep
 from agent_runtime.pauses.kind import Internal, Outcome, Report
 from agent_runtime.pauses.store import PauseStore
-from agent_runtime.periodic import PeriodicSweep
+from agent_runtime.runs import replies
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ async def resume_tail(
 ) -> None:
     """The end of every resume: a turn that paused again is reported by the executor; else the model's reply
     completes the task as its reply artifact (fails it when the run only erred), with the kind's ``metadata`` on the
-    final status and its ``notes`` after the reply (:mod:`agent_runtime.replies`)."""
+    final status and its ``notes`` after the reply (:mod:`agent_runtime.runs.replies`)."""
     if outcome.paused:
         return await report(updater, outcome)
     text = outcome.text or ("; ".join(outcome.errors) if outcome.errors else "(no reply)")

@@ -14,8 +14,8 @@ from typing import Any, ClassVar, Protocol
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Task
 
-from agent_runtime.principals import Principal
-from agent_runtime.run_scope import RunScope
+from agent_runtime.contract.principals import Principal
+from agent_runtime.runs.run_scope import RunScope
 
 
 class Internal:
@@ -72,7 +72,7 @@ class Decision:
 
 
 class Recorder(Protocol):
-    """Turns what a run paused on (its :class:`~agent_runtime.run_scope.RunScope`) into the kind's durable row, before
+    """Turns what a run paused on (its :class:`~agent_runtime.runs.run_scope.RunScope`) into the kind's durable row, before
     anyone is told; None when the run did not pause on this kind. ``confirmation_ids``: ADK's confirmation call id of
     each paused call id."""
 

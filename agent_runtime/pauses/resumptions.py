@@ -9,8 +9,8 @@ from typing import Any, Protocol
 
 from agent_runtime.approvals import AlreadyDecided, ApprovalService, Resolution
 from agent_runtime.approvals.records import OUTCOME_LABEL
-from agent_runtime.metrics import Metrics
 from agent_runtime.pauses.registry import PauseKinds
+from agent_runtime.telemetry.metrics import Metrics
 
 
 class A2AResumer(Protocol):

@@ -5,7 +5,7 @@ anyone is told, so two changes racing for one pause (two clients, a client and a
 win, and a replay after the pause ended changes nothing: the loser gets the kind's :class:`AlreadyMoved`, whose text
 says what became of the row. A kind gives its table, its state column (and the value that means "done"), which
 columns a move writes, and the translation between its record and a row; the rows stay exactly what the kind wrote
-before the kernel existed (tests/test_state_upgrade.py opens them).
+before the kernel existed (tests/infra/test_state_upgrade.py opens them).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, bindparam, select, update
 
-from agent_runtime.database import Database
-from agent_runtime.fresh_ids import FreshIds
-from agent_runtime.prepared import Prepared, mappings
+from agent_runtime.infra.database import Database
+from agent_runtime.infra.fresh_ids import FreshIds
+from agent_runtime.infra.prepared import Prepared, mappings
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class PauseStore(Generic[R]):
     def __init__(self, db: Database, clock: Callable[[], float] = time.time, fresh: FreshIds | None = None) -> None:
         self._db = db
         self.clock = clock
-        self._fresh = fresh  # contexts with nothing stored yet (agent_runtime/fresh_ids.py)
+        self._fresh = fresh  # contexts with nothing stored yet (agent_runtime/infra/fresh_ids.py)
         self._listeners: list[Listener] = []
 
     # --- the kind's translation ------------------------------------------------------------------

@@ -1,19 +1,19 @@
 """The runtime side of ``hitl_request``: pausing, answering, confirming, timing out and resuming a question.
 
 The executor routes a message on an ``input-required`` task here when the task's pending kind is a question
-(:class:`HitlFlow` is a :class:`~agent_runtime.pauses.kind.PauseKind`; :mod:`agent_runtime.pauses.registry` routes),
+(:class:`QuestionFlow` is a :class:`~agent_runtime.pauses.kind.PauseKind`; :mod:`agent_runtime.pauses.registry` routes),
 and the approval path otherwise, so an approval decision never reaches a
 question and an answer never reaches an approval (the pure parsers refuse the other kind as well):
 
-    pause          text part (question_wire.describe_prompt) + HitlInterrupt data part, metadata interrupt_type hitl_request
+    pause          text part (question_wire.describe_prompt) + QuestionInterrupt data part, metadata interrupt_type hitl_request
     answer         question_wire.apply_message ─► store.advance (compare-and-swap) ─► confirm-stage pause, or resume
     bad message    nothing changes; the text says what was wrong, the data part repeats the prompt
     replay         an answer naming a finished question of the task ─► "Already answered: …"
-    timeout        :class:`HitlSweeper` ─► internal message (:class:`InternalHitl`) through the request handler
+    timeout        :class:`QuestionSweeper` ─► internal message (:class:`InternalHitl`) through the request handler
                    ─► question_wire.on_timeout ─► resume (so the audit trail holds the runtime's own timeout message)
-    resume         TurnRunner.resume_question with the recorded HitlResult ─► completed, or the next pause
+    resume         TurnRunner.resume_question with the recorded QuestionResult ─► completed, or the next pause
 
-:class:`HitlRuntime` bundles the store, the tools, the recorder, the flow and the sweeper, so the app only
+:class:`QuestionRuntime` bundles the store, the tools, the recorder, the flow and the sweeper, so the app only
 has to create it, hand its parts to the agent, the turn runner and the executor, and open/close it.
 """
 
@@ -30,17 +30,18 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Task, TaskState
 
-from agent_runtime import kagent_hitl, replies, wire
-from agent_runtime.agent_config import AgentConfig
-from agent_runtime.database import Database
-from agent_runtime.fresh_ids import FreshIds
-from agent_runtime.metrics import Metrics
+from agent_runtime.contract import kagent_hitl, wire
+from agent_runtime.contract.agent_config import AgentConfig
+from agent_runtime.infra.database import Database
+from agent_runtime.infra.fresh_ids import FreshIds
 from agent_runtime.pauses import flow as kernel_flow
 from agent_runtime.pauses.flow import InternalSweep, KindBase, PauseRuntime, resume_tail, text_message
 from agent_runtime.pauses.kind import Decision, Internal, Outcome, Report
-from agent_runtime.questions import wire as question_wire
-from agent_runtime.questions.store import AlreadyAnswered, HitlRecord, HitlStore, result_json
-from agent_runtime.questions.tool import HitlMetrics, HitlTool, QuestionRecorder, build_tools
+from agent_runtime.questions import question_wire
+from agent_runtime.questions.store import QuestionAlreadyAnswered, QuestionRecord, QuestionStore, result_json
+from agent_runtime.questions.tool import QuestionMetrics, QuestionRecorder, QuestionTool, build_tools
+from agent_runtime.runs import replies
+from agent_runtime.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -64,19 +65,19 @@ class InternalHitl(Internal):
     source: str = "timeout"
 
 
-class HitlFlow(KindBase[HitlRecord, HitlStore]):
+class QuestionFlow(KindBase[QuestionRecord, QuestionStore]):
     """The ``hitl_request`` kind of pause (:class:`agent_runtime.pauses.kind.PauseKind`)."""
 
     name = wire.INTERRUPT_HITL
     internal_key = INTERNAL_HITL
     internal_type = InternalHitl
 
-    def __init__(self, store: HitlStore, turns: QuestionTurns, metrics: HitlMetrics | None = None) -> None:
+    def __init__(self, store: QuestionStore, turns: QuestionTurns, metrics: QuestionMetrics | None = None) -> None:
         self._store = store
         self._turns = turns
         self._metrics = metrics
 
-    def busy_text(self, record: HitlRecord) -> str:
+    def busy_text(self, record: QuestionRecord) -> str:
         return (f"Task {record.task_id} of this context is waiting for an answer to question {record.id} "
                 "(hitl_request); answer it (same task_id) before sending a new message.")
 
@@ -99,7 +100,7 @@ class HitlFlow(KindBase[HitlRecord, HitlStore]):
             timed_out = question_wire.on_timeout(current.state())
             try:
                 done = await self._store.advance(current, replace(current.state(), stage="done"), timed_out, internal.source)
-            except AlreadyAnswered:
+            except QuestionAlreadyAnswered:
                 return
             return await self._resume(task, done, updater, report)
         if current is None:
@@ -108,14 +109,14 @@ class HitlFlow(KindBase[HitlRecord, HitlStore]):
         data_parts = get_data_parts(message.parts)
         replayed = kernel_flow.replayed(data_parts, "answers", questions)
         if replayed:
-            return await self.still_waiting(updater, current, str(AlreadyAnswered(replayed)))
+            return await self.still_waiting(updater, current, str(QuestionAlreadyAnswered(replayed)))
         try:
             state, result = question_wire.apply_message(current.state(), data_parts, "\n".join(get_text_parts(message.parts)))
-        except question_wire.HitlError as exc:
+        except question_wire.QuestionError as exc:
             return await self.still_waiting(updater, current, str(exc))
         try:
             updated = await self._store.advance(current, state, result, "user")
-        except AlreadyAnswered as exc:
+        except QuestionAlreadyAnswered as exc:
             now_open = next((r for r in exc.records if r.open), None)
             if now_open is not None:
                 return await self.still_waiting(updater, now_open, str(exc))
@@ -128,25 +129,25 @@ class HitlFlow(KindBase[HitlRecord, HitlStore]):
         """The task was canceled: its open question ends canceled (the model is not resumed)."""
         for record in await self._store.for_task(task_id):
             if record.open:
-                result = question_wire.HitlResult(
+                result = question_wire.QuestionResult(
                     ok=False, status="canceled", confirmed=False, selected_option=None, source="user",
                     request_id=record.id, message="the task was canceled",
                 )
-                with contextlib.suppress(AlreadyAnswered):
+                with contextlib.suppress(QuestionAlreadyAnswered):
                     await self._store.advance(record, replace(record.state(), stage="done"), result, "cancel")
 
     # --- reporting ------------------------------------------------------------------------------
 
-    async def report_pause(self, updater: TaskUpdater, record: HitlRecord) -> None:
+    async def report_pause(self, updater: TaskUpdater, record: QuestionRecord) -> None:
         prompt = record.prompt()
         await self._input_required(updater, record, question_wire.describe_prompt(prompt))
 
-    async def still_waiting(self, updater: TaskUpdater, record: HitlRecord, error: str) -> None:
+    async def still_waiting(self, updater: TaskUpdater, record: QuestionRecord, error: str) -> None:
         await self._input_required(updater, record, error)
 
-    async def _input_required(self, updater: TaskUpdater, record: HitlRecord, text: str) -> None:
+    async def _input_required(self, updater: TaskUpdater, record: QuestionRecord, text: str) -> None:
         prompt = record.prompt()
-        interrupt = question_wire.HitlInterrupt(requests=[prompt])
+        interrupt = question_wire.QuestionInterrupt(requests=[prompt])
         parts = [new_text_part(text), new_data_part(interrupt.model_dump(mode="json"))]
         # The same question in kagent's hitl/v1 shape as well (docs/wire-contract.md, "kagent hitl/v1").
         metadata = {**INTERRUPT_METADATA, kagent_hitl.URI: kagent_hitl.ask_user_request(prompt)}
@@ -154,7 +155,7 @@ class HitlFlow(KindBase[HitlRecord, HitlStore]):
         message.extensions.append(kagent_hitl.URI)
         await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, message=message, metadata=dict(INTERRUPT_METADATA))
 
-    async def _resume(self, task: Task, record: HitlRecord, updater: TaskUpdater, report: Report) -> None:
+    async def _resume(self, task: Task, record: QuestionRecord, updater: TaskUpdater, report: Report) -> None:
         result = record.result
         if result is None:  # cannot happen for a finished question; never resume the model without a result
             return await updater.update_status(task.status.state, message=text_message(updater, "The question has no result."))
@@ -167,19 +168,19 @@ class HitlFlow(KindBase[HitlRecord, HitlStore]):
         await resume_tail(updater, outcome, report, {"hitl": {record.id: payload}}, notes)
 
 
-class HitlSweeper(InternalSweep[HitlRecord]):
+class QuestionSweeper(InternalSweep[QuestionRecord]):
     """Resolves questions past ``expires_at`` server-side, through the request handler like any decision."""
 
     name = "gatehouse-hitl-sweeper"
 
-    def __init__(self, store: HitlStore, handler: DefaultRequestHandler, interval: float = 0.25) -> None:
+    def __init__(self, store: QuestionStore, handler: DefaultRequestHandler, interval: float = 0.25) -> None:
         super().__init__(handler, interval)
         self._store = store
 
-    async def due(self) -> list[HitlRecord]:
+    async def due(self) -> list[QuestionRecord]:
         return await self._store.expired()
 
-    async def resolve(self, record: HitlRecord) -> None:
+    async def resolve(self, record: QuestionRecord) -> None:
         result = question_wire.on_timeout(record.state())
         seconds = f"{record.expires_at - record.created_at:g}"
         note = f"Timeout: no answer to {record.id} within {seconds}s; {result.message}."
@@ -189,28 +190,28 @@ class HitlSweeper(InternalSweep[HitlRecord]):
                             {"gatehouse_source": "timeout"})
         finally:
             # A task that could not be resumed (canceled, say) must not be swept again and again.
-            with contextlib.suppress(AlreadyAnswered):
+            with contextlib.suppress(QuestionAlreadyAnswered):
                 current = [r for r in await self._store.for_task(record.task_id) if r.id == record.id and r.open]
                 if current:
                     await self._store.advance(current[0], replace(current[0].state(), stage="done"), result, "timeout")
 
 
-class HitlRuntime(PauseRuntime):
+class QuestionRuntime(PauseRuntime):
     """Everything hitl_request needs in one runtime: store, tools (when enabled), recorder, flow, sweeper."""
 
     def __init__(self, config: AgentConfig, db: Database, metrics: Metrics, fresh: FreshIds | None = None) -> None:
-        self.store = HitlStore(db, fresh=fresh)
-        self.metrics = HitlMetrics(metrics)
-        self.tools: list[HitlTool] = build_tools(config.human_tools.hitl_request, self.metrics)
+        self.store = QuestionStore(db, fresh=fresh)
+        self.metrics = QuestionMetrics(metrics)
+        self.tools: list[QuestionTool] = build_tools(config.human_tools.hitl_request, self.metrics)
         self.recorder = QuestionRecorder(self.store, config.approval.timeout_seconds)
-        self.flow: HitlFlow | None = None
+        self.flow: QuestionFlow | None = None
 
-    def flow_for(self, turns: QuestionTurns) -> HitlFlow:
-        self.flow = HitlFlow(self.store, turns, self.metrics)
+    def flow_for(self, turns: QuestionTurns) -> QuestionFlow:
+        self.flow = QuestionFlow(self.store, turns, self.metrics)
         return self.flow
 
     def watch(self, handler: DefaultRequestHandler, interval: float) -> None:
-        self.sweeper = HitlSweeper(self.store, handler, interval)
+        self.sweeper = QuestionSweeper(self.store, handler, interval)
 
 
-__all__ = ["INTERNAL_HITL", "HitlFlow", "HitlRuntime", "HitlSweeper", "InternalHitl"]
+__all__ = ["INTERNAL_HITL", "InternalHitl", "QuestionFlow", "QuestionRuntime", "QuestionSweeper"]

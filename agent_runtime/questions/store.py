@@ -11,10 +11,10 @@ Every change is a compare-and-swap on ``version`` (``UPDATE … WHERE id = ? AND
 :class:`agent_runtime.pauses.store.PauseStore`), committed
 before anyone is told, so two answers racing for one question (two clients, a client and the sweeper, two
 replicas) cannot both win, and a replay after ``done`` changes nothing. ``result_json`` holds the
-:class:`~agent_runtime.questions.wire.HitlResult` the model receives, so a restart between "answered" and "model
+:class:`~agent_runtime.questions.question_wire.QuestionResult` the model receives, so a restart between "answered" and "model
 resumed" resumes with exactly the recorded result.
 
-For a Kubernetes mirror: :meth:`HitlStore.subscribe` hears ``requested`` / ``answered`` / ``resolved`` after each
+For a Kubernetes mirror: :meth:`QuestionStore.subscribe` hears ``requested`` / ``answered`` / ``resolved`` after each
 commit; the agreed way to tell a mirrored question from a tool approval is the label
 ``gatehouse.dev/kind: hitl_request`` on the ``ToolApproval``.
 """
@@ -30,7 +30,7 @@ from sqlalchemy import Column, MetaData, String, Text, func, select
 
 from agent_runtime.approvals.records import iso_utc
 from agent_runtime.pauses.store import AlreadyMoved, Listener, PauseStore, pause_table
-from agent_runtime.questions import wire as question_wire
+from agent_runtime.questions import question_wire
 
 metadata = MetaData()
 
@@ -49,19 +49,19 @@ questions = pause_table(
 
 
 @dataclass(frozen=True)
-class HitlRecord:
+class QuestionRecord:
     id: str
     task_id: str
     context_id: str
     confirmation_id: str
     call_id: str
     tool: str
-    args: question_wire.HitlArgs
+    args: question_wire.QuestionArgs
     created_at: float
     expires_at: float
     stage: question_wire.Stage = "answer"
     selected: str | None = None
-    result: question_wire.HitlResult | None = None
+    result: question_wire.QuestionResult | None = None
     source: str = ""
     updated_at: float = 0.0
     version: int = 0
@@ -74,10 +74,10 @@ class HitlRecord:
     def expires_iso(self) -> str:
         return iso_utc(self.expires_at)
 
-    def state(self) -> question_wire.HitlState:
-        return question_wire.HitlState(request_id=self.id, args=self.args, stage=self.stage, selected=self.selected)
+    def state(self) -> question_wire.QuestionState:
+        return question_wire.QuestionState(request_id=self.id, args=self.args, stage=self.stage, selected=self.selected)
 
-    def prompt(self) -> question_wire.HitlPrompt:
+    def prompt(self) -> question_wire.QuestionPrompt:
         return self.state().prompt(self.expires_iso)
 
     def describe(self) -> str:
@@ -89,24 +89,24 @@ class HitlRecord:
         return f"{self.id} ({self.tool}) ended {status}{chosen} by {self.source or 'unknown'}{when}"
 
 
-class AlreadyAnswered(AlreadyMoved):
+class QuestionAlreadyAnswered(AlreadyMoved):
     """An answer to a question that is no longer open (or changed meanwhile). ``str(exc)`` is for the client."""
 
     prefix = "Already answered"
     nothing = "no question is open on this task"
 
 
-def _row_to_record(m: Mapping[str, Any]) -> HitlRecord:
-    return HitlRecord(
+def _row_to_record(m: Mapping[str, Any]) -> QuestionRecord:
+    return QuestionRecord(
         id=m["id"], task_id=m["task_id"], context_id=m["context_id"], confirmation_id=m["confirmation_id"],
-        call_id=m["call_id"], tool=m["tool"], args=question_wire.HitlArgs.model_validate_json(m["args_json"]),
+        call_id=m["call_id"], tool=m["tool"], args=question_wire.QuestionArgs.model_validate_json(m["args_json"]),
         created_at=m["created_at"], expires_at=m["expires_at"], stage=m["stage"], selected=m["selected"],
-        result=question_wire.HitlResult.model_validate_json(m["result_json"]) if m["result_json"] else None,
+        result=question_wire.QuestionResult.model_validate_json(m["result_json"]) if m["result_json"] else None,
         source=m["source"], updated_at=m["updated_at"], version=m["version"],
     )
 
 
-def _record_to_row(r: HitlRecord) -> dict[str, Any]:
+def _record_to_row(r: QuestionRecord) -> dict[str, Any]:
     return {
         "id": r.id, "task_id": r.task_id, "context_id": r.context_id, "confirmation_id": r.confirmation_id,
         "call_id": r.call_id, "tool": r.tool, "args_json": r.args.model_dump_json(), "stage": r.stage,
@@ -116,28 +116,28 @@ def _record_to_row(r: HitlRecord) -> dict[str, Any]:
     }
 
 
-HitlListener = Listener
+QuestionListener = Listener
 """Called after a commit with ``("requested" | "answered" | "resolved", record)``; must be quick, never raises out."""
 
 
-class HitlStore(PauseStore[HitlRecord]):
+class QuestionStore(PauseStore[QuestionRecord]):
     table = questions
     metadata = metadata
     state, done = "stage", "done"
     moved = ("stage", "selected", "source", "updated_at", "result_json", "version")
-    already = AlreadyAnswered
+    already = QuestionAlreadyAnswered
     to_record = staticmethod(_row_to_record)
     to_row = staticmethod(_record_to_row)
 
     async def advance(
-        self, record: HitlRecord, state: question_wire.HitlState, result: question_wire.HitlResult | None, source: str
-    ) -> HitlRecord:
-        """Move ``record`` to ``state`` (and ``result``) if nobody changed it since it was read; else AlreadyAnswered."""
+        self, record: QuestionRecord, state: question_wire.QuestionState, result: question_wire.QuestionResult | None, source: str
+    ) -> QuestionRecord:
+        """Move ``record`` to ``state`` (and ``result``) if nobody changed it since it was read; else QuestionAlreadyAnswered."""
         updated = await self._move(record, None, stage=state.stage, selected=state.selected, result=result, source=source)
         await self._publish("resolved" if result is not None else "answered", updated)
         return updated
 
-    async def open_questions(self, limit: int = 100_000) -> list[HitlRecord]:
+    async def open_questions(self, limit: int = 100_000) -> list[QuestionRecord]:
         """Every open question, oldest first (the Kubernetes mirror catches up with them at start-up)."""
         stmt = select(questions).where(questions.c.stage != "done").order_by(questions.c.created_at).limit(limit)
         return await self._select(stmt)
@@ -147,8 +147,8 @@ class HitlStore(PauseStore[HitlRecord]):
         return int(await self._db.run(lambda conn: conn.execute(stmt).scalar() or 0, write=False))
 
 
-def result_json(result: question_wire.HitlResult) -> dict[str, Any]:
+def result_json(result: question_wire.QuestionResult) -> dict[str, Any]:
     return json.loads(result.model_dump_json())
 
 
-__all__ = ["AlreadyAnswered", "HitlListener", "HitlRecord", "HitlStore", "questions", "result_json"]
+__all__ = ["QuestionAlreadyAnswered", "QuestionListener", "QuestionRecord", "QuestionStore", "questions", "result_json"]

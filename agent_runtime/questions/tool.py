@@ -4,15 +4,15 @@ It pauses through the same ADK mechanism as the approval gate (``tool_context.re
 it is its own tool with its own table, so the two never mix:
 
     model calls hitl_request(args)
-      ├─ invalid args (question_wire.validate_args) ─► HitlResult status "error", nothing pauses
+      ├─ invalid args (question_wire.validate_args) ─► QuestionResult status "error", nothing pauses
       ├─ gated calls in the same model turn, or a second question ─► status "error", nothing pauses
       └─ valid ─► request_confirmation; the run ends; :class:`QuestionRecorder` stores the question
                   (``gatehouse_hitl``) before the client is told; the executor reports the pause
     … human answers (questions/flow.py) …
     resume: ADK re-runs this call with ``tool_confirmation.payload = {"hitl_result": …}``, built by the runtime
-    from the stored result, never from client input ─► the model receives that HitlResult.
+    from the stored result, never from client input ─► the model receives that QuestionResult.
 
-The gate never gates this tool (it subclasses :class:`~agent_runtime.run_scope.HumanTool`).
+The gate never gates this tool (it subclasses :class:`~agent_runtime.runs.run_scope.HumanTool`).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 from prometheus_client import Counter
 
-from agent_runtime.metrics import Metrics
-from agent_runtime.questions import wire as question_wire
-from agent_runtime.questions.store import HitlRecord, HitlStore
-from agent_runtime.run_scope import CURRENT_RUN, HumanTool, PendingQuestion, RunScope
+from agent_runtime.questions import question_wire
+from agent_runtime.questions.store import QuestionRecord, QuestionStore
+from agent_runtime.runs.run_scope import CURRENT_RUN, HumanTool, PendingQuestion, RunScope
+from agent_runtime.telemetry.metrics import Metrics
 
 DESCRIPTION = (
     "Ask the human a question and wait for the answer. The human picks exactly one of `options`. With "
@@ -40,7 +40,7 @@ PLACEHOLDER = {"status": "waiting for the human's answer"}
 
 
 def declaration(name: str) -> types.FunctionDeclaration:
-    """What the model sees: the camelCase arguments of :class:`agent_runtime.questions.wire.HitlArgs`."""
+    """What the model sees: the camelCase arguments of :class:`agent_runtime.questions.question_wire.QuestionArgs`."""
     string = types.Type.STRING
     return types.FunctionDeclaration(
         name=name,
@@ -71,15 +71,15 @@ def declaration(name: str) -> types.FunctionDeclaration:
 
 
 def error_result(message: str, request_id: str = "") -> dict[str, Any]:
-    result = question_wire.HitlResult(
+    result = question_wire.QuestionResult(
         ok=False, status="error", confirmed=False, selected_option=None, source="system", request_id=request_id,
         message=message,
     )
     return result.model_dump(mode="json")
 
 
-class HitlTool(HumanTool):
-    def __init__(self, name: str, metrics: HitlMetrics | None = None) -> None:
+class QuestionTool(HumanTool):
+    def __init__(self, name: str, metrics: QuestionMetrics | None = None) -> None:
         assert name in question_wire.ALIASES
         super().__init__(name=name, description=DESCRIPTION)
         self._metrics = metrics
@@ -129,7 +129,7 @@ def _conflict(scope: RunScope | None) -> str:
     return ""
 
 
-class HitlMetrics:
+class QuestionMetrics:
     """The question counters, on the runtime's own registry (created once per runtime)."""
 
     def __init__(self, metrics: Metrics) -> None:
@@ -144,31 +144,31 @@ class HitlMetrics:
         )
 
 
-def build_tools(enabled: bool, metrics: HitlMetrics | None = None) -> list[HitlTool]:
+def build_tools(enabled: bool, metrics: QuestionMetrics | None = None) -> list[QuestionTool]:
     """The tools to offer the model: ``hitl_request`` and its alias, when ``humanTools.hitlRequest`` is on."""
-    return [HitlTool(name, metrics) for name in question_wire.ALIASES] if enabled else []
+    return [QuestionTool(name, metrics) for name in question_wire.ALIASES] if enabled else []
 
 
 class QuestionRecorder:
-    """Turns the question a run paused on into a durable :class:`HitlRecord` (before anyone is told)."""
+    """Turns the question a run paused on into a durable :class:`QuestionRecord` (before anyone is told)."""
 
-    def __init__(self, store: HitlStore, default_timeout_seconds: float, clock: Callable[[], float] | None = None) -> None:
+    def __init__(self, store: QuestionStore, default_timeout_seconds: float, clock: Callable[[], float] | None = None) -> None:
         self._store = store
         self._timeout = default_timeout_seconds
         self._clock = clock or store.clock
 
-    async def record(self, scope: RunScope, confirmation_ids: Mapping[str, str]) -> HitlRecord | None:
+    async def record(self, scope: RunScope, confirmation_ids: Mapping[str, str]) -> QuestionRecord | None:
         if not scope.hitl:
             return None
         (question,) = scope.hitl  # the tool refuses a second question in the same turn
         args = question.args
-        assert isinstance(args, question_wire.HitlArgs)  # the tool put it there, validated
+        assert isinstance(args, question_wire.QuestionArgs)  # the tool put it there, validated
         confirmation_id = confirmation_ids.get(question.call_id)
         if confirmation_id is None:
             raise RuntimeError(f"ADK did not pause hitl_request call {question.call_id}")
         now = self._clock()
         timeout = args.timeoutMs / 1000 if args.timeoutMs else self._timeout
-        record = HitlRecord(
+        record = QuestionRecord(
             id=question.request_id, task_id=scope.task_id, context_id=scope.context_id,
             confirmation_id=confirmation_id, call_id=question.call_id, tool=question.tool, args=args,
             created_at=now, expires_at=now + timeout, updated_at=now,
@@ -177,4 +177,4 @@ class QuestionRecorder:
         return record
 
 
-__all__ = ["HitlMetrics", "HitlTool", "PendingQuestion", "QuestionRecorder", "build_tools", "declaration", "error_result"]
+__all__ = ["PendingQuestion", "QuestionMetrics", "QuestionRecorder", "QuestionTool", "build_tools", "declaration", "error_result"]

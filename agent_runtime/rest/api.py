@@ -39,11 +39,10 @@ from starlette.routing import Route
 from agent_runtime.access.middleware import principal_of
 from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, ArgumentsChanged, Voted
 from agent_runtime.approvals import votes as vote_rows
-from agent_runtime.authority import Vote, may_see
-from agent_runtime.database import Database
-from agent_runtime.edits import EditRefused
-from agent_runtime.metrics import Metrics
-from agent_runtime.principals import Principal
+from agent_runtime.contract.authority import Vote, may_see
+from agent_runtime.contract.edits import EditRefused
+from agent_runtime.contract.principals import Principal
+from agent_runtime.infra.database import Database
 from agent_runtime.rest import paging
 from agent_runtime.rest.idempotency import MAX_KEY_LENGTH, IdempotencyKeys, KeyPurge, StoredAnswer
 from agent_runtime.rest.models import STATES, ApprovalList, ApprovalView, BodyError, DecisionBody, DecisionResult, ProblemDetails
@@ -52,6 +51,7 @@ from agent_runtime.rest.stream import EventStream
 from agent_runtime.rest.views import views
 from agent_runtime.rest.webhooks import Webhooks
 from agent_runtime.server.decide_one import DecideOne, UnknownRequest, wait_for_resumes
+from agent_runtime.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

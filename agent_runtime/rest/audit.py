@@ -24,11 +24,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from agent_runtime.access.middleware import principal_of
-from agent_runtime.agent_config import AuditConfig, AuditorsConfig
 from agent_runtime.approvals.audit import EVENTS, MAX_PAGE, AuditLog, AuditPage, AuditQuery, parse_cursor, parse_time
-from agent_runtime.database import Database
-from agent_runtime.periodic import PeriodicSweep
-from agent_runtime.principals import Principal
+from agent_runtime.contract.agent_config import AuditConfig, AuditorsConfig
+from agent_runtime.contract.principals import Principal
+from agent_runtime.infra.database import Database
+from agent_runtime.infra.periodic import PeriodicSweep
 from agent_runtime.rest.models import ProblemDetails
 
 log = logging.getLogger(__name__)

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, Text, bindparam, delete, select
 from sqlalchemy.exc import IntegrityError
 
-from agent_runtime.database import Database
-from agent_runtime.periodic import PeriodicSweep
-from agent_runtime.prepared import Prepared
+from agent_runtime.infra.database import Database
+from agent_runtime.infra.periodic import PeriodicSweep
+from agent_runtime.infra.prepared import Prepared
 
 metadata = MetaData()
 
@@ -48,7 +48,7 @@ keys = Table(
 MAX_KEY_LENGTH = 256
 DEFAULT_TTL_SECONDS = 24 * 3600.0
 
-# Built once (agent_runtime/prepared.py): every REST decision reads its key, and writes it in the decision's transaction.
+# Built once (agent_runtime/infra/prepared.py): every REST decision reads its key, and writes it in the decision's transaction.
 _GET = Prepared(select(keys.c.fingerprint, keys.c.status_code, keys.c.response_json).where(
     keys.c.key == bindparam("scoped"), keys.c.principal == bindparam("principal"), keys.c.created_at > bindparam("since"),
 ))

@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from agent_runtime import redaction, wire
 from agent_runtime.approvals import ApprovalRecord, execution, iso_utc
-from agent_runtime.authority import Vote
+from agent_runtime.contract import redaction, wire
+from agent_runtime.contract.authority import Vote
 
 State = Literal["pending", "approved", "denied", "expired", "abandoned", "all"]
 STATES: tuple[str, ...] = ("pending", "approved", "denied", "expired", "abandoned", "all")  # abandoned: gateways
@@ -96,7 +96,7 @@ class ApprovalList(BaseModel):
 class DecisionBody(BaseModel):
     """``POST /approvals/{id}/decision``: ``{"decision": "approve"|"deny", "reason": "…"}``; an approval may carry
     ``arguments``, the call's complete new arguments as REST shows them, where the Agent allows editing
-    (agent_runtime/edits.py): a field left ``«redacted»`` keeps its real value, a changed redacted field is refused."""
+    (agent_runtime/contract/edits.py): a field left ``«redacted»`` keeps its real value, a changed redacted field is refused."""
 
     model_config = ConfigDict(extra="forbid")
 

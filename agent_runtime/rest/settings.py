@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from agent_runtime.durations import parse_duration
+from agent_runtime.contract.durations import parse_duration
 
 WebhookFormat = Literal["json", "slack"]
 

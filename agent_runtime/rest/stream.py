@@ -27,7 +27,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from agent_runtime.approvals import ApprovalRecord
 from agent_runtime.approvals.events import ApprovalEvent
-from agent_runtime.database import Database
+from agent_runtime.infra.database import Database
 from agent_runtime.rest.models import ApprovalEventData, StreamReset
 from agent_runtime.rest.views import views
 

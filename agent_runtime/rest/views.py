@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from agent_runtime.approvals import ApprovalRecord, deciders
 from agent_runtime.approvals import votes as vote_rows
-from agent_runtime.database import Database
+from agent_runtime.infra.database import Database
 from agent_runtime.rest.models import ApprovalView
 
 

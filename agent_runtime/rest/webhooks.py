@@ -29,12 +29,12 @@ import httpx
 
 from agent_runtime.approvals import ApprovalRecord
 from agent_runtime.approvals.events import ApprovalEvent
-from agent_runtime.database import Database
-from agent_runtime.metrics import Metrics
+from agent_runtime.infra.database import Database
 from agent_runtime.rest import signing
 from agent_runtime.rest.models import ApprovalEventData, ApprovalView
 from agent_runtime.rest.settings import RestSettings, webhook_name
 from agent_runtime.rest.views import views
+from agent_runtime.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

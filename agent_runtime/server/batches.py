@@ -13,18 +13,18 @@ from typing import Any
 from a2a.helpers import get_data_parts
 from a2a.types import Message
 
-from agent_runtime import edits
 from agent_runtime.approvals import ApprovalRecord, Voted
 from agent_runtime.approvals.records import OUTCOME_LABEL
-from agent_runtime.authority import who_may_decide
-from agent_runtime.policy import PolicySource
+from agent_runtime.contract import edits
+from agent_runtime.contract.authority import who_may_decide
+from agent_runtime.contract.policy import PolicySource
 
 
 def plan_edits(
     config: PolicySource, pending: list[ApprovalRecord], proposed: dict[str, dict[str, Any]],
 ) -> dict[str, edits.EditPlan]:
-    """Check each proposed edit against the policy (:func:`agent_runtime.edits.plan`); raises
-    :class:`~agent_runtime.edits.EditRefused` naming the request. An edit equal to the current arguments is no edit."""
+    """Check each proposed edit against the policy (:func:`agent_runtime.contract.edits.plan`); raises
+    :class:`~agent_runtime.contract.edits.EditRefused` naming the request. An edit equal to the current arguments is no edit."""
     by_id = {r.id: r for r in pending}
     plans = {}
     for request_id, new_args in proposed.items():

@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 from a2a.helpers import get_data_parts, get_text_parts
 from a2a.types import Message
 
-from agent_runtime import wire
 from agent_runtime.approvals import ApprovalService
+from agent_runtime.contract import wire
 from agent_runtime.pauses.registry import PauseKinds
 
 

@@ -8,8 +8,8 @@ from a2a.types import Task, TaskState
 from a2a.utils.errors import TaskNotCancelableError
 
 from agent_runtime.approvals import AlreadyDecided, ApprovalService, Resolution
-from agent_runtime.metrics import Metrics
 from agent_runtime.server.batches import batch_after
+from agent_runtime.telemetry.metrics import Metrics
 
 
 async def withdraw_approvals(approvals: ApprovalService, metrics: Metrics, task: Task, by: str) -> None:

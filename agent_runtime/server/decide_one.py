@@ -4,7 +4,7 @@ A2A decisions arrive per task (every pending request at once); REST and Kubernet
 task with several pending requests may be decided piece by piece by different people and channels:
 
 1. :class:`DecideOne` records the person's vote durably: one :meth:`~agent_runtime.approvals.ApprovalService.vote`
-   transaction for that single request, judged by the one authority function (:mod:`agent_runtime.authority`:
+   transaction for that single request, judged by the one authority function (:mod:`agent_runtime.contract.authority`:
    who may decide, N-of-M, separation of duties). When the vote makes the outcome final, the same transaction
    decides the request with the conditional update every channel uses (the first channel wins, the others get
    :class:`~agent_runtime.approvals.AlreadyDecided`), with who decided and any caller's extra writes (an
@@ -22,7 +22,7 @@ task with several pending requests may be decided piece by piece by different pe
 
 Edit and approve: every channel that calls ``DecideOne`` shows the arguments redacted (REST, the inbox, kubectl and
 the Slack bridge's ToolApproval votes), so the ``arguments`` it is given are edited from what was *shown*. They are
-un-redacted once, inside the vote's transaction against the locked request (:func:`agent_runtime.redaction.unredact`:
+un-redacted once, inside the vote's transaction against the locked request (:func:`agent_runtime.contract.redaction.unredact`:
 a field left ``«redacted»`` keeps its real value, a changed one refuses the edit), then checked against the policy
 (:func:`~agent_runtime.server.batches.plan_edits`). A2A owners see the real arguments and edit through the executor.
 
@@ -46,18 +46,18 @@ from typing import Any
 from a2a.server.context import ServerCallContext
 from sqlalchemy import Connection
 
-from agent_runtime import redaction
-from agent_runtime.agent_config import ApprovalPolicy
 from agent_runtime.approvals import ApprovalRecord, ApprovalService, Voted
-from agent_runtime.authority import Judgement, Vote, refusal
-from agent_runtime.edits import EditPlan, EditRefused
-from agent_runtime.metrics import Metrics
+from agent_runtime.contract import redaction
+from agent_runtime.contract.agent_config import ApprovalPolicy
+from agent_runtime.contract.authority import Judgement, Vote, refusal
+from agent_runtime.contract.edits import EditPlan, EditRefused
+from agent_runtime.contract.policy import PolicySource
 from agent_runtime.pauses.resumptions import A2AResumer
-from agent_runtime.policy import PolicySource
 from agent_runtime.server.batches import OUTCOME_LABEL, plan_edits
 from agent_runtime.server.owners import acting_for
 from agent_runtime.server.task_store import CachedTaskStore
 from agent_runtime.server.waiting_on import Waiting, waiting_on
+from agent_runtime.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class DecideOne:
     metrics: Metrics
     resumer: A2AResumer  # pauses.resumptions.Resumptions: a taskless kind's callback, or the A2A resumer
     tasks: CachedTaskStore  # read under each task's owner (start-up recovery acts for the owner, like every resume)
-    config: PolicySource | None = None  # the policy an edit is checked against (agent_runtime/edits.py); None: no edits
+    config: PolicySource | None = None  # the policy an edit is checked against (agent_runtime/contract/edits.py); None: no edits
 
     async def __call__(
         self,
@@ -114,7 +114,7 @@ class DecideOne:
         ``session`` makes an approval that decides the request a session grant lasting the Agent's ``grantTTL`` (the
         inbox offers it where the Agent allows session grants). ``arguments``: approve the call with these arguments
         instead (edit and approve), edited from the arguments as shown (redacted); raises
-        :class:`~agent_runtime.edits.EditRefused` where the policy does not allow it or a redacted field was changed.
+        :class:`~agent_runtime.contract.edits.EditRefused` where the policy does not allow it or a redacted field was changed.
         ``seen``: the arguments' hash the voter saw; raises :class:`~agent_runtime.approvals.ArgumentsChanged` when an
         edit changed them since. ``record``: the request as the caller has just read it (the vote re-reads it under its
         lock), to spare a read."""

@@ -13,9 +13,9 @@ from typing import Any
 from a2a.types import Message, Task
 from google.protobuf.json_format import MessageToDict
 
-from agent_runtime.agent_config import AgentConfig
+from agent_runtime.contract.agent_config import AgentConfig
+from agent_runtime.contract.principals import Identities, Principal
 from agent_runtime.delegation import relay
-from agent_runtime.principals import Identities, Principal
 
 
 def _metadata(message: Message) -> dict[str, Any]:

@@ -6,7 +6,7 @@ Every request ends in exactly one of these task states, with the shapes of the w
   ``interrupt_type``), or an unusable decision: the text part is ``str(DecisionError)`` (or "Already
   decided: …") and the data part still lists the pending requests, which stay as they were;
 - ``TASK_STATE_WORKING`` — a decided pause runs on (then one of the others);
-- ``TASK_STATE_COMPLETED`` — the model's reply, as the task's artifact (:mod:`agent_runtime.replies`);
+- ``TASK_STATE_COMPLETED`` — the model's reply, as the task's artifact (:mod:`agent_runtime.runs.replies`);
 - ``TASK_STATE_REJECTED`` — a new message that cannot start a turn (a decision sent without the paused
   task's id, or a message while another task of the same context waits for a decision);
 - ``TASK_STATE_CANCELED`` — a cancel, after :meth:`GatehouseExecutor.withdraw` denied what was pending (the request
@@ -37,21 +37,22 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Task, TaskState
 from a2a.utils.errors import UnsupportedOperationError
 
-from agent_runtime import edits, kagent_hitl, replies, wire
-from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Resolution
 from agent_runtime.approvals.grants import GrantTerms, terms_problem
-from agent_runtime.authority import Vote
+from agent_runtime.contract import edits, kagent_hitl, wire
+from agent_runtime.contract.agent_config import AgentConfig
+from agent_runtime.contract.authority import Vote
+from agent_runtime.contract.principals import Identities, Principal
 from agent_runtime.delegation import relay
-from agent_runtime.metrics import Metrics
 from agent_runtime.pauses.kind import Decision, Internal
 from agent_runtime.pauses.registry import PauseKinds
-from agent_runtime.principals import Identities, Principal
+from agent_runtime.runs import replies
 from agent_runtime.server import batches, delegated
 from agent_runtime.server.busy import ContextGuard
 from agent_runtime.server.cancel import withdraw_approvals
 from agent_runtime.server.owners import TASK_DEPTH, TASK_OWNER, TASK_REQUESTER, caller, owner_name
 from agent_runtime.server.turns import TurnOutcome, TurnRunner
+from agent_runtime.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ approved with ``source: grant``. On resume ADK calls the gate again for the same
 - timed out → ``{"error": "timeout: no decision within <N>s; the call was not run"}``;
 - approved → the gate claims the execution in the approvals table (arguments' hash must match, and only
   the first claim wins) and lets the call run, exactly once. Where an approver edited the arguments
-  (:mod:`agent_runtime.edits`), the claim matches the model's arguments, the call runs with the edited ones (ADK hands
+  (:mod:`agent_runtime.contract.edits`), the claim matches the model's arguments, the call runs with the edited ones (ADK hands
   the tool the same arguments dict the callback gets), and its result tells the model what was changed.
 
 The model never sees the placeholder result of a paused call (ADK drops it from the model's history), and
@@ -28,13 +28,13 @@ from typing import Any
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 
-from agent_runtime import policy
-from agent_runtime.agent_config import AgentConfig
 from agent_runtime.approvals import ApprovalService, args_hash
-from agent_runtime.edits import changed_fields
-from agent_runtime.edits import describe as describe_edit
-from agent_runtime.metrics import Metrics
-from agent_runtime.run_scope import CURRENT_RUN, HumanTool, PendingCall, PendingDelegation, PendingElicitation, RunScope
+from agent_runtime.contract import policy
+from agent_runtime.contract.agent_config import AgentConfig
+from agent_runtime.contract.edits import changed_fields
+from agent_runtime.contract.edits import describe as describe_edit
+from agent_runtime.runs.run_scope import CURRENT_RUN, HumanTool, PendingCall, PendingDelegation, PendingElicitation, RunScope
+from agent_runtime.telemetry.metrics import Metrics
 
 PLACEHOLDER = {"error": "waiting for a human decision"}
 

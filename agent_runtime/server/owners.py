@@ -15,7 +15,7 @@ from contextvars import ContextVar
 from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
 
-from agent_runtime.principals import INTERNAL, Principal, anonymous
+from agent_runtime.contract.principals import INTERNAL, Principal, anonymous
 
 
 class CallerUser(User):

@@ -39,8 +39,8 @@ from a2a.types import CancelTaskRequest, Message, Role, SendMessageRequest, Task
 from a2a.utils.errors import A2AError, InvalidParamsError, TaskNotCancelableError, UnsupportedOperationError
 from google.protobuf.json_format import MessageToDict
 
-from agent_runtime import kagent_hitl
 from agent_runtime.approvals import AlreadyDecided, ApprovalService, Resolution
+from agent_runtime.contract import kagent_hitl
 from agent_runtime.pauses.registry import PauseKinds
 from agent_runtime.server.batches import OUTCOME_LABEL
 from agent_runtime.server.executor import (
@@ -201,7 +201,7 @@ class GatehouseRequestHandler(DefaultRequestHandler):
 
 def _lift_kagent_payload(message: Message) -> None:
     """kagent's hitl/v1 decisions travel in the message's metadata; decisions are read from data parts by the one
-    parser (:func:`agent_runtime.wire.parse_payload`), so the payload is added to the message as one more data part
+    parser (:func:`agent_runtime.contract.wire.parse_payload`), so the payload is added to the message as one more data part
     (and the task history shows it there). A message that also has a data part of its own then has two, which
     decides nothing. A payload that cannot be a decision (undeclared, untyped) or that names no task is refused
     here: left in the metadata, the message's text ("Approved") would be read as the decision instead."""

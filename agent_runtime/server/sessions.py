@@ -51,9 +51,9 @@ from sqlalchemy import (
     update,
 )
 
-from agent_runtime.database import Database
-from agent_runtime.fresh_ids import FreshIds
-from agent_runtime.prepared import Prepared
+from agent_runtime.infra.database import Database
+from agent_runtime.infra.fresh_ids import FreshIds
+from agent_runtime.infra.prepared import Prepared
 
 metadata = MetaData()
 
@@ -122,7 +122,7 @@ class DurableSessionService(BaseSessionService):
         self._db = db
         self._validate = validate_cache
         self._max = max_cached
-        # Session ids (= context ids) with nothing stored yet (agent_runtime/fresh_ids.py); single process only.
+        # Session ids (= context ids) with nothing stored yet (agent_runtime/infra/fresh_ids.py); single process only.
         self._fresh = None if validate_cache else fresh
         self._cache: OrderedDict[Key, _Entry] = OrderedDict()
         self._absent: OrderedDict[Key, None] = OrderedDict()  # looked up, not stored (single process only)

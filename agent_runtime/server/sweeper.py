@@ -13,8 +13,8 @@ import contextlib
 import logging
 
 from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, Resolution
+from agent_runtime.infra.periodic import PeriodicSweep
 from agent_runtime.pauses.resumptions import A2AResumer
-from agent_runtime.periodic import PeriodicSweep
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ user: :mod:`agent_runtime.server.owners`); reads and listings are filtered by it
 "task not found". :meth:`CachedTaskStore.owner_of` tells the runtime's own resumers whom to act for, and
 :meth:`CachedTaskStore.adopt_unowned` gives tasks written before tasks had owners to a configured principal.
 
-Saves run one prepared upsert (built once, with bind parameters; :mod:`agent_runtime.prepared`; the row's values
+Saves run one prepared upsert (built once, with bind parameters; :mod:`agent_runtime.infra.prepared`; the row's values
 from :mod:`agent_runtime.server.task_rows`, without an ORM instance) on
-:class:`~agent_runtime.database.Database`, and cache misses one select. Listing, and everything on Postgres
+:class:`~agent_runtime.infra.database.Database`, and cache misses one select. Listing, and everything on Postgres
 (where replicas may share the table and must see every step), use the parent class unchanged, without a
 cache.
 """
@@ -34,9 +34,9 @@ from sqlalchemy import Connection, Table, bindparam, delete, or_, select, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from agent_runtime.database import Database
-from agent_runtime.fresh_ids import FreshIds
-from agent_runtime.prepared import Prepared
+from agent_runtime.infra.database import Database
+from agent_runtime.infra.fresh_ids import FreshIds
+from agent_runtime.infra.prepared import Prepared
 from agent_runtime.server.owners import owner_name
 from agent_runtime.server.task_rows import ATTRIBUTES, Dicts, row_values
 
@@ -52,7 +52,7 @@ class CachedTaskStore(DatabaseTaskStore):
         super().__init__(db.async_engine, owner_resolver=owner_name)
         self._db = db
         self._lean = db.sqlite
-        self._fresh = fresh if db.sqlite else None  # task ids with nothing stored yet (agent_runtime/fresh_ids.py)
+        self._fresh = fresh if db.sqlite else None  # task ids with nothing stored yet (agent_runtime/infra/fresh_ids.py)
         self._max = max_cached
         self._cache: OrderedDict[tuple[str, str], Task] = OrderedDict()
         self._absent: OrderedDict[tuple[str, str], None] = OrderedDict()  # looked up, not stored (yet)

@@ -44,10 +44,10 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
-from agent_runtime.agent_config import McpServerConfig
 from agent_runtime.approvals import execution
-from agent_runtime.elicitations import wire as eliciting
-from agent_runtime.run_scope import CURRENT_RUN, PendingElicitation, RunScope
+from agent_runtime.contract.agent_config import McpServerConfig
+from agent_runtime.elicitations import elicitation_wire
+from agent_runtime.runs.run_scope import CURRENT_RUN, PendingElicitation, RunScope
 
 TOOL_LIST_CACHE_SECONDS = 3600.0
 # An idle pooled HTTP connection older than this is closed rather than reused: below the shortest keep-alive timeout
@@ -99,13 +99,13 @@ def _input_responses(responses: dict[str, Any] | None) -> dict[str, Any] | None:
     return {k: mcp_types.ElicitResult.model_validate(v) for k, v in responses.items()} if responses else None
 
 
-def _step(raw: mcp_types.InputRequiredResult) -> eliciting.ToolRound:
+def _step(raw: mcp_types.InputRequiredResult) -> elicitation_wire.ToolRound:
     """An ``input_required`` result: questions for the human, a problem (the result), or "call again now" (neither)."""
     requests = {k: v.model_dump(mode="json", by_alias=True, exclude_none=True) for k, v in (raw.input_requests or {}).items()}
-    plan = eliciting.plan_round(requests)
+    plan = elicitation_wire.plan_round(requests)
     if plan.problem:
-        return eliciting.ToolRound(result=eliciting.failed_result(plan.problem))
-    return eliciting.ToolRound(questions=plan.form or None, preset=plan.preset, request_state=raw.request_state,
+        return elicitation_wire.ToolRound(result=elicitation_wire.failed_result(plan.problem))
+    return elicitation_wire.ToolRound(questions=plan.form or None, preset=plan.preset, request_state=raw.request_state,
                                note=plan.note)
 
 
@@ -290,7 +290,7 @@ class DeclaredOnceMcpTool(McpTool):
             for attempt in range(STATE_ROUNDS):
                 result = await self._call_once(current, args, tool_context, credential)
                 if not isinstance(current.raw, mcp_types.InputRequiredResult):
-                    return eliciting.with_note(result, note) if isinstance(result, dict) else result
+                    return elicitation_wire.with_note(result, note) if isinstance(result, dict) else result
                 step = _step(current.raw)
                 note = " ".join(n for n in (note, step.note) if n)
                 if step.result is not None:
@@ -299,15 +299,15 @@ class DeclaredOnceMcpTool(McpTool):
                     return self._pause(args, tool_context, step, note)
                 current.responses, current.state, current.raw = step.preset or None, step.request_state, None
                 await asyncio.sleep(min(0.05 * (attempt + 1), 0.25))
-            return eliciting.failed_result(f"{self.name} kept asking to be called again")
+            return elicitation_wire.failed_result(f"{self.name} kept asking to be called again")
         finally:
             _ROUND.reset(token)
 
-    def _pause(self, args: dict[str, Any], tool_context: ToolContext, step: eliciting.ToolRound, note: str) -> Any:
+    def _pause(self, args: dict[str, Any], tool_context: ToolContext, step: elicitation_wire.ToolRound, note: str) -> Any:
         scope = CURRENT_RUN.get()
         problem = _conflict(scope, self.name)
         if problem:
-            return eliciting.failed_result(problem)
+            return elicitation_wire.failed_result(problem)
         assert scope is not None and step.questions
         request_id = f"eli-{uuid.uuid4().hex[:16]}"
         hint = next(iter(step.questions.values())).message
@@ -322,7 +322,7 @@ class DeclaredOnceMcpTool(McpTool):
 
     async def continue_call(
         self, args: dict[str, Any], responses: dict[str, Any], state: str | None
-    ) -> eliciting.ToolRound:
+    ) -> elicitation_wire.ToolRound:
         """Retry the call with the answers and the server's state (once; the caller claimed it), outside ADK."""
         note = ""
         for attempt in range(STATE_ROUNDS):
@@ -336,17 +336,17 @@ class DeclaredOnceMcpTool(McpTool):
                 finally:
                     manager._end_session_use(None)
             except Exception as exc:  # as ADK reports a failed MCP call to the model
-                return eliciting.ToolRound(result={"error": f"MCP tool execution failed: {exc}"}, note=note)
+                return elicitation_wire.ToolRound(result={"error": f"MCP tool execution failed: {exc}"}, note=note)
             if not isinstance(raw, mcp_types.InputRequiredResult):
-                return eliciting.ToolRound(result=_as_result(raw), note=note)
+                return elicitation_wire.ToolRound(result=_as_result(raw), note=note)
             step = _step(raw)
             note = " ".join(n for n in (note, step.note) if n)
             if step.result is not None or step.questions:
-                return eliciting.ToolRound(result=step.result, questions=step.questions, preset=step.preset,
+                return elicitation_wire.ToolRound(result=step.result, questions=step.questions, preset=step.preset,
                                            request_state=step.request_state, note=note)
             responses, state = step.preset, step.request_state
             await asyncio.sleep(min(0.05 * (attempt + 1), 0.25))
-        return eliciting.ToolRound(result=eliciting.failed_result(f"{self.name} kept asking to be called again"))
+        return elicitation_wire.ToolRound(result=elicitation_wire.failed_result(f"{self.name} kept asking to be called again"))
 
 
 class CachingMcpToolset(McpToolset):
@@ -370,11 +370,11 @@ class CachingMcpToolset(McpToolset):
 
     async def continue_call(
         self, tool: str, args: dict[str, Any], responses: dict[str, Any], state: str | None
-    ) -> eliciting.ToolRound:
+    ) -> elicitation_wire.ToolRound:
         """Retry ``tool``'s call with the user's answers (:meth:`DeclaredOnceMcpTool.continue_call`)."""
         found = next((t for t in await self.get_tools() if t.name == tool), None)
         if not isinstance(found, DeclaredOnceMcpTool):
-            return eliciting.ToolRound(result=eliciting.failed_result(f"the tool {tool} is no longer offered"))
+            return elicitation_wire.ToolRound(result=elicitation_wire.failed_result(f"the tool {tool} is no longer offered"))
         return await found.continue_call(args, responses, state)
 
     async def get_tools(self, readonly_context: ReadonlyContext | None = None) -> list[BaseTool]:

@@ -19,13 +19,13 @@ from google.adk.telemetry.context import ContentCapturingMode, TelemetryConfig
 from google.genai import types
 
 from agent_runtime.approvals import ApprovalRecord, ApprovalService, args_hash
-from agent_runtime.metrics import Metrics
+from agent_runtime.contract.principals import ANONYMOUS
 from agent_runtime.pauses.kind import Recorded, Recorder
-from agent_runtime.principals import ANONYMOUS
-from agent_runtime.run_scope import CURRENT_RUN, RunScope
+from agent_runtime.runs.run_scope import CURRENT_RUN, RunScope
 from agent_runtime.server.gate import confirmation_payload
 from agent_runtime.server.owners import TASK_DEPTH, TASK_OWNER, TASK_REQUESTER
 from agent_runtime.server.sessions import DurableSessionService
+from agent_runtime.telemetry.metrics import Metrics
 
 CONFIRMATION_CALL = "adk_request_confirmation"
 # Spans keep to the stable GenAI conventions and carry no message content: tool arguments stay out of traces,

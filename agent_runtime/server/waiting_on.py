@@ -8,7 +8,7 @@ this agent's own tool approval and every request that pause lists is decided; re
 it with nothing (the task would complete "(no reply)" and the question be lost).
 
 The kind is the status message's ``interrupt_type`` (docs/wire-contract.md); a sub-agent's pause relayed by its parent
-carries the child's ``interrupt_type`` too, marked by :data:`agent_runtime.wire.RELAYED_PAUSE`.
+carries the child's ``interrupt_type`` too, marked by :data:`agent_runtime.contract.wire.RELAYED_PAUSE`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 from a2a.types import Task, TaskState
 from google.protobuf.json_format import MessageToDict
 
-from agent_runtime import wire
+from agent_runtime.contract import wire
 
 
 class Waiting(StrEnum):

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from starlette.applications import Starlette
 
-from agent_runtime import toolapproval_client
 from agent_runtime.bridges.ballots import Ballots
 from agent_runtime.bridges.keeper import MessageKeeper
+from agent_runtime.kube import toolapproval_client
 from agent_runtime.kube.client import KubeClient
 from agent_runtime.slack.api import SlackApi
 from agent_runtime.slack.decisions import Decider

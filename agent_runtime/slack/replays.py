@@ -30,8 +30,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from agent_runtime.infra.periodic import PeriodicSweep
 from agent_runtime.kube.client import KubeClient, KubeError
-from agent_runtime.periodic import PeriodicSweep
 
 log = logging.getLogger(__name__)
 

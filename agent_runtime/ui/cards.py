@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from agent_runtime import redaction
 from agent_runtime.approvals import execution
+from agent_runtime.contract import redaction
 
 FOLD_AT = 160  # characters: longer values are folded (shown on demand)
 _PATH_KEYS = re.compile(r"(^|_)(path|file|filename|dir|directory|dest|destination|src|source|target)s?$", re.I)

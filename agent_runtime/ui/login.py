@@ -18,7 +18,7 @@ from typing import Protocol
 
 from agent_runtime.access.authenticator import Authenticator
 from agent_runtime.access.methods import Unavailable
-from agent_runtime.principals import Principal
+from agent_runtime.contract.principals import Principal
 
 
 class Login(Protocol):

@@ -35,7 +35,7 @@ from starlette.staticfiles import StaticFiles
 
 from agent_runtime.access.middleware import foreign_origin, principal_of, proxied, session_of
 from agent_runtime.access.sessions import Session, Sessions
-from agent_runtime.principals import Principal
+from agent_runtime.contract.principals import Principal
 from agent_runtime.ui import cards
 from agent_runtime.ui.cards import Filters
 from agent_runtime.ui.headers import PAGE_HEADERS

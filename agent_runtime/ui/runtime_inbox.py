@@ -1,15 +1,15 @@
 """The runtime's inbox source: one agent's approvals table, decided through ``DecideOne``.
 
-Reading: the viewer sees a request when :func:`agent_runtime.authority.may_see` says so (the requester, and whoever
+Reading: the viewer sees a request when :func:`agent_runtime.contract.authority.may_see` says so (the requester, and whoever
 may decide it), exactly as REST lists them; the cards carry the arguments as approvers see them (redacted), the votes
 recorded so far and the last user message of the task. Questions (``hitl_request``) are shown to the task's owner
 only: they answer them over A2A from the page, the path every A2A client uses.
 
-Deciding: a person's click is a :class:`~agent_runtime.authority.Vote` cast through
+Deciding: a person's click is a :class:`~agent_runtime.contract.authority.Vote` cast through
 :class:`~agent_runtime.server.decide_one.DecideOne` (channel ``inbox``), the path of REST and kubectl: judged by the
 one authority function, recorded in the votes table, N-of-M, the call run exactly once when the pause resumes.
 
-Edit and approve (:meth:`RuntimeInbox.approve_edited`): where the policy allows it (:func:`agent_runtime.edits.editable`)
+Edit and approve (:meth:`RuntimeInbox.approve_edited`): where the policy allows it (:func:`agent_runtime.contract.edits.editable`)
 a card is :attr:`~agent_runtime.ui.cards.Card.editable`; the page sends the fields the approver changed, which are laid
 over the arguments *as shown* and handed to ``DecideOne`` as the call's complete new arguments. ``DecideOne`` gives
 redacted fields their real values back inside the vote's transaction (a field left as shown keeps its real value; a
@@ -28,12 +28,12 @@ from typing import Any
 from a2a.server.context import ServerCallContext
 from a2a.types import Role, Task
 
-from agent_runtime import edits, redaction
 from agent_runtime.approvals import AlreadyDecided, ApprovalRecord, ApprovalService, ArgumentsChanged
 from agent_runtime.approvals.events import ApprovalEvent
-from agent_runtime.authority import Vote, may_see, tally, who_may_decide
-from agent_runtime.principals import Principal
-from agent_runtime.questions.store import HitlRecord, HitlStore
+from agent_runtime.contract import edits, redaction
+from agent_runtime.contract.authority import Vote, may_see, tally, who_may_decide
+from agent_runtime.contract.principals import Principal
+from agent_runtime.questions.store import QuestionRecord, QuestionStore
 from agent_runtime.server.decide_one import DecideOne, UnknownRequest
 from agent_runtime.server.owners import acting_for
 from agent_runtime.server.task_store import CachedTaskStore
@@ -50,7 +50,7 @@ class RuntimeInbox:
 
     def __init__(
         self, agent: str, *, approvals: ApprovalService, decide_one: DecideOne, tasks: CachedTaskStore | None,
-        questions: HitlStore | None, allow_session: bool, clock: Callable[[], float] = time.time,
+        questions: QuestionStore | None, allow_session: bool, clock: Callable[[], float] = time.time,
         gateway: bool = False,
     ) -> None:
         # ``gateway``: the held calls of an MCPGateway (agent_runtime/gateway): its cards name it as kubectl does
@@ -108,7 +108,7 @@ class RuntimeInbox:
             for record in event.records:
                 listener(record.id)
 
-        def on_question(_: str, record: HitlRecord) -> None:
+        def on_question(_: str, record: QuestionRecord) -> None:
             listener(record.task_id)
 
         stops = [self._approvals.events.subscribe(on_approval)]
@@ -180,7 +180,7 @@ class RuntimeInbox:
         secret into the conversation sees it in the chat; the approvers' cards do not show it."""
         return redaction.redact_text(await self._last_user_text(record.task_id), record.redact)
 
-    async def _question(self, record: HitlRecord, viewer: Principal) -> Question:
+    async def _question(self, record: QuestionRecord, viewer: Principal) -> Question:
         prompt = record.prompt()
         return Question(
             id=record.id, agent=self._agent, question=prompt.question, options=tuple(prompt.options), stage=prompt.stage,

@@ -2,7 +2,7 @@
 
 - the runtime's own (:class:`agent_runtime.ui.runtime_inbox.RuntimeInbox`): the approvals table of one agent,
   decisions through ``DecideOne`` (the path of REST and kubectl), questions of the viewer's own tasks;
-- ``kubectl gatehouse inbox`` (:class:`agent_runtime.kubectl_inbox.ClusterInbox`): the ToolApprovals the user can
+- ``kubectl gatehouse inbox`` (:class:`agent_runtime.clients.kubectl_inbox.ClusterInbox`): the ToolApprovals the user can
   list, votes appended with the user's kubeconfig (RBAC and the admission policy judge them, the runtime counts them).
 
 Who may see and decide is never decided here: the runtime source asks the one authority function, the cluster source
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from agent_runtime.principals import Principal
+from agent_runtime.contract.principals import Principal
 from agent_runtime.ui.cards import Card, Filters, Outcome, Question
 
 Ballot = Literal["approve", "deny"]

@@ -15,7 +15,7 @@ from agent_runtime.access.authenticator import Authenticator
 from agent_runtime.access.hosts import AllowedHosts, HostCheck
 from agent_runtime.access.middleware import RequirePrincipal
 from agent_runtime.access.sessions import Sessions
-from agent_runtime.principals import Principal
+from agent_runtime.contract.principals import Principal
 from agent_runtime.ui.login import LaunchLogin
 from agent_runtime.ui.pages import InboxPages
 from agent_runtime.ui.source import InboxSource

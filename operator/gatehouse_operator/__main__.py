@@ -16,7 +16,7 @@ import sys
 
 from kopf import cli
 
-from agent_runtime.durations import parse_duration
+from agent_runtime.contract.durations import parse_duration
 from gatehouse_operator.settings import SECRET_CHECK_ENV, TRUST_KUBECTL_ENV
 
 TRUST_KUBECTL_FLAG = "--trust-kubectl-without-admission-policy"

@@ -1,14 +1,14 @@
 """The ``ApproversNamed`` condition: whether every call the Agent gates names who, besides its requester, may decide it.
 
 Until the release that closed issue 31, an Agent with no approvers block let any authenticated caller decide its gated
-calls on REST and kubectl. Now such calls are decided by their requester alone (:mod:`agent_runtime.authority`), so an
+calls on REST and kubectl. Now such calls are decided by their requester alone (:mod:`agent_runtime.contract.authority`), so an
 Agent that relied on the old default is told here, on its status: ``False`` with reason ``RequesterOnly`` naming where
-(:func:`agent_runtime.policy.requester_only`) and how to let others decide. Pure.
+(:func:`agent_runtime.contract.policy.requester_only`) and how to let others decide. Pure.
 """
 
 from __future__ import annotations
 
-from agent_runtime.policy import PolicySource, requester_only
+from agent_runtime.contract.policy import PolicySource, requester_only
 from gatehouse_operator.status import StatusCondition
 
 __all__ = ["CONDITION", "approvers_condition"]

@@ -45,10 +45,10 @@ from typing import Any
 
 import kopf
 
-from agent_runtime.agent_config import AgentConfig, GatewayConfig
-from agent_runtime.resources import GROUP, Agent, MCPGateway
-from agent_runtime.resources.agent import SqliteStateSpec
-from agent_runtime.translator import (
+from agent_runtime.contract.agent_config import AgentConfig, GatewayConfig
+from agent_runtime.contract.resources import GROUP, Agent, MCPGateway
+from agent_runtime.contract.resources.agent import SqliteStateSpec
+from agent_runtime.contract.translator import (
     ACCESS_DIR,
     AGENT_TOKEN_AUDIENCE,
     AGENT_TOKEN_DIR,
@@ -272,13 +272,13 @@ def _env(agent: Owner, config: Config, inputs: BuildInputs, plan: storage.StateL
 
 def public_url(agent: Agent) -> str:
     """The URL the agent card announces: ``spec.a2aConfig.publicUrl``, else the Service's in-cluster address -- by
-    :func:`agent_runtime.translator.agent_url`, the same formula as the URL an Agent using this one as a tool calls."""
+    :func:`agent_runtime.contract.translator.agent_url`, the same formula as the URL an Agent using this one as a tool calls."""
     return agent_url(agent.name, agent.namespace, agent.spec.a2a_config.public_url)
 
 
 def needs_agent_token(config: Config) -> bool:
     """Whether the runtime presents a token of its ServiceAccount to an Agent it uses as a tool (read from the file the
-    kubelet projects, :data:`agent_runtime.translator.AGENT_TOKEN_FILE`); a gateway never does."""
+    kubelet projects, :data:`agent_runtime.contract.translator.AGENT_TOKEN_FILE`); a gateway never does."""
     return isinstance(config, AgentConfig) and any(sub.token_file == AGENT_TOKEN_FILE for sub in config.sub_agents)
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from agent_runtime.resources import GROUP
+from agent_runtime.contract.resources import GROUP
 from gatehouse_operator import apply, storage
 from gatehouse_operator.kube import ApiException, ChildrenApi
 from gatehouse_operator.status import StatusCondition

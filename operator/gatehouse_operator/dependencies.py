@@ -43,10 +43,10 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from agent_runtime.agent_config import AgentConfig, GatewayConfig
-from agent_runtime.errors import Problem, problems_from_validation
-from agent_runtime.resources import GROUP, VERSION, Agent, ModelConfig, RemoteMCPServer
-from agent_runtime.translator import SecretFile, secret_env
+from agent_runtime.contract.agent_config import AgentConfig, GatewayConfig
+from agent_runtime.contract.errors import Problem, problems_from_validation
+from agent_runtime.contract.resources import GROUP, VERSION, Agent, ModelConfig, RemoteMCPServer
+from agent_runtime.contract.translator import SecretFile, secret_env
 from gatehouse_operator.kube import ChildrenApi
 
 __all__ = ["Dependencies", "DependencyKind", "ReferencedSecrets", "SeenSecret", "changed_secrets", "is_missing"]

@@ -57,7 +57,7 @@ from typing import Any
 
 import kopf
 
-from agent_runtime.resources import GROUP, VERSION
+from agent_runtime.contract.resources import GROUP, VERSION
 from gatehouse_operator import builders, periodic, state_switch, status, tokenreview
 from gatehouse_operator.dependencies import Dependencies
 from gatehouse_operator.kube import ApiException

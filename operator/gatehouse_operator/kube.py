@@ -21,7 +21,7 @@ from urllib.parse import quote
 import kubernetes
 from kubernetes.client.exceptions import ApiException
 
-from agent_runtime.resources import GROUP, VERSION
+from agent_runtime.contract.resources import GROUP, VERSION
 
 __all__ = ["ApiException", "ChildrenApi", "connect"]
 

@@ -47,7 +47,7 @@ import kubernetes
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
-from agent_runtime.durations import parse_duration
+from agent_runtime.contract.durations import parse_duration
 from gatehouse_operator import metrics, probes
 from gatehouse_operator.kube import ApiException, connect
 

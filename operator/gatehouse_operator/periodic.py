@@ -41,7 +41,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from agent_runtime.resources import Agent
+from agent_runtime.contract.resources import Agent
 
 # leadership first: its startup handler (this replica leads) runs before start_periodic (kopf keeps their order)
 from gatehouse_operator import builders, leadership, tokenreview

@@ -8,7 +8,7 @@ of its Deployment, and the periodic resync. Each run
    own create/update/resume, takes it as kopf's watch event just showed it;
 2. refuses a ``spec.deployment.serviceAccountName`` other than the Agent's own name (the runtime's identity is
    fixed, so that the admission policy can tell the runtime from users);
-3. translates it with :func:`agent_runtime.translator.translate` (``in_cluster``), reading the ModelConfig,
+3. translates it with :func:`agent_runtime.contract.translator.translate` (``in_cluster``), reading the ModelConfig,
    RemoteMCPServers and the Agents it reaches through its Agent tools from the in-memory caches
    (:mod:`gatehouse_operator.dependencies`), generates the token
    Secret if the Agent names none (:mod:`gatehouse_operator.access`), and reads the referenced Secrets by name
@@ -49,10 +49,10 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from agent_runtime.agent_config import AgentConfig, GatewayConfig
-from agent_runtime.errors import Problem, TranslationError, problems_from_validation
-from agent_runtime.resources import Agent, MCPGateway, RemoteMCPServer
-from agent_runtime.translator import access_files, database_env, translate, translate_gateway
+from agent_runtime.contract.agent_config import AgentConfig, GatewayConfig
+from agent_runtime.contract.errors import Problem, TranslationError, problems_from_validation
+from agent_runtime.contract.resources import Agent, MCPGateway, RemoteMCPServer
+from agent_runtime.contract.translator import access_files, database_env, translate, translate_gateway
 from gatehouse_operator import access, apply, approvers, builders, claims, metrics, state_switch, status, storage, tokenreview
 from gatehouse_operator.admission import admission_condition
 from gatehouse_operator.dependencies import Dependencies, ReferencedSecrets, is_missing

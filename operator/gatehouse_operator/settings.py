@@ -53,7 +53,7 @@ from typing import Any
 
 import kopf
 
-from agent_runtime.durations import parse_duration
+from agent_runtime.contract.durations import parse_duration
 from gatehouse_operator.admission import PolicyVerdict
 from gatehouse_operator.builders import config_secret_name
 from gatehouse_operator.dependencies import ReferencedSecrets

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agent_runtime.errors import Problem
+from agent_runtime.contract.errors import Problem
 
 __all__ = ["FORCE_ANNOTATION", "HELD", "held", "is_held", "pending_count", "worth_checking"]
 

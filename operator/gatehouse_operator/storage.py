@@ -29,9 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent_runtime.agent_config import SecretEnvRef
-from agent_runtime.resources import Agent, MCPGateway
-from agent_runtime.translator import DATABASE_URL_ENV, database_env
+from agent_runtime.contract.agent_config import SecretEnvRef
+from agent_runtime.contract.resources import Agent, MCPGateway
+from agent_runtime.contract.translator import DATABASE_URL_ENV, database_env
 from gatehouse_operator.status import StatusCondition
 
 __all__ = ["STATE_DIR", "StateLayout", "claim_name", "durable_condition", "layout", "store_of"]

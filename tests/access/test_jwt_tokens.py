@@ -19,7 +19,7 @@ from jwt.utils import base64url_decode, base64url_encode
 
 from agent_runtime.access.jwt_tokens import JwtMethod
 from agent_runtime.access.methods import Identity
-from agent_runtime.agent_config import JwtConfig
+from agent_runtime.contract.agent_config import JwtConfig
 
 ISSUER = "https://issuer.example"
 AUDIENCE = "gatehouse"

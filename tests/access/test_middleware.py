@@ -17,7 +17,7 @@ from agent_runtime.access.middleware import RequirePrincipal, principal_of
 from agent_runtime.access.proxy import SECRET_HEADER, TrustedProxy
 from agent_runtime.access.sessions import COOKIE, Sessions
 from agent_runtime.access.tokens import parse_tokens
-from agent_runtime.principals import Principal
+from agent_runtime.contract.principals import Principal
 
 SESSIONS = Sessions(b"k" * 32)
 ALICE = Principal("alice", frozenset({"sre"}), "token", "alice")

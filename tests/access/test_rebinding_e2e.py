@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_runtime import wire
+from agent_runtime.contract import wire
 from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, request_ids, runtime, state
 
 pytestmark = pytest.mark.e2e

@@ -11,8 +11,8 @@ import pytest
 
 from agent_runtime.access.revocations import StoredRevocations
 from agent_runtime.access.sessions import Sessions
-from agent_runtime.database import Database, default_database_url
-from agent_runtime.principals import Principal
+from agent_runtime.contract.principals import Principal
+from agent_runtime.infra.database import Database, default_database_url
 
 KEY = b"k" * 32
 ALICE = Principal("alice", frozenset({"sre"}), "token", "alice")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from agent_runtime.access.session_keys import shared_key
 from agent_runtime.access.sessions import Sessions
-from agent_runtime.database import Database, default_database_url
-from agent_runtime.principals import Principal
+from agent_runtime.contract.principals import Principal
+from agent_runtime.infra.database import Database, default_database_url
 
 STATE_V2 = Path(__file__).parents[1] / "testdata" / "state-v2" / "gatehouse.db"
 

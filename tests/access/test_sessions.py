@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_runtime.access.sessions import COOKIE, Sessions, csrf_ok
-from agent_runtime.principals import Principal
+from agent_runtime.contract.principals import Principal
 
 ALICE = Principal("alice", frozenset({"sre", "dev"}), "token", "alice")
 

@@ -11,8 +11,8 @@ from agent_runtime.access.authenticator import Authenticator
 from agent_runtime.access.methods import TokenFileMethod
 from agent_runtime.access.settings import is_loopback, load_access_settings
 from agent_runtime.access.tokens import TokenUser, bearer, parse_tokens, user_for
-from agent_runtime.agent_config import AccessConfig, IdentityConfig
-from agent_runtime.principals import ANONYMOUS, UNOWNED, Identities
+from agent_runtime.contract.agent_config import AccessConfig, IdentityConfig
+from agent_runtime.contract.principals import ANONYMOUS, UNOWNED, Identities
 
 
 def test_token_file_lines() -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent_runtime import processes
 from agent_runtime.app.announce import listening_url, startup_lines
+from agent_runtime.clients import processes
 from tests.support.runtime import RUNTIME_CMD, demo_tools, write_manifests
 
 

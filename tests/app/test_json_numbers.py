@@ -1,5 +1,5 @@
 """Whole numbers leave the A2A endpoint as JSON integers (agent_runtime/app/json_numbers.py): the pure rewrite, and
-the wrapped route answering a unary and a streamed request (in process; tests/test_kagent_hitl_e2e.py checks the
+the wrapped route answering a unary and a streamed request (in process; tests/server/test_kagent_hitl_e2e.py checks the
 runtime's own answers over HTTP, as a kagent client parses them)."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import pytest
 from agent_runtime.app.factory import Runtime, build_app
 from agent_runtime.app.readiness import STOPPING, DatabaseWatch, tools_unreachable
 from agent_runtime.app.settings import RuntimeSettings
-from agent_runtime.manifests import select_agent_config
+from agent_runtime.contract.manifests import select_agent_config
 from tests.support.runtime import demo_tools, write_manifests
 
 

@@ -20,17 +20,16 @@ import httpx
 import pytest
 import yaml
 
-from agent_runtime import toolapproval_client
 from agent_runtime.access.settings import load_access_settings
 from agent_runtime.app.factory import Runtime, build_app
 from agent_runtime.app.settings import RuntimeSettings
 from agent_runtime.bridges import Ballots, MessageKeeper, Person, Ref
 from agent_runtime.bridges.ballots import NOT_THIS_REQUEST, unmapped
 from agent_runtime.bridges.requests import posted
-from agent_runtime.kube import KubeSettings
+from agent_runtime.contract.manifests import select_agent_config
+from agent_runtime.kube import KubeSettings, toolapproval_client
 from agent_runtime.kube.client import KubeClient
 from agent_runtime.kube.objects import approval_name
-from agent_runtime.manifests import select_agent_config
 from tests.bridges import recording_channel
 from tests.bridges.recording_channel import ANNOTATION, People, RecordingNotifier, decide
 from tests.support import helm as helm_support

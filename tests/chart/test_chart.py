@@ -197,7 +197,7 @@ def test_trusting_kubectl_without_the_admission_policy_is_a_value(render: Render
 
 def test_the_secret_check_interval_is_a_value(render: Render) -> None:
     """How often the operator reads the referenced Secrets again (it does not watch them): a valid duration."""
-    from agent_runtime.durations import parse_duration
+    from agent_runtime.contract.durations import parse_duration
 
     for args, expected in (((), "60s"), (("--set", "operator.secretCheckInterval=15s"), "15s")):
         env = {e["name"]: e.get("value") for e in _operator_container(render(*args))["env"]}

@@ -273,7 +273,7 @@ def test_the_fence_lets_the_operator_delete_only_earlier_per_agent_bindings(
 
 def test_the_runtime_grants_of_the_operator_builders_are_covered(render: Render) -> None:
     """Every rule of the Role the operator renders for a runtime is one the chart lets the operator hold."""
-    from agent_runtime.resources import Agent
+    from agent_runtime.contract.resources import Agent
     from gatehouse_operator.builders import build_role
 
     agent = Agent.model_validate({"kind": "Agent", "metadata": {"name": "a", "namespace": "team-a"},

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from agent_runtime import processes
+from agent_runtime.clients import processes
 from tests.cluster.test_operator import _operator_command
 from tests.support.cluster import Cluster
 from tests.support.cluster.chart import Release, helm, install

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from agent_runtime import processes
+from agent_runtime.clients import processes
 from tests.support.cluster import Cluster
 from tests.support.cluster.chart import Release
 from tests.support.processes import free_port

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.operator_tests import test_pod_security as operator_cases
+from tests.gatehouse_operator import test_pod_security as operator_cases
 from tests.support.cluster import Cluster, rest
 from tests.support.cluster.chart import Release
 from tests.support.pod_security import violations

@@ -35,10 +35,10 @@ import httpx
 import pytest
 import yaml
 
-from agent_runtime.agent_config import SubAgentConfig
+from agent_runtime.contract.agent_config import SubAgentConfig
+from agent_runtime.contract.translator import AGENT_TOKEN_AUDIENCE, AGENT_TOKEN_FILE, AGENT_TOKEN_SECONDS
 from agent_runtime.delegation.client import SubAgentUnreachable, _Bearer
 from agent_runtime.kube.objects import approval_name
-from agent_runtime.translator import AGENT_TOKEN_AUDIENCE, AGENT_TOKEN_FILE, AGENT_TOKEN_SECONDS
 from tests.support.cluster import Cluster
 from tests.support.cluster.chart import Release
 from tests.support.cluster.local_agent import AGENT, LocalAgent, local_agent, wait

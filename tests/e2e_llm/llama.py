@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from agent_runtime import processes
+from agent_runtime.clients import processes
 from tests.e2e_llm.prepare import MODEL_PATH, SERVER_PATH, model_ready, server_ready
 from tests.support.processes import free_port
 

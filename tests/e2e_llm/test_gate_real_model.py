@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from agent_runtime import wire
-from agent_runtime.questions import wire as question_wire
+from agent_runtime.contract import wire
+from agent_runtime.questions import question_wire
 from tests.e2e_llm.conftest import NOTES
 from tests.support.runtime import Rpc, Tools, interrupt, state, status_text
 
@@ -101,11 +101,11 @@ def test_two_deletes_run_only_as_approved_and_once_each(rpc: Rpc, tools: Tools) 
     assert {name for name in ("a.txt", "b.txt", "old.txt") if not (tools.sandbox / name).exists()} == set(asked)
 
 
-def _question(task: dict[str, Any]) -> question_wire.HitlPrompt:
+def _question(task: dict[str, Any]) -> question_wire.QuestionPrompt:
     assert state(task) == PAUSED, status_text(task) or task
     assert task["status"]["message"]["metadata"]["interrupt_type"] == "hitl_request", task["status"]
     (data,) = [p["data"] for p in task["status"]["message"]["parts"] if "data" in p]
-    (prompt,) = question_wire.HitlInterrupt.model_validate(data).requests
+    (prompt,) = question_wire.QuestionInterrupt.model_validate(data).requests
     return prompt
 
 

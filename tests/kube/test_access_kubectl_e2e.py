@@ -1,4 +1,4 @@
-"""Who may approve, on the kubectl channel, end to end: the Kubernetes counterpart of tests/test_access_e2e.py.
+"""Who may approve, on the kubectl channel, end to end: the Kubernetes counterpart of tests/access/test_access_e2e.py.
 
 One stack for the module: the emulated API server over HTTPS with the chart's ValidatingAdmissionPolicy (rendered
 by the real helm) loaded and enforcing, the demo MCP server and ``gatehouse-runtime serve`` as processes. The

@@ -1,4 +1,4 @@
-"""``kubectl gatehouse inbox``'s source (agent_runtime/kubectl_inbox.py) and command, against the emulated API server.
+"""``kubectl gatehouse inbox``'s source (agent_runtime/clients/kubectl_inbox.py) and command, against the emulated API server.
 
 :class:`ClusterInbox` reads and votes with one kubeconfig identity (the admin named alice@example.com, or a user with
 a token of their own and, with RBAC enforced, only the grants given here). No runtime runs: a stand-in
@@ -25,9 +25,9 @@ import kubernetes
 import psutil
 import pytest
 
-from agent_runtime.kubectl_inbox import ClusterInbox, card_of, epoch
-from agent_runtime.principals import Principal
-from agent_runtime.toolapproval_client import connect
+from agent_runtime.clients.kubectl_inbox import ClusterInbox, card_of, epoch
+from agent_runtime.contract.principals import Principal
+from agent_runtime.kube.toolapproval_client import connect
 from agent_runtime.ui.cards import Filters, VoteLine
 from tests.kube.test_kubectl_plugin import ALICE, TA, approval, hitl_question, runtime_answers
 from tests.support.browser import chromium
@@ -205,7 +205,7 @@ async def test_what_cannot_be_voted_on(cluster: RunningEmulator) -> None:
 async def test_a_concurrent_write_is_retried(cluster: RunningEmulator, kubectl: Kubectl,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Someone else wrote between our read and our write (409): the inbox reads again and votes again."""
-    from agent_runtime import toolapproval_client
+    from agent_runtime.kube import toolapproval_client
 
     real, calls = toolapproval_client._get, []
 
@@ -299,7 +299,7 @@ async def test_listeners_hear_of_what_appears_changes_and_goes(
 @pytest.fixture
 def served(cluster: RunningEmulator) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """``kubectl gatehouse inbox --no-browser`` as a process: it and the URL it printed."""
-    code = "from agent_runtime.kubectl_plugin import main; main()"
+    code = "from agent_runtime.clients.kubectl_plugin import main; main()"
     proc = subprocess.Popen([sys.executable, "-c", code, "inbox", "--no-browser"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "FORWARDED_ALLOW_IPS": "*"})
     try:
@@ -410,7 +410,7 @@ def test_the_browser_is_opened_only_where_there_is_one(
 
     import uvicorn
 
-    from agent_runtime import kubectl_inbox
+    from agent_runtime.clients import kubectl_inbox
 
     monkeypatch.setenv("DISPLAY", display)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)

@@ -20,10 +20,10 @@ import yaml
 from agent_runtime.access.settings import load_access_settings
 from agent_runtime.app.factory import Runtime, build_app
 from agent_runtime.app.settings import RuntimeSettings
+from agent_runtime.contract.manifests import select_agent_config
 from agent_runtime.kube import KubeSettings
 from agent_runtime.kube.client import KubeError
 from agent_runtime.kube.objects import approval_name
-from agent_runtime.manifests import select_agent_config
 from tests.support.inprocess import InProcessApp
 from tests.support.kube_fixtures import Kubectl, until
 from tests.support.kube_server import RunningEmulator

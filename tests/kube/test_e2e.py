@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from agent_runtime import wire
+from agent_runtime.contract import wire
 from agent_runtime.kube.objects import approval_name
 from tests.support.kube_fixtures import Kubectl, kubectl_and_plugin, table
 from tests.support.kube_server import RunningEmulator, serve, write_kubeconfig

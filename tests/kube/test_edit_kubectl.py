@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from agent_runtime import wire
+from agent_runtime.contract import wire
 from agent_runtime.kube.objects import approval_name
-from agent_runtime.toolapproval_client import PluginError, edited_arguments
+from agent_runtime.kube.toolapproval_client import PluginError, edited_arguments
 from tests.kube.test_e2e import Stack, stack
 from tests.support.runtime import request_ids, state, status_text, wait_for
 

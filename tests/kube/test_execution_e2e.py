@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from agent_runtime import processes, wire
-from agent_runtime.cli import app as cli_app
+from agent_runtime.clients import processes
+from agent_runtime.clients.cli import app as cli_app
+from agent_runtime.contract import wire
 from agent_runtime.kube.objects import approval_name
 from agent_runtime.rest.models import ApprovalView
 from agent_runtime.slack import messages

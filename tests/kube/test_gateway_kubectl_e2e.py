@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from agent_runtime.kube.objects import approval_name
+from tests.gateway.test_gateway_e2e import OFFERED, RUNTIME_CMD, TOKENS, Served, _manifests, _text, held_call, pending
 from tests.kube.test_kubectl_plugin import plugin
 from tests.support.kube_fixtures import wait_for
 from tests.support.kube_server import RunningEmulator
 from tests.support.processes import GATEHOUSE_CMD, free_port, running
-from tests.test_gateway_e2e import OFFERED, RUNTIME_CMD, TOKENS, Served, _manifests, _text, held_call, pending
 
 pytestmark = pytest.mark.e2e
 

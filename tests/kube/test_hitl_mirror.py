@@ -15,19 +15,19 @@ from typing import Any
 import pytest
 
 from agent_runtime.kube.objects import approval_name
-from agent_runtime.questions import wire as question_wire
+from agent_runtime.questions import question_wire
 from tests.kube.test_runtime import App, app, phase, until  # noqa: F401  (the fixture)
 from tests.support.runtime import state
 
 pytestmark = pytest.mark.e2e
 
 
-def _prompt(task: dict[str, Any]) -> question_wire.HitlPrompt:
+def _prompt(task: dict[str, Any]) -> question_wire.QuestionPrompt:
     (data,) = [p["data"] for p in task["status"]["message"]["parts"] if "data" in p]
-    return question_wire.HitlInterrupt.model_validate(data).requests[0]
+    return question_wire.QuestionInterrupt.model_validate(data).requests[0]
 
 
-def _answer(prompt: question_wire.HitlPrompt, option: str) -> dict[str, Any]:
+def _answer(prompt: question_wire.QuestionPrompt, option: str) -> dict[str, Any]:
     return {"decision_type": "answer", "answers": {prompt.id: option}}
 
 

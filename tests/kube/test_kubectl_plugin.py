@@ -1,4 +1,4 @@
-"""``kubectl gatehouse`` (agent_runtime/kubectl_plugin.py) against the emulated API server.
+"""``kubectl gatehouse`` (agent_runtime/clients/kubectl_plugin.py) against the emulated API server.
 
 Most commands run in-process through the plugin's ``main()`` (fast); one test runs the real plugin path,
 ``kubectl gatehouse …`` with the virtualenv's bin on PATH so kubectl finds ``kubectl-gatehouse``. No runtime
@@ -23,7 +23,8 @@ from typing import Any
 import kubernetes
 import pytest
 
-from agent_runtime import kubectl_plugin, toolapproval_client
+from agent_runtime.clients import kubectl_plugin
+from agent_runtime.kube import toolapproval_client
 from tests.support.kube_fixtures import Kubectl, table
 from tests.support.kube_server import RunningEmulator
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from agent_runtime.agent_config import RedactConfig
 from agent_runtime.approvals import ApprovalRecord, args_hash
+from agent_runtime.contract.agent_config import RedactConfig
+from agent_runtime.contract.resources.tool_approval import ToolApproval
 from agent_runtime.kube import detect, objects
-from agent_runtime.questions import wire as question_wire
-from agent_runtime.questions.store import HitlRecord
-from agent_runtime.resources.tool_approval import ToolApproval
+from agent_runtime.questions import question_wire
+from agent_runtime.questions.store import QuestionRecord
 from tests.support import crd_validation
 
 DNS = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -138,7 +138,7 @@ def test_the_runtime_knows_its_redacted_toolapproval_and_nothing_else() -> None:
 
 
 def test_a_hitl_question_shows_no_secret() -> None:
-    asked = question(args=question_wire.HitlArgs(question=f"Use {SECRET}?", options=["yes", "no"]))
+    asked = question(args=question_wire.QuestionArgs(question=f"Use {SECRET}?", options=["yes", "no"]))
     spec = objects.hitl_approval(asked, "file-manager", "default", None)["spec"]
     assert spec["hint"] == "Use «redacted»?" and spec["arguments"]["question"] == "Use «redacted»?"
     assert spec["redacted"] == ["$.question"]
@@ -161,15 +161,15 @@ def test_detect_is_off_locally_unless_a_kubeconfig_is_given(tmp_path: Path) -> N
     assert pod is not None and pod.in_cluster and pod.namespace == "prod" and pod.kubeconfig is None
 
 
-def question(**kw: object) -> HitlRecord:
+def question(**kw: object) -> QuestionRecord:
     base: dict[str, object] = dict(
         id="hitl-0123456789abcdef", task_id="t-1", context_id="ctx-1", confirmation_id="c", call_id="adk-2",
         tool="hitl_request", created_at=1_700_000_000.0, expires_at=1_700_000_900.0,
-        args=question_wire.HitlArgs(question="Deploy where?", options=["staging", "prod"], defaultOption="staging",
+        args=question_wire.QuestionArgs(question="Deploy where?", options=["staging", "prod"], defaultOption="staging",
                            metadata={"ticket": "T-1"}, confirmationMessage="recorded"),
     )
     base.update(kw)
-    return HitlRecord(**base)  # type: ignore[arg-type]
+    return QuestionRecord(**base)  # type: ignore[arg-type]
 
 
 def test_a_hitl_question_is_a_tool_approval_of_its_own_kind() -> None:
@@ -187,8 +187,8 @@ def test_a_hitl_question_is_a_tool_approval_of_its_own_kind() -> None:
     assert crd_validation.validate({**obj, "status": objects.hitl_status(question())}) == []
 
 
-def _done(status: str, source: str, message: str, selected: str | None, record_source: str | None = None) -> HitlRecord:
-    result = question_wire.HitlResult(ok=status == "confirmed", status=status, confirmed=status == "confirmed",  # type: ignore[arg-type]
+def _done(status: str, source: str, message: str, selected: str | None, record_source: str | None = None) -> QuestionRecord:
+    result = question_wire.QuestionResult(ok=status == "confirmed", status=status, confirmed=status == "confirmed",  # type: ignore[arg-type]
                              selected_option=selected, source=source, request_id="hitl-0123456789abcdef",  # type: ignore[arg-type]
                              message=message)
     return question(stage="done", selected=selected, result=result, updated_at=1_700_000_100.0,
@@ -207,7 +207,7 @@ def _done(status: str, source: str, message: str, selected: str | None, record_s
          "the task was canceled"),
     ],
 )
-def test_a_hitl_outcome_becomes_a_status(done: HitlRecord, phase: str, source: str, by: str, reason: str) -> None:
+def test_a_hitl_outcome_becomes_a_status(done: QuestionRecord, phase: str, source: str, by: str, reason: str) -> None:
     status = objects.hitl_status(done)
     assert status == {"phase": phase, "summary": "question=Deploy where?", "source": source, "decidedBy": by,
                       "reason": reason, "decidedAt": "2023-11-14T22:15:00Z"}

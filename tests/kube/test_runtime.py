@@ -16,13 +16,13 @@ import httpx
 import pytest
 import yaml
 
-from agent_runtime import wire
 from agent_runtime.app.factory import Runtime, build_app
 from agent_runtime.app.settings import RuntimeSettings
 from agent_runtime.approvals import Resolution
+from agent_runtime.contract import wire
+from agent_runtime.contract.manifests import select_agent_config
 from agent_runtime.kube import KubeSettings
 from agent_runtime.kube.objects import approval_name
-from agent_runtime.manifests import select_agent_config
 from tests.support.inprocess import InProcessApp
 from tests.support.kube_fixtures import Kubectl, until
 from tests.support.kube_server import RunningEmulator

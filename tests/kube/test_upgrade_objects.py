@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent_runtime.agent_config import ApproversConfig
 from agent_runtime.approvals import ApprovalRecord, args_hash
+from agent_runtime.contract.agent_config import ApproversConfig
+from agent_runtime.contract.resources.tool_approval import ToolApproval, ToolApprovalStatus
 from agent_runtime.kube import objects
-from agent_runtime.resources.tool_approval import ToolApproval, ToolApprovalStatus
 from tests.support import crd_validation
 
 STORED = json.loads((Path(__file__).parents[1] / "testdata" / "toolapproval-v2" / "pending.json").read_text())
@@ -47,7 +47,7 @@ def test_the_runtime_finds_its_request_and_the_vote_in_it() -> None:
 
 
 def test_the_inbox_shows_a_stored_toolapproval_and_todays_objects_name_who_asked() -> None:
-    from agent_runtime.kubectl_inbox import card_of
+    from agent_runtime.clients.kubectl_inbox import card_of
 
     card = card_of(STORED)  # written before ToolApprovals said who asked: the page shows "unknown"
     assert (card.tool, card.status, card.requested_by, card.required) == ("delete_file", "pending", "", 2)

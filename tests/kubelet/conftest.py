@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from tests.operator_tests.conftest import OperatorProcess, operator
+from tests.gatehouse_operator.conftest import OperatorProcess, operator
 from tests.support.kube_fixtures import Kubectl, kube, kube_api, kubectl, wait_for
 from tests.support.kubelet import kubelet
 

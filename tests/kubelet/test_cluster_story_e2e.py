@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 import yaml
 
-from agent_runtime import wire
+from agent_runtime.contract import wire
 from agent_runtime.kube.objects import approval_name
-from tests.operator_tests.conftest import OperatorProcess
+from tests.gatehouse_operator.conftest import OperatorProcess
 from tests.support import helm as helm_support
 from tests.support.kube_fixtures import Kubectl, wait_for
 from tests.support.kube_server import RunningEmulator

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent_runtime import wire
+from agent_runtime.contract import wire
 from agent_runtime.kube.objects import approval_name
+from tests.gatehouse_operator.conftest import EXAMPLE, OperatorProcess
 from tests.kubelet.cluster import GATEHOUSE, Cluster, container, deployment, service
-from tests.operator_tests.conftest import EXAMPLE, OperatorProcess
 from tests.support.kube_fixtures import Kubectl, wait_for
 from tests.support.kube_server import RunningEmulator
 from tests.support.kubelet import Kubelet

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from agent_runtime import wire
+from agent_runtime.contract import wire
 from tests.support.cluster import Cluster, realnode
 from tests.support.cluster.chart import CHART, helm
 from tests.support.processes import GATEHOUSE_CMD, free_port, running

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from agent_runtime import wire
+from agent_runtime.contract import wire
 from tests.support.runtime import Rpc, Tools, finished_explanation, state, status_text
 
 __all__ = ["Conversation", "Ledger", "count", "reply_text", "rng", "send_decision"]

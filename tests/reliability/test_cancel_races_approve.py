@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from agent_runtime import wire
+from agent_runtime.contract import wire
 from tests.reliability.soak import count, pause, rng
 from tests.support.runtime import Rpc, RuntimeProcess, Tools, finished_explanation, state, status_text
 

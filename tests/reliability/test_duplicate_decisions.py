@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agent_runtime import wire
+from agent_runtime.contract import wire
 from tests.reliability.soak import pause, reply_text
 from tests.support.runtime import Rpc, RuntimeProcess, Tools, state, status_text
 

@@ -1,6 +1,6 @@
 """The operator killed (``kill -9``) mid-reconcile converges on restart.
 
-``tests/operator_tests/test_e2e.py`` restarts a gracefully stopped operator between reconciles; here the
+``tests/gatehouse_operator/test_e2e.py`` restarts a gracefully stopped operator between reconciles; here the
 operator runs as a real process (``kopf run -m gatehouse_operator``) and is killed while one reconcile is half
 done: the Secret, ServiceAccount and RBAC are created, the Deployment's create request is held by the
 emulated API server and never lands. The restarted operator must finish the job: every child exactly once,
@@ -25,7 +25,7 @@ from typing import Any
 import kmock
 import pytest
 
-from agent_runtime import processes
+from agent_runtime.clients import processes
 from tests.support.kube_emulator import KubeEmulator
 from tests.support.kube_fixtures import Kubectl, kube_api, kubectl
 from tests.support.kube_server import RunningEmulator

@@ -36,8 +36,9 @@ from google.adk.agents import LlmAgent
 from google.adk.runners import Runner
 from google.adk.tools import FunctionTool
 
-from agent_runtime import wire
-from agent_runtime.agent_config import (
+from agent_runtime.approvals import ApprovalRecord, ApprovalService, Resolution, args_hash
+from agent_runtime.contract import wire
+from agent_runtime.contract.agent_config import (
     AgentConfig,
     ApprovalPolicy,
     CardConfig,
@@ -46,15 +47,14 @@ from agent_runtime.agent_config import (
     ScriptedRule,
     ScriptedToolCall,
 )
-from agent_runtime.approvals import ApprovalRecord, ApprovalService, Resolution, args_hash
-from agent_runtime.database import Database, default_database_url
-from agent_runtime.metrics import Metrics
+from agent_runtime.infra.database import Database, default_database_url
 from agent_runtime.models.scripted import ScriptedLlm
 from agent_runtime.server.batches import already_decided_ids, batch_after
 from agent_runtime.server.executor import INTERNAL_DECISION, GatehouseExecutor, InternalDecision
 from agent_runtime.server.gate import Gate
 from agent_runtime.server.sessions import DurableSessionService
 from agent_runtime.server.turns import TurnRunner
+from agent_runtime.telemetry.metrics import Metrics
 
 INPUT_REQUIRED = TaskState.TASK_STATE_INPUT_REQUIRED
 COMPLETED = TaskState.TASK_STATE_COMPLETED

@@ -19,15 +19,15 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.adk.tools.tool_context import ToolContext
 
-from agent_runtime.agent_config import ApproversConfig, RedactConfig, RuleConfig
 from agent_runtime.approvals import ApprovalRecord, ApprovalService, Resolution, args_hash
 from agent_runtime.approvals.grants import GrantTerms
-from agent_runtime.authority import Vote
-from agent_runtime.database import Database, default_database_url
-from agent_runtime.metrics import Metrics
-from agent_runtime.questions.tool import HitlTool
-from agent_runtime.run_scope import CURRENT_RUN, PendingCall, RunScope
+from agent_runtime.contract.agent_config import ApproversConfig, RedactConfig, RuleConfig
+from agent_runtime.contract.authority import Vote
+from agent_runtime.infra.database import Database, default_database_url
+from agent_runtime.questions.tool import QuestionTool
+from agent_runtime.runs.run_scope import CURRENT_RUN, PendingCall, RunScope
 from agent_runtime.server.gate import PLACEHOLDER, Gate, confirmation_payload
+from agent_runtime.telemetry.metrics import Metrics
 from tests.support.configs import files_config
 
 DELETE = BaseTool(name="delete_file", description="delete a file")
@@ -169,7 +169,7 @@ async def test_a_deny_rule_refuses_without_pausing(approvals: ApprovalService) -
 
 async def test_the_built_in_human_tool_is_never_gated(approvals: ApprovalService) -> None:
     gate = Gate(_config(require_for_all_tools=True), approvals, Metrics("a"))
-    ask = HitlTool("hitl_request")
+    ask = QuestionTool("hitl_request")
     with run_scope() as scope:
         assert await before(gate, ask, {"question": "q?", "options": ["a"]}, FakeToolContext()) is None
         # require_for_all_tools does gate every other tool

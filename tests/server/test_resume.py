@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from a2a.types import Message
 
-from agent_runtime import wire
 from agent_runtime.approvals import Resolution
+from agent_runtime.contract import wire
 from agent_runtime.server.resume import GatehouseRequestHandler
 from tests.support.inprocess import InProcessApp, served
 from tests.support.runtime import finished_explanation, request_ids, state

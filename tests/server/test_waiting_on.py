@@ -10,7 +10,7 @@ from a2a.helpers.proto_helpers import new_data_part, new_text_part
 from a2a.types import Message, Role, Task, TaskState, TaskStatus
 from google.protobuf.struct_pb2 import Struct
 
-from agent_runtime import wire
+from agent_runtime.contract import wire
 from agent_runtime.server.waiting_on import Pause, Waiting, waiting_on
 
 

@@ -42,7 +42,7 @@ TOKEN = "xoxb-test-token"
 CHANNEL, CHANNEL_ID = "#ops-approvals", "C0OPSAPPROV"
 ALICE = "U0ALICE"
 USERS = {"users": {ALICE: {"principal": "alice@example.com", "groups": ["sre"]}}}
-RUNTIME_CMD = [sys.executable, "-c", "from agent_runtime.cli import runtime_main; runtime_main()"]
+RUNTIME_CMD = [sys.executable, "-c", "from agent_runtime.clients.cli import runtime_main; runtime_main()"]
 
 
 def _manifests(tools_url: str) -> list[dict[str, Any]]:

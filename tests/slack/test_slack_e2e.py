@@ -208,7 +208,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         proc.start(timeout=90)
         env = {**os.environ, "SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": SECRET, "KUBECONFIG": str(bridge_config)}
         # `python -c` from the cwd, as the runtime is run: the code under test, not whichever the `gatehouse` script finds
-        args = [sys.executable, "-c", "from agent_runtime.cli import main; main()", "slack", "-n", "default",
+        args = [sys.executable, "-c", "from agent_runtime.clients.cli import main; main()", "slack", "-n", "default",
                 "--host", "127.0.0.1",
                 "--kubeconfig", str(bridge_config), "--users-file", str(base / "users.yaml"), "--email-domain", "example.com",
                 "--slack-api-url", slack.url, "--replay-namespace", "gatehouse-system"]

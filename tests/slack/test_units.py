@@ -110,7 +110,7 @@ def test_the_bridge_server_believes_no_forwarded_headers(monkeypatch: pytest.Mon
     from typer.testing import CliRunner
 
     import agent_runtime.slack
-    from agent_runtime.cli import app
+    from agent_runtime.clients.cli import app
     from tests.support.processes import free_port
 
     async def seen(request: Request) -> JSONResponse:

@@ -28,7 +28,7 @@ from google.protobuf import struct_pb2
 from google.protobuf.json_format import ParseDict
 from starlette.applications import Starlette
 
-from agent_runtime import wire
+from agent_runtime.contract import wire
 from tests.support.processes import free_port
 
 

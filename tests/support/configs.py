@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_runtime.agent_config import AgentConfig, ApprovalPolicy, CardConfig, McpServerConfig, ScriptedModel
+from agent_runtime.contract.agent_config import AgentConfig, ApprovalPolicy, CardConfig, McpServerConfig, ScriptedModel
 
 
 def files_config(**approval: Any) -> AgentConfig:

@@ -1,7 +1,7 @@
 """Golden files: compare what the code produces with a file under tests/testdata, or rewrite the file.
 
 The switch is pytest's ``--update-golden`` option (the ``update_golden`` fixture in tests/conftest.py), e.g.
-``.venv/bin/pytest tests/test_translator_golden.py --update-golden``; review the diff before committing it.
+``.venv/bin/pytest tests/contract/test_translator_golden.py --update-golden``; review the diff before committing it.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import httpx
 
 from agent_runtime.app.factory import Runtime, build_app
 from agent_runtime.app.settings import RuntimeSettings
-from agent_runtime.manifests import select_agent_config
+from agent_runtime.contract.manifests import select_agent_config
 from agent_runtime.rest.settings import RestSettings
 from tests.support.runtime import Tools, demo_tools, write_manifests
 

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from agent_runtime import processes
+from agent_runtime.clients import processes
 
-GATEHOUSE_CMD = [sys.executable, "-c", "from agent_runtime.cli import main; main()"]
+GATEHOUSE_CMD = [sys.executable, "-c", "from agent_runtime.clients.cli import main; main()"]
 
 
 def free_port() -> int:

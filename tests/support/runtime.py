@@ -19,12 +19,12 @@ from typing import Any
 import httpx
 import yaml
 
-from agent_runtime import processes
+from agent_runtime.clients import processes
 from tests.support.processes import GATEHOUSE_CMD, free_port, running
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "file-manager"
-RUNTIME_CMD = [sys.executable, "-c", "from agent_runtime.cli import runtime_main; runtime_main()"]
+RUNTIME_CMD = [sys.executable, "-c", "from agent_runtime.clients.cli import runtime_main; runtime_main()"]
 
 
 @dataclass

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from playwright.sync_api import Page
 
-from agent_runtime.agent_config import AgentConfig
-from agent_runtime.manifests import select_agent_config
+from agent_runtime.contract.agent_config import AgentConfig
+from agent_runtime.contract.manifests import select_agent_config
 from tests.support.browser import chromium
 from tests.support.runtime import ROOT, Rpc, RuntimeProcess, demo_tools, write_manifests
 

@@ -44,7 +44,7 @@ TOKENS = {name: f"tok-{name}-{secrets.token_hex(6)}" for name in ("alice", "bob"
 GROUPS = {"alice": "sre", "bob": "sre"}
 TWO_OF_ALICE_AND_BOB = {"users": ["alice", "bob"], "required": 2}
 SRE = {"groups": ["sre"], "required": 1}  # every other gated call: one member of sre (without an approvers block any
-# authenticated user may decide, see agent_runtime/authority.py)
+# authenticated user may decide, see agent_runtime/contract/authority.py)
 RULES = [  # first match wins; then the example's requireApproval (write_file: alice and bob)
     {"tool": "read_file", "when": {"arg": "path", "glob": "**/.env*"}, "action": "require"},  # the example's own
     {"tool": "write_file", "when": {"arg": "path", "glob": "**/.env*"}, "action": "deny"},

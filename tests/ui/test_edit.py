@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agent_runtime.principals import Principal
-from agent_runtime.redaction import REDACTED
+from agent_runtime.contract.principals import Principal
+from agent_runtime.contract.redaction import REDACTED
 from agent_runtime.ui.cards import Card
 from agent_runtime.ui.pages import _environment
 from tests.support.runtime import state, wait_for

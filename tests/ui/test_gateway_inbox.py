@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.e2e
 
-RUNTIME_CMD = [sys.executable, "-c", "from agent_runtime.cli import runtime_main; runtime_main()"]
+RUNTIME_CMD = [sys.executable, "-c", "from agent_runtime.clients.cli import runtime_main; runtime_main()"]
 
 
 @dataclass

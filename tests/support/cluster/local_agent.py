@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from agent_runtime import processes
+from agent_runtime.clients import processes
 from tests.support.cluster.chart import Release
 from tests.support.cluster.launcher import Cluster
 from tests.support.processes import free_port
