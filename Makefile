@@ -93,13 +93,13 @@ cluster-up: $(STAMP) cluster-bin
 cluster-down: $(STAMP)
 	$(PY) -m tests.support.cluster down
 
-## node-deps: Debian's containerd, runc, crun, CNI plugins, busybox-static, umoci, debootstrap and buildah for the
+## node-deps: Debian's containerd, runc, crun, CNI plugins, ipset, busybox-static, umoci, debootstrap and buildah for the
 ## real node (tests/node), only when one is missing; needs root (or sudo) and apt-get
-NODE_PACKAGES := containerd runc crun containernetworking-plugins iptables busybox-static umoci debootstrap buildah
+NODE_PACKAGES := containerd runc crun containernetworking-plugins iptables ipset busybox-static umoci debootstrap buildah
 node-deps:
 	@if command -v containerd >/dev/null && command -v runc >/dev/null && command -v crun >/dev/null \
 		&& [ -x /usr/lib/cni/bridge ] && [ -x /bin/busybox ] && command -v umoci >/dev/null \
-		&& command -v debootstrap >/dev/null && command -v buildah >/dev/null; then :; \
+		&& command -v debootstrap >/dev/null && command -v buildah >/dev/null && command -v ipset >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "installing Debian's packages for the real node: $(NODE_PACKAGES)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(NODE_PACKAGES) >/dev/null; \

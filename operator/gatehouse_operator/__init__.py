@@ -13,6 +13,7 @@ Importing this package registers every handler with kopf. The modules, one conce
                   Service), the generated token Secret and the TokenReview ClusterRoleBinding
     hardening     the pods' defaults: restricted Pod Security profile, resources, probes (pure)
     storage       spec.state -> the state volume, rollout strategy and Durable condition (pure)
+    network_policy  the chart's networkPolicy setting and each runtime's NetworkPolicy (pure)
     apply         create-or-patch one child, comparing only the fields we own
     claims        the state PersistentVolumeClaim: create, grow, own or release it; the StateReady condition
     access        the generated token Secret (created once) and the TokenReview ClusterRoleBinding

@@ -15,6 +15,9 @@ manifests and golden files (``tests/testdata/operator/<case>/``) pin every chang
                                     (:mod:`gatehouse_operator.hardening`), its card URL the Service's; the
                                     ServiceAccount token mounted for certain when it calls Agents with it
     Service        <agent>          port 8080 "http"
+    NetworkPolicy  <agent>          only when the chart's networkPolicy.enabled passes its settings
+                                    (:mod:`gatehouse_operator.network_policy`): ingress to port 8080 from the
+                                    namespace's Agent runtimes and the chart's peers
 
 :func:`desired_children` assembles them in that order (the order they are created in) and makes the
 Agent their owner with ``kopf.adopt`` (the claim only when the Agent asks). Secret values never appear here:
@@ -58,7 +61,7 @@ from agent_runtime.contract.translator import (
     agent_url,
     secret_env,
 )
-from gatehouse_operator import hardening, storage
+from gatehouse_operator import hardening, network_policy, storage
 
 __all__ = [
     "AGENT",
@@ -76,6 +79,7 @@ __all__ = [
     "build_claim",
     "build_config_secret",
     "build_deployment",
+    "build_network_policy",
     "build_role",
     "build_role_binding",
     "build_service",
@@ -127,6 +131,8 @@ class BuildInputs:
     secrets_hash: str = ""  # digest of the referenced Secret keys' values; rolls pods when they change
     api_token_secret: str = ""  # Secret (in the Agent's namespace) with the runtime's REST bearer tokens
     api_token_key: str = "token"
+    # the chart's networkPolicy settings: None renders no NetworkPolicy (the default)
+    network_policy: network_policy.NetworkPolicySettings | None = None
 
 
 def config_json(config: Config) -> str:
@@ -371,6 +377,14 @@ def build_service(agent: Owner) -> dict[str, Any]:
     }
 
 
+def build_network_policy(agent: Owner, settings: network_policy.NetworkPolicySettings) -> dict[str, Any]:
+    """Ingress to the runtime's port from the namespace's Agent runtimes and the chart's peers only."""
+    agent_runtimes = {"app.kubernetes.io/name": AGENT.app, "app.kubernetes.io/managed-by": MANAGED_BY}
+    return network_policy.build_network_policy(
+        _meta(agent.name, agent), selector_for(agent.name, kind_of(agent)), CONTAINER_PORT, agent_runtimes, settings
+    )
+
+
 def desired_children(
     agent: Owner, owner: Mapping[str, Any], config: Config, inputs: BuildInputs
 ) -> list[dict[str, Any]]:
@@ -383,6 +397,8 @@ def desired_children(
     if claim is not None:
         children.append(claim)
     children += [build_deployment(agent, config, inputs), build_service(agent)]
+    if inputs.network_policy is not None:
+        children.append(build_network_policy(agent, inputs.network_policy))
     keep_claim = not (agent.spec.state.sqlite or SqliteStateSpec()).delete_claim_with_agent
     for child in children:
         if child is claim and keep_claim:

@@ -67,6 +67,7 @@ _KINDS: dict[str, _Kind] = {
     "Service": _Kind("/api/v1", "services"),
     "PersistentVolumeClaim": _Kind("/api/v1", "persistentvolumeclaims"),
     "Deployment": _Kind("/apis/apps/v1", "deployments"),
+    "NetworkPolicy": _Kind("/apis/networking.k8s.io/v1", "networkpolicies"),  # only with the chart's networkPolicy
     "Role": _Kind(_RBAC, "roles"),
     "RoleBinding": _Kind(_RBAC, "rolebindings"),
     "ClusterRoleBinding": _Kind(_RBAC, "clusterrolebindings", namespaced=False, deletable=True),

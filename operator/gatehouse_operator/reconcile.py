@@ -218,6 +218,7 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
     inputs = builders.BuildInputs(
         runtime_image=state.config.runtime_image, secrets_hash=_with_database(secrets.hash(config, files), secrets, agent),
         api_token_secret=state.config.api_token_secret, api_token_key=state.config.api_token_key,
+        network_policy=state.config.network_policy,
     )
     children = builders.desired_children(agent, body, config, inputs)
     if not create_first:

@@ -35,7 +35,9 @@ Environment variables (all optional):
                               and delete that takes); on by default;
 ``GATEHOUSE_TRUST_KUBECTL_WITHOUT_ADMISSION_POLICY``  ``true``: the ``AdmissionPolicy`` condition reads True
                               (reason ``TrustedByOperator``) even without the policy enforced; ``gatehouse-operator
-                              --trust-kubectl-without-admission-policy`` sets it. Off by default.
+                              --trust-kubectl-without-admission-policy`` sets it. Off by default;
+``GATEHOUSE_NETWORK_POLICY``  JSON, the chart's ``networkPolicy``: a NetworkPolicy per runtime and who else it admits
+                              (:mod:`gatehouse_operator.network_policy`); unset, none.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from gatehouse_operator.admission import PolicyVerdict
 from gatehouse_operator.builders import config_secret_name
 from gatehouse_operator.dependencies import ReferencedSecrets
 from gatehouse_operator.kube import ChildrenApi, connect
+from gatehouse_operator.network_policy import NetworkPolicySettings, settings_from_env
 from gatehouse_operator.tokenreview import TokenReviewBinding
 
 __all__ = [
@@ -110,6 +113,7 @@ class OperatorConfig:
     tokenreview_cluster_role: str = DEFAULT_TOKENREVIEW_CLUSTER_ROLE
     trust_kubectl_without_admission_policy: bool = False
     migrate_tokenreview_bindings: bool = True
+    network_policy: NetworkPolicySettings | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> OperatorConfig:
@@ -123,6 +127,7 @@ class OperatorConfig:
             tokenreview_cluster_role=environ.get("GATEHOUSE_TOKENREVIEW_CLUSTER_ROLE") or DEFAULT_TOKENREVIEW_CLUSTER_ROLE,
             trust_kubectl_without_admission_policy=_flag(environ.get(TRUST_KUBECTL_ENV)),
             migrate_tokenreview_bindings=_flag(environ.get(MIGRATE_ENV) or "true"),
+            network_policy=settings_from_env(environ),
         )
 
 

@@ -85,4 +85,11 @@ checks.
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [roles, rolebindings]
   verbs: [get, list, watch, create, patch, delete]
+{{- if .Values.networkPolicy.enabled }}
+# each runtime's NetworkPolicy <agent> (networkPolicy.enabled): created and patched; deleted with its owner by the
+# garbage collector
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, create, patch]
+{{- end }}
 {{- end -}}

@@ -34,9 +34,10 @@ def helm(cluster: Cluster, *args: str, timeout: float = 180) -> subprocess.Compl
                           capture_output=True, text=True, timeout=timeout)
 
 
-def install(cluster: Cluster, name: str = "gh", namespace: str = "gatehouse-system") -> Release:
-    """``helm install`` (CRDs from crds/ first, as helm does); waits until the CRDs are served."""
-    proc = helm(cluster, "install", name, str(CHART), "--namespace", namespace, "--create-namespace")
+def install(cluster: Cluster, name: str = "gh", namespace: str = "gatehouse-system", *values: str) -> Release:
+    """``helm install`` (CRDs from crds/ first, as helm does), ``values`` its ``--set`` arguments; waits until the CRDs
+    are served."""
+    proc = helm(cluster, "install", name, str(CHART), "--namespace", namespace, "--create-namespace", *values)
     if proc.returncode != 0:
         raise ClusterFailed(f"helm install failed:\n{proc.stdout}\n{proc.stderr}")
     deadline = time.monotonic() + 60

@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -31,7 +33,8 @@ from tests.support.cluster.binaries import ClusterUnavailable
 from tests.support.cluster.launcher import Cluster, ClusterFailed
 from tests.support.processes import free_port
 
-__all__ = ["BUSYBOX_IMAGE", "GATEHOUSE_IMAGE", "GATEWAY", "PAUSE_IMAGE", "RealNode", "gatehouse_image", "prepare"]
+__all__ = ["BUSYBOX_IMAGE", "GATEHOUSE_IMAGE", "GATEWAY", "PAUSE_IMAGE", "ClusterDns", "Firewall", "RealNode",
+           "ServiceProxy", "coredns", "gatehouse_image", "kube_proxy", "kube_router", "prepare"]
 
 CACHE = bins.REPO / ".cache" / "node"
 PAUSE_IMAGE = "gatehouse.local/pause:3.10"
@@ -216,6 +219,193 @@ def containerd_v2() -> tuple[Path, float]:
     return out, time.monotonic() - started
 
 
+# kube-router's NetworkPolicy controller, built from hack/kuberouter/: iptables and ipset, which this kernel has (the
+# nftables queue kube-network-policies needs, it has not: docs/cluster.md).
+KUBE_ROUTER_MODULE = bins.REPO / "hack" / "kuberouter"
+KUBE_ROUTER = "v2.1.0"  # what hack/kuberouter/go.mod requires github.com/cloudnativelabs/kube-router/v2 at
+
+
+def kube_router() -> tuple[Path, float]:
+    """kube-router built from ``hack/kuberouter/``."""
+    return _module_build(KUBE_ROUTER_MODULE, "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router", "kube-router")
+
+
+# What kube-router's firewall reads, as its own manifests grant it (read only).
+_FIREWALL_READS = ["namespaces", "pods", "nodes", "services", "endpoints"]
+# The filter table's chains and the ipsets kube-router's firewall makes: removed when it stops (its own
+# `--cleanup-config` panics in v2.1.0 on the service proxy's cleanup and leaves the chains in place).
+_FIREWALL_CHAINS = re.compile(r"^-N (KUBE-ROUTER-|KUBE-NWPLCY-|KUBE-POD-FW-)(\S*)$")
+_FIREWALL_SETS = re.compile(r"^(KUBE-SRC-|KUBE-DST-|kube-router-)")
+
+
+class Firewall:
+    """kube-router's NetworkPolicy firewall alone (``--run-firewall``, no router, no service proxy, no CNI) for
+    ``node``, as its ServiceAccount ``kube-system/kube-router`` with read rights only; its iptables chains in the
+    filter table, jumped to from INPUT, FORWARD and OUTPUT, and its ipsets are the machine's: :meth:`stop` removes
+    them."""
+
+    def __init__(self, node: RealNode) -> None:
+        self.node = node
+
+    def start(self, timeout: float = 60.0) -> float:
+        """Start it and wait until it has programmed its chains; the seconds that took."""
+        if not _which("ipset"):
+            raise ClusterUnavailable("Debian package ipset missing (`make e2e-node` installs it)")
+        binary, _ = kube_router()
+        kubeconfig = _grant(self.node.cluster, "kube-router", [
+            {"apiGroups": [""], "resources": _FIREWALL_READS, "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["get", "list", "watch"]}])
+        started = time.monotonic()
+        self.node._spawn("kube-router", [
+            str(binary), f"--kubeconfig={kubeconfig}", f"--hostname-override={self.node.name}",
+            "--run-firewall=true", "--run-router=false", "--run-service-proxy=false", "--enable-cni=false",
+            "--enable-pod-egress=false", "--health-port=0", "--metrics-port=0", "--v=2"])
+        while "sync iptables took" not in self.node.log("kube-router").read_text(errors="replace"):
+            self.node._check_alive("kube-router")
+            if time.monotonic() - started > timeout:
+                raise ClusterFailed(f"kube-router programmed nothing in {timeout:.0f} s:\n"
+                                    f"{self.node._tail('kube-router', 40)}")
+            time.sleep(0.2)
+        return time.monotonic() - started
+
+    def stop(self) -> None:
+        self.node._kill("kube-router")
+        rules = _run("iptables", "-S").splitlines()
+        for rule in rules:
+            jump = re.match(r"^-A (INPUT|FORWARD|OUTPUT) (.* -j KUBE-ROUTER-\S+.*)$", rule)
+            if jump:
+                subprocess.run(["iptables", "-D", jump.group(1), *shlex.split(jump.group(2))], capture_output=True)
+        chains = [m.group(1) + m.group(2) for rule in rules if (m := _FIREWALL_CHAINS.match(rule))]
+        for verb in ("-F", "-X"):  # every chain emptied before any is deleted: they jump to each other
+            for chain in chains:
+                subprocess.run(["iptables", verb, chain], capture_output=True)
+        for name in _run("ipset", "list", "-n").split():
+            if _FIREWALL_SETS.match(name):
+                subprocess.run(["ipset", "destroy", name], capture_output=True)
+
+
+def _module_build(module: Path, package: str, name: str, ldflags: str = "-s -w", *,
+                  trimpath: bool = True) -> tuple[Path, float]:
+    """``package`` built with ``go build -p 1`` from the Go module ``module`` into ``.cache/node/<name>-<stamp of the
+    module>``, once; the binary and the seconds the build took (0 when it was there)."""
+    go = bins.go_binary()
+    digest = hashlib.sha256(f"{ldflags} {trimpath}".encode())
+    for path in sorted(module.glob("*")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    out = CACHE / f"{name}-{digest.hexdigest()[:16]}"
+    if out.is_file():
+        return out, 0.0
+    CACHE.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    partial = out.with_suffix(".partial")
+    flags = ["-trimpath"] if trimpath else []
+    proc = subprocess.run([str(go), "build", "-p", "1", *flags, f"-ldflags={ldflags}", "-o", str(partial), package],
+                          cwd=module, env={**os.environ, "CGO_ENABLED": "0"}, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ClusterUnavailable(f"building {module.relative_to(bins.REPO)}/ failed:\n{proc.stderr[-3000:]}")
+    partial.rename(out)
+    return out, time.monotonic() - started
+
+
+def kube_proxy() -> tuple[Path, float]:
+    """kube-proxy of the control plane's Kubernetes, from ``hack/kubeproxy/`` (the version stamped in as
+    hack/cluster stamps its binaries). Built with hack/cluster's flags (no ``-trimpath``), so Go's build cache of the
+    kubelet serves most of it: 22 s instead of 9 minutes."""
+    return _module_build(bins.REPO / "hack" / "kubeproxy", "k8s.io/kubernetes/cmd/kube-proxy", "kube-proxy",
+                         bins._ldflags(), trimpath=False)
+
+
+def coredns() -> tuple[Path, float]:
+    """CoreDNS from ``hack/coredns/``."""
+    return _module_build(bins.REPO / "hack" / "coredns", "github.com/coredns/coredns", "coredns")
+
+
+def _grant(cluster: Cluster, name: str, rules: list[dict[str, object]]) -> Path:
+    """A ClusterRole ``name`` of ``rules`` bound to the ServiceAccount ``kube-system/<name>``; its kubeconfig."""
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name},
+            "rules": rules}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+               "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "kube-system"}]}
+    made = cluster.kubectl("apply", "-f", "-", stdin=json.dumps(role) + "\n---\n" + json.dumps(binding))
+    if made.returncode != 0:
+        raise ClusterFailed(f"{name}'s RBAC was refused: {made.stderr}")
+    return cluster.service_account("kube-system", name)
+
+
+def _await_log(node: RealNode, component: str, line: str, timeout: float) -> float:
+    started = time.monotonic()
+    while line not in node.log(component).read_text(errors="replace"):
+        node._check_alive(component)
+        if time.monotonic() - started > timeout:
+            raise ClusterFailed(f"{component}: no {line!r} in {timeout:.0f} s:\n{node._tail(component, 40)}")
+        time.sleep(0.2)
+    return time.monotonic() - started
+
+
+class ServiceProxy:
+    """kube-proxy in iptables mode for ``node`` (``--config``: no health or metrics listener, conntrack limits left
+    as they are, no NodePorts on localhost), as the user ``system:kube-proxy`` -- the API server's own binding gives
+    it ``system:node-proxier``. Services' cluster IPs then route to their endpoints. One exception: the ``kubernetes``
+    Service's endpoint is this machine's address, where the API server (on 127.0.0.1) does not listen, so the node's
+    own DNAT of it (:meth:`RealNode._service_nat`) is moved ahead of kube-proxy's jump."""
+
+    def __init__(self, node: RealNode) -> None:
+        self.node = node
+
+    def start(self, timeout: float = 60.0) -> float:
+        binary, _ = kube_proxy()
+        config = {"apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
+                  "clientConnection": {"kubeconfig": str(self.node.cluster.user("system:kube-proxy"))},
+                  "mode": "iptables", "hostnameOverride": self.node.name, "clusterCIDR": POD_SUBNET,
+                  "bindAddress": "127.0.0.1", "healthzBindAddress": "", "metricsBindAddress": "",
+                  "conntrack": {"maxPerCore": 0}, "iptables": {"localhostNodePorts": False}}
+        path = self.node.root / "kube-proxy.yaml"
+        path.write_text(json.dumps(config))
+        self.node._spawn("kube-proxy", [str(binary), f"--config={path}", "--v=2"])
+        took = _await_log(self.node, "kube-proxy", '"SyncProxyRules complete" ipFamily="IPv4"', timeout)
+        rule = self.node._nat_rule()
+        _run("iptables", "-t", "nat", "-D", *rule)
+        _run("iptables", "-t", "nat", "-I", rule[0], "1", *rule[1:])
+        return took
+
+    def stop(self) -> None:
+        self.node._kill("kube-proxy")
+        binary, _ = kube_proxy()
+        subprocess.run([str(binary), "--cleanup"], capture_output=True)  # its chains and jumps, in every table
+
+
+class ClusterDns:
+    """CoreDNS on the pods' gateway (``GATEWAY:53``, the address a node made with ``cluster_dns=GATEWAY`` gives its
+    pods), answering ``cluster.local`` from the API server with its kubernetes plugin (as ServiceAccount
+    ``kube-system/coredns``, read rights only); nothing else is resolved (no upstream)."""
+
+    def __init__(self, node: RealNode) -> None:
+        self.node = node
+
+    def start(self, timeout: float = 60.0) -> float:
+        binary, _ = coredns()
+        kubeconfig = _grant(self.node.cluster, "coredns", [
+            {"apiGroups": [""], "resources": ["services", "namespaces", "pods"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]}])
+        corefile = self.node.root / "Corefile"
+        corefile.write_text(f"""cluster.local:53 in-addr.arpa:53 {{
+    bind {GATEWAY}
+    errors
+    kubernetes cluster.local in-addr.arpa {{
+        kubeconfig {kubeconfig}
+    }}
+    cache 5
+}}
+""")
+        self.node._spawn("coredns", [str(binary), "-conf", str(corefile)])
+        return _await_log(self.node, "coredns", "CoreDNS-", timeout)
+
+    def stop(self) -> None:
+        self.node._kill("coredns")
+
+
 def containerd_config(root: Path, runtime: str, cni_bin: Path = CNI_BIN) -> str:
     """containerd's configuration, version 2 (containerd 1.6's; containerd v2 migrates it when it loads it): its own
     root, state and socket, the CRI plugin with the node's sandbox image, cgroupfs (no systemd here), ``runtime``
@@ -253,8 +443,11 @@ def cni_config(subnet: str, bridge: str) -> str:
         {"type": "portmap", "capabilities": {"portMappings": True}}]})
 
 
-def kubelet_config(root: Path, cluster: Cluster, port: int, healthz_port: int) -> dict[str, object]:
+def kubelet_config(root: Path, cluster: Cluster, port: int, healthz_port: int,
+                   cluster_dns: str | None = None) -> dict[str, object]:
+    dns: dict[str, object] = {"clusterDNS": [cluster_dns], "clusterDomain": "cluster.local"} if cluster_dns else {}
     return {
+        **dns,
         "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
         # These machines mount cgroup v1; kubelets of 1.35 and later refuse it unless told not to.
         "failCgroupV1": False,
@@ -278,11 +471,13 @@ def kubelet_config(root: Path, cluster: Cluster, port: int, healthz_port: int) -
 
 class RealNode:
     """containerd and the kubelet for ``cluster``; ``runtime``: ``runc`` or ``crun``; ``containerd``: a directory
-    with ``containerd``, its shim, ``ctr`` and the CNI plugins (:func:`containerd_v2`), or None for Debian's."""
+    with ``containerd``, its shim, ``ctr`` and the CNI plugins (:func:`containerd_v2`), or None for Debian's;
+    ``cluster_dns``: the address pods resolve names at (:class:`ClusterDns`)."""
 
     def __init__(self, cluster: Cluster, name: str = "node-1", runtime: str = "runc",
-                 containerd: Path | None = None) -> None:
+                 containerd: Path | None = None, cluster_dns: str | None = None) -> None:
         self.cluster = cluster
+        self.cluster_dns = cluster_dns  # the kubelet's clusterDNS (pods' resolv.conf); None: the host's resolv.conf
         self.name = name
         self.runtime = runtime
         self.containerd = containerd
@@ -374,7 +569,7 @@ class RealNode:
             raise ClusterFailed(f"the kubelet API binding was refused: {made.stderr}")
         kubeconfig = self.cluster.user(f"system:node:{self.name}", ["system:nodes"])
         config = self.root / "kubelet.yaml"
-        config.write_text(json.dumps(kubelet_config(self.root, self.cluster, free_port(), free_port())))
+        config.write_text(json.dumps(kubelet_config(self.root, self.cluster, free_port(), free_port(), self.cluster_dns)))
         self._spawn("kubelet", [str(bins.built()["kubelet"]), f"--config={config}", f"--kubeconfig={kubeconfig}",
                                 f"--root-dir={self.root / 'kubelet'}", f"--hostname-override={self.name}",
                                 "--v=2"])
