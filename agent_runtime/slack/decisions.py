@@ -1,7 +1,7 @@
 """What a click in Slack does: Approve votes, Deny asks why (a dialog) and then votes, an option of a held
-``AskUserQuestion`` votes Deny with the inbox's answer text (:func:`agent_runtime.slack.messages.answer_reason`), each as the person the Slack
-user is (:class:`~agent_runtime.slack.people.SlackPeople`). The channel-free part (is the click about the request its
-message shows and still pending, is the person mapped, the vote on their behalf) is
+``AskUserQuestion`` votes Deny with the inbox's answer text (:func:`agent_runtime.slack.messages.answer_reason`), each
+as the person the Slack user is (:class:`~agent_runtime.slack.people.SlackPeople`). The channel-free part (is the click
+about the request its message shows and still pending, is the person mapped, the vote on their behalf) is
 :class:`agent_runtime.bridges.ballots.Ballots`; this is Slack's: reading a click and a dialog, opening the dialog.
 """
 

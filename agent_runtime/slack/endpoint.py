@@ -3,9 +3,9 @@
 Every request is checked first (:class:`~agent_runtime.slack.signature.RequestCheck`: signature, age, replay) and
 refused with 401 before anything is read from it; when the shared replay memory cannot be reached it is refused with
 503 (Slack shows the person an error, and a new click is a new request), never let through unchecked. Slack wants an
-answer within three seconds, so the work (an option of a held ``AskUserQuestion`` included) (reading the ToolApproval, voting, waiting for the runtime's verdict) runs in
-the background and the person is answered with an ephemeral message; a Deny dialog sent without a reason is answered
-at once with the field's error.
+answer within three seconds, so the work (reading the ToolApproval, voting, waiting for the runtime's verdict; an
+option of a held ``AskUserQuestion`` too) runs in the background and the person is answered with an ephemeral
+message; a Deny dialog sent without a reason is answered at once with the field's error.
 """
 
 from __future__ import annotations

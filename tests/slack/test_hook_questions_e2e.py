@@ -133,9 +133,9 @@ def test_an_ask_user_question_is_answered_by_a_slack_option_and_the_hook_reads_t
                                       headers=slack_api.signed(body, secret), timeout=10)
 
                 def told(user: str, words: str) -> str:
-                    return wait_for(lambda: next((c.args["text"] for c in slack.of("chat.postEphemeral")
-                                                  if c.args.get("user") == user and words in c.args["text"]), None),
-                                    30, f"an ephemeral message to {user} containing {words!r}\n{log_path.read_text()}")
+                    return str(wait_for(lambda: next((c.args["text"] for c in slack.of("chat.postEphemeral")
+                                                      if c.args.get("user") == user and words in c.args["text"]), None),
+                                        30, f"an ephemeral message to {user} containing {words!r}"))
 
                 def votes() -> list[Any]:
                     return list((approval().get("spec") or {}).get("votes") or [])
@@ -150,7 +150,10 @@ def test_an_ask_user_question_is_answered_by_a_slack_option_and_the_hook_reads_t
                 told(ALICE, NOT_THIS_REQUEST)
                 # Bob is mapped but may not decide: his vote is recorded, not counted, and nothing is decided.
                 assert click(BOB, postgres["value"]).status_code == 200
-                told(BOB, "bob")
+                bobs = wait_for(lambda: next((v for v in (approval().get("status") or {}).get("votes") or []
+                                              if "bob" in str(v.get("by"))), None), 30, "bob's vote judged")
+                assert not bobs.get("counted") and "bob may not decide this request" in bobs["note"], bobs
+                told(BOB, "your vote does not count: bob may not decide this request")
                 assert (approval().get("status") or {}).get("phase") == "Pending", approval().get("status")
                 assert hook.is_alive(), box
 
