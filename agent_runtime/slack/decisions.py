@@ -1,6 +1,7 @@
-"""What a click in Slack does: Approve votes, Deny asks why (a dialog) and then votes, each as the person the Slack
-user is (:class:`~agent_runtime.slack.people.SlackPeople`). The channel-free part (is the click about the request its
-message shows and still pending, is the person mapped, the vote on their behalf) is
+"""What a click in Slack does: Approve votes, Deny asks why (a dialog) and then votes, an option of a held
+``AskUserQuestion`` votes Deny with the inbox's answer text (:func:`agent_runtime.slack.messages.answer_reason`), each
+as the person the Slack user is (:class:`~agent_runtime.slack.people.SlackPeople`). The channel-free part (is the click
+about the request its message shows and still pending, is the person mapped, the vote on their behalf) is
 :class:`agent_runtime.bridges.ballots.Ballots`; this is Slack's: reading a click and a dialog, opening the dialog.
 """
 
@@ -22,9 +23,8 @@ class Decider:
 
     async def click(self, payload: dict[str, Any], action_id: str, ref: messages.Ref) -> None:
         """A button: Approve votes at once; Deny opens the dialog that asks why."""
-        user, channel = _user(payload), (payload.get("channel") or {}).get("id", "")
-        ts = (payload.get("message") or {}).get("ts") or (payload.get("container") or {}).get("message_ts", "")
-        place = {"channel": channel, "ts": ts}
+        user, place = _user(payload), _place(payload)
+        channel, ts = place["channel"], place["ts"]
         obj = await self._ballots.current(ref, user, place)
         if obj is None:
             return
@@ -37,6 +37,22 @@ class Decider:
             await self._slack.call("views_open", attempts=3, trigger_id=payload.get("trigger_id", ""),
                                    view=messages.deny_dialog(ref, obj, channel, ts))
 
+    async def answer(self, payload: dict[str, Any], ref: messages.Ref, question: int, option: int) -> None:
+        """An option of a held ``AskUserQuestion`` (Slack asked the person to confirm it): a Deny vote whose reason is
+        the answer, made from the ToolApproval as it is now; the runtime decides whether the person may decide, as
+        for any vote."""
+        user, place = _user(payload), _place(payload)
+        obj = await self._ballots.current(ref, user, place)
+        if obj is None:
+            return
+        reason = messages.answer_reason(obj, question, option)
+        if reason is None:  # a button this request never showed
+            await self._ballots.notifier.tell(place, user, NOT_THIS_REQUEST)
+            return
+        person = await self._ballots.person(user, place)
+        if person is not None:
+            await self._ballots.vote(ref, person, "Deny", reason, user, place)
+
     async def deny(self, payload: dict[str, Any], ref: messages.Ref, channel: str, ts: str, reason: str) -> None:
         """The dialog was sent with a reason: vote Deny with it."""
         user, place = _user(payload), {"channel": channel, "ts": ts}
@@ -45,6 +61,13 @@ class Decider:
         person = await self._ballots.person(user, place)
         if person is not None:
             await self._ballots.vote(ref, person, "Deny", reason, user, place)
+
+
+def _place(payload: dict[str, Any]) -> dict[str, str]:
+    """The message a click came from: its channel and ``ts``."""
+    channel = str((payload.get("channel") or {}).get("id") or "")
+    ts = (payload.get("message") or {}).get("ts") or (payload.get("container") or {}).get("message_ts", "")
+    return {"channel": channel, "ts": str(ts or "")}
 
 
 def _user(payload: dict[str, Any]) -> str:

@@ -3,9 +3,9 @@
 Every request is checked first (:class:`~agent_runtime.slack.signature.RequestCheck`: signature, age, replay) and
 refused with 401 before anything is read from it; when the shared replay memory cannot be reached it is refused with
 503 (Slack shows the person an error, and a new click is a new request), never let through unchecked. Slack wants an
-answer within three seconds, so the work (reading the ToolApproval, voting, waiting for the runtime's verdict) runs in
-the background and the person is answered with an ephemeral message; a Deny dialog sent without a reason is answered
-at once with the field's error.
+answer within three seconds, so the work (reading the ToolApproval, voting, waiting for the runtime's verdict; an
+option of a held ``AskUserQuestion`` too) runs in the background and the person is answered with an ephemeral
+message; a Deny dialog sent without a reason is answered at once with the field's error.
 """
 
 from __future__ import annotations
@@ -65,6 +65,9 @@ class Interactions:
                 ref = messages.Ref.parse(action.get("value", "")) if isinstance(action, dict) else None
                 if action_id in (messages.APPROVE, messages.DENY) and ref is not None:
                     self._spawn(self._decider.click(payload, action_id, ref))
+                elif isinstance(action_id, str) and action_id.startswith(messages.ANSWER) \
+                        and (chosen := messages.parse_answer(action.get("value", ""))) is not None:
+                    self._spawn(self._decider.answer(payload, *chosen))
             return Response(status_code=200)
         if kind == "view_submission":
             view = payload.get("view") or {}

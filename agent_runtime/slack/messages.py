@@ -2,6 +2,11 @@
 person (ephemeral). Pure: no I/O, a function of the object alone, so the bridge can render it again at any time and
 tell from a hash whether the message in Slack is still the truth (:func:`fingerprint`).
 
+A held ``AskUserQuestion`` of an agent CLI (docs/gateway.md "Claude Code") also shows each question with its options
+as buttons (:data:`ANSWER`, each asking Slack's confirmation first, as the inbox's "Send this answer" does): a click
+denies the call with the inbox's own answer text (:func:`agent_runtime.ui.held_questions.answer_reason`, through
+:func:`answer_reason`), which the hook hands to Claude as the deny's reason.
+
 A Pending request shows the agent (or the MCPGateway, for a gateway's held call: ``spec.gatewayRef``), the tool,
 its arguments (``spec.arguments``: already redacted by the runtime), why it
 is gated (the rule), who asked, when it expires and the votes so far ("1 of 2"), with Approve and Deny buttons. Once
@@ -17,11 +22,14 @@ from typing import Any
 
 from agent_runtime.approvals import execution
 from agent_runtime.bridges.requests import Ref, already_decided, owner_name, phase, ref_of
+from agent_runtime.ui import held_questions
 
 APPROVE = "gatehouse_approve"  # action_id of the Approve button
 DENY = "gatehouse_deny"  # action_id of the Deny button: opens the reason dialog
+ANSWER = "gatehouse_answer"  # action_id of a held AskUserQuestion's option buttons: answers it (a deny with the answer)
 DENY_VIEW = "gatehouse_deny_reason"  # callback_id of the dialog (modal) that asks why
 REASON_BLOCK, REASON_INPUT = "reason", "reason_input"
+MAX_LABEL = 75  # characters of a button's text (Slack's limit)
 MAX_ARGUMENTS = 2500  # characters of arguments shown (Slack: 3000 per text block)
 
 _OUTCOME = {"Approved": ":white_check_mark: Approved", "Denied": ":no_entry: Denied", "Expired": ":hourglass: Expired",
@@ -91,6 +99,7 @@ def blocks(obj: dict[str, Any]) -> list[dict[str, Any]]:
         why.append(f"*Waiting for*: {_mrkdwn(status['waitingFor'])}")
     out.append({"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(why)}})
     if phase(obj) == "Pending":
+        out.extend(_question_blocks(obj, ref))
         out.append({"type": "actions", "block_id": "decide", "elements": [
             {"type": "button", "action_id": APPROVE, "style": "primary", "value": ref.value(),
              "text": {"type": "plain_text", "text": "Approve"}},
@@ -105,6 +114,70 @@ def blocks(obj: dict[str, Any]) -> list[dict[str, Any]]:
     out.append({"type": "context", "elements": [{"type": "mrkdwn", "text": _mrkdwn(
         f"toolapproval {ref.namespace}/{ref.name} · request {ref.request_id}")}]})
     return out
+
+
+def _asked(obj: dict[str, Any]) -> tuple[held_questions.Asked, ...]:
+    """The questions of a held ``AskUserQuestion`` (empty for any other request): read as the inbox reads them."""
+    spec = obj.get("spec") or {}
+    arguments = spec.get("arguments")
+    return held_questions.asked(str(spec.get("tool") or ""), arguments if isinstance(arguments, dict) else {})
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _question_blocks(obj: dict[str, Any], ref: Ref) -> list[dict[str, Any]]:
+    """Each question of a held ``AskUserQuestion``, its options as buttons. A button carries only which question and
+    option it is (:func:`answer_value`); the answer's text is made from the ToolApproval when clicked
+    (:func:`answer_reason`), so a click can only ever choose one of the options the request shows."""
+    out: list[dict[str, Any]] = []
+    for q, asked in enumerate(_asked(obj)):
+        head = f"*{_mrkdwn(asked.header)}*: " if asked.header else ""
+        several = " _(several allowed: each click sends one)_" if asked.multi_select else ""
+        lines = [f"{head}{_mrkdwn(asked.question)}{several}"]
+        lines += [f"• *{_mrkdwn(o.label)}*{(' — ' + _mrkdwn(o.description)) if o.description else ''}"
+                  for o in asked.options]
+        out.append({"type": "section", "text": {"type": "mrkdwn", "text": _cut("\n".join(lines), 2900)}})
+        out.append({"type": "actions", "block_id": f"answer-{q}", "elements": [
+            {"type": "button", "action_id": f"{ANSWER}-{q}-{o}", "value": answer_value(ref, q, o),
+             "text": {"type": "plain_text", "text": _cut(option.label, MAX_LABEL)},
+             "confirm": {"title": {"type": "plain_text", "text": "Send this answer?"},
+                         "text": {"type": "plain_text", "text": _cut(f"Answer “{asked.question}” with: {option.label}. "
+                                                                     "The call is denied with this answer, which "
+                                                                     "the agent reads instead of asking.", 300)},
+                         "confirm": {"type": "plain_text", "text": "Send this answer"},
+                         "deny": {"type": "plain_text", "text": "Cancel"}}}
+            for o, option in enumerate(asked.options)]})
+    return out
+
+
+def answer_value(ref: Ref, question: int, option: int) -> str:
+    """An option button's ``value``: the request (as :meth:`Ref.value`) and which question and option."""
+    return json.dumps({"ref": ref.value(), "q": question, "o": option}, separators=(",", ":"))
+
+
+def parse_answer(text: str) -> tuple[Ref, int, int] | None:
+    try:
+        data = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    ref = Ref.parse(data.get("ref", ""))
+    q, o = data.get("q"), data.get("o")
+    if ref is None or type(q) is not int or type(o) is not int or q < 0 or o < 0:
+        return None
+    return ref, q, o
+
+
+def answer_reason(obj: dict[str, Any], question: int, option: int) -> str | None:
+    """The deny reason that answers ``question`` with ``option`` of the held ``AskUserQuestion`` ``obj``: the inbox's
+    own text (:func:`agent_runtime.ui.held_questions.answer_reason`); None when ``obj`` asks no such question."""
+    asked = _asked(obj)
+    if question >= len(asked) or option >= len(asked[question].options):
+        return None
+    return held_questions.answer_reason(asked[question].question, asked[question].options[option].label)
 
 
 def outcome(obj: dict[str, Any]) -> str:
@@ -178,7 +251,7 @@ def deny_dialog(ref: Ref, obj: dict[str, Any], channel: str, ts: str) -> dict[st
 
 
 __all__ = [
-    "APPROVE", "DENY", "DENY_VIEW", "REASON_BLOCK", "REASON_INPUT", "Ref", "already_decided", "blocks", "deny_dialog",
-    "dialog_metadata", "execution_line", "fingerprint", "outcome", "parse_dialog_metadata", "phase", "ref_of", "summary",
-    "votes_line",
+    "ANSWER", "APPROVE", "DENY", "DENY_VIEW", "REASON_BLOCK", "REASON_INPUT", "Ref", "already_decided", "answer_reason",
+    "answer_value", "blocks", "deny_dialog", "dialog_metadata", "execution_line", "fingerprint", "outcome",
+    "parse_answer", "parse_dialog_metadata", "phase", "ref_of", "summary", "votes_line",
 ]

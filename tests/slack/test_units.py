@@ -4,6 +4,7 @@ test_replays.py)."""
 from __future__ import annotations
 
 import copy
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from agent_runtime.slack import messages
 from agent_runtime.slack.signature import Refused, Signed, verify
 from agent_runtime.slack.users import Person, UserMap
+from agent_runtime.ui import held_questions
 from tests.support import slack_api
 from tests.support.golden import assert_golden
 
@@ -32,9 +34,16 @@ DENIED = {**PENDING, "status": {"phase": "Denied", "decidedBy": "bob@example.com
 
 GATEWAY_PENDING = {**PENDING, "spec": {**{k: v for k, v in PENDING["spec"].items() if k != "agentRef"},
                                       "gatewayRef": "files-gate"}}  # an MCPGateway's held call (docs/gateway.md)
+QUESTION_PENDING = {**PENDING, "spec": {  # a hook's held AskUserQuestion (docs/gateway.md "Claude Code")
+    "gatewayRef": "laptops", "requestId": "apr-0456", "tool": "AskUserQuestion", "requestedBy": "dave",
+    "arguments": {"questions": [{"question": "Which database?", "header": "Database", "multiSelect": False,
+                                 "options": [{"label": "PostgreSQL", "description": "Relational"},
+                                             {"label": "<!here> SQLite"}]}]},
+    "hint": "AskUserQuestion requires approval"}, "status": {"phase": "Pending"}}
 
 
-@pytest.mark.parametrize(("case", "obj"), [("pending", PENDING), ("denied", DENIED), ("gateway", GATEWAY_PENDING)])
+@pytest.mark.parametrize(("case", "obj"), [("pending", PENDING), ("denied", DENIED), ("gateway", GATEWAY_PENDING),
+                                          ("question", QUESTION_PENDING)])
 def test_the_message_golden(case: str, obj: dict[str, Any], update_golden: bool) -> None:
     assert_golden({"text": messages.summary(obj), "blocks": messages.blocks(obj)}, GOLDEN / f"{case}.json", update_golden)
 
@@ -53,6 +62,28 @@ def test_a_button_names_its_request_and_a_garbled_value_names_none() -> None:
         assert messages.Ref.parse(bad) is None
     assert messages.parse_dialog_metadata(messages.dialog_metadata(ref, "C1", "1.2")) == (ref, "C1", "1.2")
     assert messages.parse_dialog_metadata('{"ref": "x"}') is None
+
+
+def test_a_questions_options_are_buttons_whose_answer_is_the_inboxs_made_from_the_request() -> None:
+    ref = messages.ref_of(QUESTION_PENDING)
+    buttons = [e for b in messages.blocks(QUESTION_PENDING) if b["type"] == "actions" for e in b["elements"]
+               if e["action_id"].startswith(messages.ANSWER)]
+    assert [b["text"]["text"] for b in buttons] == ["PostgreSQL", "<!here> SQLite"]  # plain_text: Slack never parses it
+    assert len({b["action_id"] for b in buttons}) == 2  # Slack wants action ids unique in a message
+    assert [messages.parse_answer(b["value"]) for b in buttons] == [(ref, 0, 0), (ref, 0, 1)]
+    assert messages.answer_reason(QUESTION_PENDING, 0, 0) == held_questions.answer_reason("Which database?",
+                                                                                         "PostgreSQL")
+    for q, o in [(0, 2), (1, 0)]:  # an option or a question the request does not show
+        assert messages.answer_reason(QUESTION_PENDING, q, o) is None
+    for bad in ["", "{}", '{"ref": "x", "q": 0, "o": 0}', json.dumps({"ref": ref.value(), "q": -1, "o": 0}),
+                json.dumps({"ref": ref.value(), "q": "0", "o": 0}), json.dumps({"ref": ref.value(), "q": True, "o": 0})]:
+        assert messages.parse_answer(bad) is None, bad
+    # Any other call, or an AskUserQuestion of another shape, has no option buttons and no answer.
+    for other in (PENDING, {**QUESTION_PENDING, "spec": {**QUESTION_PENDING["spec"], "arguments": {"q": 1}}}):
+        assert messages.ANSWER not in json.dumps(messages.blocks(other))
+        assert messages.answer_reason(other, 0, 0) is None
+    decided = {**QUESTION_PENDING, "status": {"phase": "Denied", "decidedBy": "alice"}}
+    assert messages.ANSWER not in json.dumps(messages.blocks(decided))
 
 
 def test_users_by_id_by_email_domain_and_nobody() -> None:
