@@ -26,6 +26,7 @@ import pytest
 from agent_runtime.clients import kubectl_plugin
 from agent_runtime.kube import toolapproval_client
 from tests.support.kube_fixtures import Kubectl, table
+from tests.support.kube_identity import AUTHENTICATED, MASTERS
 from tests.support.kube_server import RunningEmulator
 
 pytestmark = pytest.mark.e2e  # the emulated API server on 127.0.0.1, and the real kubectl
@@ -113,6 +114,7 @@ def test_approve_writes_the_decision_with_the_callers_identity(cluster: RunningE
     obj = cluster.emulator.get_object(TA, "default", "fm-1")
     (vote,) = obj["spec"]["votes"]
     assert (vote["by"], vote["action"], vote["reason"]) == ("alice@example.com", "Approve", "checked")
+    assert vote["groups"] == [MASTERS, AUTHENTICATED]  # her groups as the API server names them (SelfSubjectReview)
 
     code, out, err = plugin(capsys, "approve", "fm-1")
     assert code == 1 and 'you (alice@example.com) have already voted on toolapproval "fm-1"' in err
