@@ -154,7 +154,7 @@ class Runtime:
     _lister: asyncio.Task[None] | None = None
     _recovery: asyncio.Task[None] | None = None
     _tool_watch: ToolServersWatch | None = None
-    hitl: QuestionRuntime | None = None
+    questions: QuestionRuntime | None = None
     elicitations: ElicitationRuntime | None = None
     delegations: DelegationRuntime | None = None
     kinds: PauseKinds = field(default_factory=PauseKinds)  # the kinds of paused call (a taskless kind registers here)
@@ -190,8 +190,8 @@ class Runtime:
         await self.task_store.initialize()
         found = await self.approvals.create_tables()
         await self._adopt_unowned(found)
-        if self.hitl is not None:
-            await self.hitl.open()
+        if self.questions is not None:
+            await self.questions.open()
         if self.elicitations is not None:
             await self.elicitations.open()
         if self.delegations is not None:
@@ -308,8 +308,8 @@ class Runtime:
         await self.sweeper.stop()
         if self._database is not None:
             await self._database.stop()
-        if self.hitl is not None:
-            await self.hitl.close()
+        if self.questions is not None:
+            await self.questions.close()
         if self.elicitations is not None:
             await self.elicitations.close()
         if self.delegations is not None:
@@ -339,7 +339,7 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     toolsets = {server.name: build_toolset(server) for server in config.mcp_servers}
     gate = Gate(config, approvals, metrics)
     kinds = PauseKinds()  # filled below, in routing order (pauses/registry.py)
-    hitl = QuestionRuntime(config, db, metrics, fresh=fresh)  # hitl_request: tools (if humanTools.hitlRequest), store, flow
+    questions = QuestionRuntime(config, db, metrics, fresh=fresh)  # hitl_request: tools (if humanTools.hitlRequest), store, flow
     # sub-agents (spec.tools[].type Agent): one tool and one A2A client each; their pauses wait in gatehouse_delegations
     clients = {sub.name: SubAgentClient(sub) for sub in config.sub_agents}
     delegations = DelegationRuntime(clients, db, config.approval.timeout_seconds, fresh=fresh)
@@ -348,7 +348,7 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
         model=build_model(config.model),
         description=config.description,
         instruction=config.instruction,
-        tools=[*toolsets.values(), *hitl.tools, *(SubAgentTool(sub, clients[sub.name]) for sub in config.sub_agents)],
+        tools=[*toolsets.values(), *questions.tools, *(SubAgentTool(sub, clients[sub.name]) for sub in config.sub_agents)],
         before_model_callback=gate.before_model,
         before_tool_callback=gate.before_tool,
         after_tool_callback=gate.after_tool,
@@ -357,14 +357,14 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     # MCP tools' questions (elicitation): a round waits as long as an approval would
     elicitations = ElicitationRuntime(db, config.approval.timeout_seconds, fresh=fresh)
     turns = TurnRunner(runner, sessions, approvals, metrics, config.approval.timeout_seconds, recorders=[
-        (QuestionFlow.name, hitl.recorder), (ElicitationFlow.name, elicitations.recorder),
+        (QuestionFlow.name, questions.recorder), (ElicitationFlow.name, elicitations.recorder),
         (DelegationFlow.name, delegations.recorder),
     ])
     # the kinds of paused call besides approvals, in routing order (pauses/registry.py)
     if config.sub_agents:
         kinds.add(delegations.flow_for(turns, approvals.finish_execution))
     kinds.add(elicitations.flow_for(turns, _retry(toolsets), approvals.finish_execution, single_process=db.sqlite))
-    kinds.add(hitl.flow_for(turns))
+    kinds.add(questions.flow_for(turns))
     name_of = None  # the ToolApproval a request is mirrored as, with a cluster
     if settings.kube:
         from agent_runtime.kube.objects import approval_name
@@ -386,7 +386,7 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
     # a decision continues its pause through the kind: a taskless kind's callback, else the A2A resumer (pauses/)
     resumptions = Resumptions(approvals, resumer, kinds, metrics)
     sweeper = TimeoutSweeper(approvals, resumptions, config.approval.on_timeout, settings.sweep_interval)
-    hitl.watch(handler, settings.sweep_interval)
+    questions.watch(handler, settings.sweep_interval)
     elicitations.watch(handler, settings.sweep_interval)
     delegations.watch(handler, max(settings.sweep_interval, 1.0))  # each round asks every open sub-agent task over HTTP
     decide = DecideOne(approvals, metrics, resumptions, task_store, config)
@@ -395,11 +395,11 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
         from agent_runtime.kube.bridge import KubeBridge
 
         kube = KubeBridge(
-            settings.kube, config.name, approvals, decide, hitl=hitl.store, identities=settings.access.identities,
+            settings.kube, config.name, approvals, decide, questions=questions.store, identities=settings.access.identities,
         )
     return Runtime(
         settings, db, metrics, approvals, sessions, task_store, toolsets, gate, handler, resumer, sweeper, decide,
-        kube=kube, hitl=hitl, elicitations=elicitations, delegations=delegations, kinds=kinds,
+        kube=kube, questions=questions, elicitations=elicitations, delegations=delegations, kinds=kinds,
     )
 
 
@@ -466,7 +466,7 @@ def build_app(settings: RuntimeSettings) -> Starlette:
         Starlette(routes=[metrics], middleware=host_check), settings.host, settings.metrics_port)
     inbox = InboxPages(RuntimeInbox(
         settings.config.name, approvals=runtime.approvals, decide_one=runtime.decide_one, tasks=runtime.task_store,
-        questions=runtime.hitl.store if runtime.hitl is not None else None,
+        questions=runtime.questions.store if runtime.questions is not None else None,
         allow_session=settings.config.approval.allow_session_grants,
     ), sessions, TokenLogin(authenticator))  # /ui/: the approvals inbox
 

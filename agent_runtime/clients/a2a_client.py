@@ -80,7 +80,7 @@ class TurnResult:
     text: str = ""
     status_text: str = ""
     interrupt: wire.ApprovalInterrupt | None = None
-    hitl: question_wire.QuestionInterrupt | None = None
+    question: question_wire.QuestionInterrupt | None = None
     interrupt_error: str | None = None
     artifacts: dict[str, str] = field(default_factory=dict)
     message_text: str = ""
@@ -303,7 +303,7 @@ def _read_interrupt(out: TurnResult, data_parts: list[Any]) -> None:
             out.interrupt_error = "The task waits for an answer but its status message has no data part."
             return
         try:
-            out.hitl = question_wire.QuestionInterrupt.model_validate(payload)
+            out.question = question_wire.QuestionInterrupt.model_validate(payload)
         except ValidationError as exc:
             out.interrupt_error = f"Could not read the question: {exc}"
     elif payload is not None:

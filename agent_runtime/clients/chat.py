@@ -112,7 +112,7 @@ class Pending:
     task_id: str
     context_id: str
     interrupt: wire.ApprovalInterrupt | None
-    hitl: question_wire.QuestionInterrupt | None
+    question: question_wire.QuestionInterrupt | None
 
 
 class ChatSession:
@@ -164,20 +164,22 @@ class ChatSession:
             self.pending = None
             return
         interrupt = result.interrupt
-        if interrupt is None and result.hitl is None and previous is not None and previous.task_id == result.task_id:
+        if interrupt is None and result.question is None and previous is not None and previous.task_id == result.task_id:
             interrupt = previous.interrupt  # the server re-asked without repeating the data part
         same = previous is not None and interrupt is not None and _ids(previous.interrupt) == _ids(interrupt)
-        asked_again = previous is not None and result.hitl is not None and _stage(previous.hitl) == _stage(result.hitl)
+        asked_again = (
+            previous is not None and result.question is not None and _stage(previous.question) == _stage(result.question)
+        )
         same = same or asked_again  # the server refused the last answer: show why, not the menu again
-        if same or (interrupt is None and result.hitl is None):
+        if same or (interrupt is None and result.question is None):
             style = "yellow" if same else "red"
             note = result.status_text or result.interrupt_error or "The task is waiting for input."
             self.console.print(f"[{style}]{escape(note)}[/]")
-        self.pending = Pending(result.task_id or "", result.context_id or self.context_id or "", interrupt, result.hitl)
+        self.pending = Pending(result.task_id or "", result.context_id or self.context_id or "", interrupt, result.question)
         if interrupt is not None and not same:
             self._show_requests(interrupt.action_requests)
-        if result.hitl is not None and not asked_again:
-            self._show_hitl(result.hitl)
+        if result.question is not None and not asked_again:
+            self._show_question(result.question)
 
     def _show_requests(self, requests: list[wire.ActionRequest]) -> None:
         assert self.pending is not None
@@ -190,7 +192,7 @@ class ChatSession:
                 where = f"from {' → '.join(r.agent.path or [r.agent.name])}, " + where
             self.console.print(f"  {n}. [bold]{escape(r.name)}[/]({escape(args)}){escape(hint)} [dim]({escape(where)})[/]")
 
-    def _show_hitl(self, interrupt: question_wire.QuestionInterrupt) -> None:
+    def _show_question(self, interrupt: question_wire.QuestionInterrupt) -> None:
         assert self.pending is not None
         for q in interrupt.requests:
             where = f"task {self.pending.task_id}, id {q.id}, expires {q.expires_at}"
@@ -216,8 +218,8 @@ class ChatSession:
         assert pending is not None
         if pending.interrupt is not None:
             decision = await (self._ask_menu(pending.interrupt) if self.reader.interactive else self._ask_line())
-        elif pending.hitl is not None:
-            decision = await self._ask_hitl(pending.hitl)
+        elif pending.question is not None:
+            decision = await self._ask_question(pending.question)
         else:
             decision = await self._ask_line()
         if decision is None:
@@ -282,7 +284,7 @@ class ChatSession:
             return wire.batch(decisions, reasons)
         return self._refuse(choice, "choose 1, 2 or 3")
 
-    async def _ask_hitl(self, interrupt: question_wire.QuestionInterrupt) -> dict[str, Any] | _Refused | None:
+    async def _ask_question(self, interrupt: question_wire.QuestionInterrupt) -> dict[str, Any] | _Refused | None:
         q = interrupt.requests[0]  # the runtime asks one question at a time
         if q.stage == "confirm":
             line = await self.reader.line("[bold yellow]confirm | cancel >[/] ")

@@ -37,7 +37,7 @@ def _description(config: SubAgentConfig) -> str:
 
 
 def _conflict(scope: RunScope, tool: str) -> str:
-    if scope.pending or scope.hitl or scope.eliciting or scope.delegating:
+    if scope.pending or scope.questions or scope.eliciting or scope.delegating:
         return (f"another call of this model turn waits for a human; call {tool} again after it is decided "
                 "(the sub-agent's request was withdrawn)")
     return ""

@@ -31,14 +31,16 @@ log = logging.getLogger(__name__)
 class KubeBridge:
     def __init__(
         self, settings: KubeSettings, agent: str, approvals: ApprovalService, decide_one: DecideOne,
-        client: KubeClient | None = None, hitl: QuestionStore | None = None, identities: Identities | None = None,
+        client: KubeClient | None = None, questions: QuestionStore | None = None, identities: Identities | None = None,
         of: objects.OwnerKind = objects.AGENT,
     ) -> None:
         self.settings = settings
         self.agent = agent
         self.client = client or KubeClient.connect(settings.kubeconfig, settings.in_cluster)
-        self.mirror = Mirror(self.client, approvals, agent, settings.namespace, settings.retention_seconds, hitl=hitl, of=of)
-        self.orphans = Orphans(self.client, self.mirror, approvals, hitl, settings.check_seconds)
+        self.mirror = Mirror(
+            self.client, approvals, agent, settings.namespace, settings.retention_seconds, questions=questions, of=of
+        )
+        self.orphans = Orphans(self.client, self.mirror, approvals, questions, settings.check_seconds)
         self.watcher = DecisionWatcher(
             self.client, self.mirror, approvals, decide_one, settings.watch_seconds, identities=identities,
             trust_kubectl=settings.trust_kubectl, on_unknown=self.orphans.orphan,
@@ -48,7 +50,7 @@ class KubeBridge:
         )
         self._approvals = approvals
         self._unsubscribe = approvals.events.subscribe(self.mirror.on_event)
-        self._unsubscribe_hitl = hitl.subscribe(self.mirror.hitl_listener) if hitl is not None else None
+        self._unsubscribe_questions = questions.subscribe(self.mirror.question_listener) if questions is not None else None
         self._reconciler: asyncio.Task[None] | None = None
 
     def approval_name(self, request_id: str) -> str:
@@ -84,8 +86,8 @@ class KubeBridge:
 
     async def stop(self) -> None:
         self._unsubscribe()
-        if self._unsubscribe_hitl is not None:
-            self._unsubscribe_hitl()
+        if self._unsubscribe_questions is not None:
+            self._unsubscribe_questions()
         if self._reconciler is not None:
             self._reconciler.cancel()
             await asyncio.gather(self._reconciler, return_exceptions=True)

@@ -85,13 +85,13 @@ class Mirror:
         retention_seconds: float = 3600.0,
         clock: Callable[[], float] = time.time,
         max_backoff: float = 30.0,
-        hitl: QuestionStore | None = None,
+        questions: QuestionStore | None = None,
         of: objects.OwnerKind = objects.AGENT,
     ) -> None:
         self._client = client
         self.of = of  # an Agent's runtime, or an MCPGateway's (its held calls)
         self._approvals = approvals
-        self._hitl = hitl
+        self._questions = questions
         self.agent = agent
         self.namespace = namespace
         self._retention = retention_seconds
@@ -162,15 +162,15 @@ class Mirror:
         if announce:
             self._put_event(f"event {name}", lambda: self._event(record, who))
 
-    def hitl_listener(self, kind: str, record: QuestionRecord) -> None:
+    def question_listener(self, kind: str, record: QuestionRecord) -> None:
         """:meth:`QuestionStore.subscribe <agent_runtime.questions.store.QuestionStore.subscribe>` listener: a question
         is mirrored as a ToolApproval labelled ``gatehouse.dev/kind: hitl_request`` (no Events, and it does not
         count in the Agent's ``pendingApprovals``, which counts tool approvals only)."""
-        self.sync_hitl(record)
+        self.sync_question(record)
 
-    def sync_hitl(self, record: QuestionRecord) -> None:
+    def sync_question(self, record: QuestionRecord) -> None:
         name = objects.approval_name(self.agent, record.id)
-        self._put(name, f"sync {name}", lambda: self._sync_hitl(record), attempts=0)
+        self._put(name, f"sync {name}", lambda: self._sync_question(record), attempts=0)
 
     def _put(self, key: str, what: str, op: Op, attempts: int) -> None:
         self._idle.clear()
@@ -296,7 +296,7 @@ class Mirror:
             raise
         request_id = (body.get("spec") or {}).get("requestId", "")
         uid = (created.get("metadata") or {}).get("uid")
-        if uid and not objects.is_hitl(body):
+        if uid and not objects.is_question(body):
             await self._approvals.remember_object(request_id, uid)
         return True
 
@@ -319,12 +319,12 @@ class Mirror:
         status = objects.status(record, decided_by or await self.decider(record, cast), cast)
         await self._write(objects.approval_name(self.agent, record.id), body, status, finished)
 
-    async def _sync_hitl(self, record: QuestionRecord) -> None:
+    async def _sync_question(self, record: QuestionRecord) -> None:
         async def body() -> dict[str, Any]:
-            return objects.hitl_approval(record, self.agent, self.namespace, await self._agent())
+            return objects.question_approval(record, self.agent, self.namespace, await self._agent())
 
         finished = None if record.open else record.updated_at or self._clock()
-        await self._write(objects.approval_name(self.agent, record.id), body, objects.hitl_status(record), finished)
+        await self._write(objects.approval_name(self.agent, record.id), body, objects.question_status(record), finished)
 
     async def _write(
         self, name: str, body: Callable[[], Awaitable[dict[str, Any]]], status: dict[str, Any], finished: float | None
@@ -407,20 +407,20 @@ class Mirror:
         for records in pending.values():
             for record in records:
                 self.sync(record)
-        if self._hitl is not None:
-            for question in await self._hitl.open_questions():
-                self.sync_hitl(question)
+        if self._questions is not None:
+            for question in await self._questions.open_questions():
+                self.sync_question(question)
         listed = await self._client.get(self.collection, {"labelSelector": self.selector})
         for item in listed.get("items", []):
             self.observe(item)
             spec, phase = item.get("spec") or {}, (item.get("status") or {}).get("phase", "Pending")
             if phase != "Pending" or not spec.get("taskId"):
                 continue
-            if objects.is_hitl(item):
-                if self._hitl is not None:
-                    for question in await self._hitl.for_task(spec["taskId"]):
+            if objects.is_question(item):
+                if self._questions is not None:
+                    for question in await self._questions.for_task(spec["taskId"]):
                         if question.id == spec.get("requestId") and not question.open:
-                            self.sync_hitl(question)
+                            self.sync_question(question)
                 continue
             for record in await self._approvals.for_task(spec["taskId"]):
                 if record.id == spec.get("requestId") and record.status != "pending":

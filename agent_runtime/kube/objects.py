@@ -180,13 +180,13 @@ def same_request(spec: dict[str, Any], record: ApprovalRecord) -> bool:
         record.requested_hash, shown.args, list(shown.paths))
 
 
-def is_hitl(obj: dict[str, Any]) -> bool:
+def is_question(obj: dict[str, Any]) -> bool:
     """Whether a ToolApproval mirrors a ``hitl_request`` question (the kind label; the tool name as a fallback)."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
     return labels.get(LABEL_KIND) == KIND_HITL or (obj.get("spec") or {}).get("tool") == KIND_HITL
 
 
-def hitl_approval(record: QuestionRecord, agent: str, namespace: str, owner: dict[str, Any] | None) -> dict[str, Any]:
+def question_approval(record: QuestionRecord, agent: str, namespace: str, owner: dict[str, Any] | None) -> dict[str, Any]:
     """The ToolApproval mirroring a ``hitl_request`` question: visible to kubectl, never decided through it."""
     args = record.args
     metadata: dict[str, Any] = {
@@ -230,7 +230,7 @@ def hitl_approval(record: QuestionRecord, agent: str, namespace: str, owner: dic
 _HITL_PHASES = {"confirmed": "Approved", "canceled": "Denied", "timeout": "Expired", "error": "Denied"}
 
 
-def hitl_status(record: QuestionRecord) -> dict[str, Any]:
+def question_status(record: QuestionRecord) -> dict[str, Any]:
     """A question's status: Pending while open; then Approved (confirmed), Denied (canceled), Expired (timeout).
 
     A question ended by canceling its task is Canceled, as a tool approval is. ``reason`` is the result's
@@ -450,13 +450,13 @@ __all__ = [
     "event",
     "execution_event",
     "execution_status",
-    "hitl_approval",
-    "hitl_status",
-    "is_hitl",
+    "is_question",
     "label_value",
     "orphaned_status",
     "owner_reference",
     "phase",
+    "question_approval",
+    "question_status",
     "replacing",
     "same_request",
     "selector",

@@ -42,13 +42,13 @@ ORPHANED = "Orphaned"
 
 class Orphans:
     def __init__(
-        self, client: KubeClient, mirror: Mirror, approvals: ApprovalService, hitl: QuestionStore | None = None,
+        self, client: KubeClient, mirror: Mirror, approvals: ApprovalService, questions: QuestionStore | None = None,
         interval: float = 60.0,
     ) -> None:
         self._client = client
         self._mirror = mirror
         self._approvals = approvals
-        self._hitl = hitl
+        self._questions = questions
         self.interval = interval  # seconds between sweeps; 0: at start-up only
         self.sweeps = 0
 
@@ -59,10 +59,10 @@ class Orphans:
         request_id = spec.get("requestId")
         if not request_id:
             return None
-        if objects.is_hitl(obj):
-            if self._hitl is None:
+        if objects.is_question(obj):
+            if self._questions is None:
                 return None
-            return any(q.id == request_id for q in await self._hitl.for_task(spec.get("taskId") or ""))
+            return any(q.id == request_id for q in await self._questions.for_task(spec.get("taskId") or ""))
         return await self._approvals.get(request_id) is not None
 
     async def check(self, items: list[dict[str, Any]]) -> list[str]:
@@ -139,9 +139,9 @@ class Orphans:
     async def _status_of(self, obj: dict[str, Any]) -> dict[str, Any] | None:
         spec = obj.get("spec") or {}
         request_id = spec.get("requestId", "")
-        if objects.is_hitl(obj):
-            found = await self._hitl.for_task(spec.get("taskId") or "") if self._hitl is not None else []
-            return next((objects.hitl_status(q) for q in found if q.id == request_id), None)
+        if objects.is_question(obj):
+            found = await self._questions.for_task(spec.get("taskId") or "") if self._questions is not None else []
+            return next((objects.question_status(q) for q in found if q.id == request_id), None)
         record = await self._approvals.get(request_id)
         if record is None or await self._approvals.object_uid(request_id) != (obj.get("metadata") or {}).get("uid"):
             return None  # not the object this runtime created (a copy): it gets no status from the runtime

@@ -143,7 +143,7 @@ class DecisionWatcher:
         request_id = spec.get("requestId")
         if not objects.ballots(spec) or not request_id or status.get("phase", "Pending") != "Pending":
             return
-        if objects.is_hitl(obj) or str(request_id).startswith("hitl-"):
+        if objects.is_question(obj) or str(request_id).startswith("hitl-"):
             self._warn_once(obj, "kube: votes on %s ignored: it is a hitl_request question from the model, answered in "
                                  "the chat (A2A), not approved or denied")
             return

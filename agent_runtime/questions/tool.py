@@ -108,7 +108,7 @@ class QuestionTool(HumanTool):
         payload = {"request_id": request_id, "kind": question_wire.TOOL_NAME}
         tool_context.request_confirmation(hint=parsed.question, payload=payload)
         tool_context.actions.skip_summarization = True
-        scope.hitl.append(PendingQuestion(request_id, tool_context.function_call_id or "", self.name, parsed))
+        scope.questions.append(PendingQuestion(request_id, tool_context.function_call_id or "", self.name, parsed))
         if self._metrics is not None:
             self._metrics.asked.inc()
         return dict(PLACEHOLDER)
@@ -122,7 +122,7 @@ def _conflict(scope: RunScope | None) -> str:
             "this model turn also made tool calls that wait for approval; ask the question in a turn of its own "
             "(after they are decided). Nothing was asked."
         )
-    if scope.hitl:
+    if scope.questions:
         return "only one question can be asked per model turn; ask the next one after this one is answered. Nothing was asked."
     if scope.eliciting:
         return "a tool of this model turn is asking the user a question; ask yours after it is answered. Nothing was asked."
@@ -158,9 +158,9 @@ class QuestionRecorder:
         self._clock = clock or store.clock
 
     async def record(self, scope: RunScope, confirmation_ids: Mapping[str, str]) -> QuestionRecord | None:
-        if not scope.hitl:
+        if not scope.questions:
             return None
-        (question,) = scope.hitl  # the tool refuses a second question in the same turn
+        (question,) = scope.questions  # the tool refuses a second question in the same turn
         args = question.args
         assert isinstance(args, question_wire.QuestionArgs)  # the tool put it there, validated
         confirmation_id = confirmation_ids.get(question.call_id)

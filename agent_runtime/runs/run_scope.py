@@ -98,7 +98,7 @@ class RunScope:
     context_id: str
     owner: str = ""  # the principal the run acts for: the task's owner, who asked for these calls
     pending: list[PendingCall] = field(default_factory=list)
-    hitl: list[PendingQuestion] = field(default_factory=list)  # the hitl_request question it paused on (questions/tool.py)
+    questions: list[PendingQuestion] = field(default_factory=list)  # the hitl_request question it paused on (questions/tool.py)
     eliciting: list[PendingElicitation] = field(default_factory=list)  # an MCP tool's question (server/toolsets.py)
     delegating: list[PendingDelegation] = field(default_factory=list)  # a sub-agent's pause (delegation/tool.py)
     requester: str = ""  # the human the run acts for, when it differs from the owner (a task delegated by a parent agent)

@@ -98,7 +98,7 @@ class Gate:
         if self._config.approval.allow_session_grants and await self._granted(scope, name, server, args, decision,
                                                                                tool_context):
             return None
-        if scope.hitl:  # one kind of pause per model turn: a question (hitl_request) is already waiting
+        if scope.questions:  # one kind of pause per model turn: a question (hitl_request) is already waiting
             return {"error": "not run: this model turn asks the human a question (hitl_request); call again after the answer"}
         if scope.eliciting:  # likewise a tool's question (MCP elicitation)
             return {"error": "not run: another tool of this model turn asks the user a question; call again after the answer"}

@@ -118,7 +118,7 @@ def _as_result(raw: Any) -> dict[str, Any]:
 def _conflict(scope: RunScope | None, tool: str) -> str:
     if scope is None:
         return "this run has no channel to a human, so the tool's question cannot be asked"
-    if scope.pending or scope.hitl or scope.eliciting:
+    if scope.pending or scope.questions or scope.eliciting:
         return (f"another call of this model turn waits for the human; call {tool} again after it is answered "
                 "(the tool asked the user a question, which was not asked)")
     return ""

@@ -242,8 +242,8 @@ def test_a_tool_name_is_offered_once() -> None:
         "spec.tools[4].agent.name: 'hitl_request' is reserved for the built-in human tool",
         "spec.tools[5].agent.name: 'human_intervention_request' is reserved for the built-in human tool",
     ]
-    hitl = _agent("hitl_request")
-    assert _translate(_agent("o", _tool("hitl_request")), _ns(hitl)).sub_agents[0].name == "hitl_request"  # not offered
+    questions = _agent("hitl_request")
+    assert _translate(_agent("o", _tool("hitl_request")), _ns(questions)).sub_agents[0].name == "hitl_request"  # not offered
 
 
 def test_two_tools_may_not_share_a_token_variable() -> None:

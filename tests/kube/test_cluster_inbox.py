@@ -29,7 +29,7 @@ from agent_runtime.clients.kubectl_inbox import ClusterInbox, card_of, epoch
 from agent_runtime.contract.principals import Principal
 from agent_runtime.kube.toolapproval_client import connect
 from agent_runtime.ui.cards import Filters, VoteLine
-from tests.kube.test_kubectl_plugin import ALICE, TA, approval, hitl_question, runtime_answers
+from tests.kube.test_kubectl_plugin import ALICE, TA, approval, question_object, runtime_answers
 from tests.support.browser import chromium
 from tests.support.kube_fixtures import Kubectl
 from tests.support.kube_server import RunningEmulator
@@ -60,7 +60,7 @@ def cluster(kube_api: RunningEmulator, kubectl: Kubectl, tmp_path: Path) -> Runn
           approval("fm-1", redacted=["token"], arguments={"path": "old.txt", "token": "«redacted»"}, argumentsHash="h1"),
           approval("fm-2", tool="write_file", requestedAt="2026-11-21T22:05:00Z"),
           approval("other-1", agent="other", requestedAt="2026-11-21T22:10:00Z"),
-          hitl_question("fm-q"), approval("fm-b", namespace="team-b"))
+          question_object("fm-q"), approval("fm-b", namespace="team-b"))
     set_status(kubectl, "fm-1", {"phase": "Pending", "approvals": "1/2", "required": 2, "waitingFor": WHO,
                                  "votes": [{"by": "bob@example.com", "action": "Approve", "counted": True, "note": "",
                                             "via": "kubectl", "seenAs": "bob@example.com"}]})

@@ -173,7 +173,7 @@ def test_a_concurrent_decision_is_reported_as_decided_by_someone_else(
     assert "votes" not in cluster.emulator.get_object(TA, "default", "fm-1")["spec"]
 
 
-def hitl_question(name: str) -> dict[str, Any]:
+def question_object(name: str) -> dict[str, Any]:
     """A ToolApproval as the runtime mirrors a hitl_request question."""
     doc = approval(name, requestId=f"hitl-{name}", tool="hitl_request", hint="Which environment?",
                    arguments={"question": "Which environment?", "options": ["staging", "production"],
@@ -186,7 +186,7 @@ def test_a_hitl_question_is_listed_with_its_kind_and_cannot_be_approved_or_denie
     cluster: RunningEmulator, kubectl: Kubectl, tmp_path: Path, capsys: Cap
 ) -> None:
     path = tmp_path / "q.json"
-    path.write_text(json.dumps(hitl_question("fm-q")))
+    path.write_text(json.dumps(question_object("fm-q")))
     kubectl("apply", "--validate=false", "-f", str(path))
     code, out, _ = plugin(capsys, "approvals", "--agent", "file-manager")
     kinds = {r[0]: (r[2], r[3]) for r in lines(out)[1:]}

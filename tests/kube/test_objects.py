@@ -139,7 +139,7 @@ def test_the_runtime_knows_its_redacted_toolapproval_and_nothing_else() -> None:
 
 def test_a_hitl_question_shows_no_secret() -> None:
     asked = question(args=question_wire.QuestionArgs(question=f"Use {SECRET}?", options=["yes", "no"]))
-    spec = objects.hitl_approval(asked, "file-manager", "default", None)["spec"]
+    spec = objects.question_approval(asked, "file-manager", "default", None)["spec"]
     assert spec["hint"] == "Use «redacted»?" and spec["arguments"]["question"] == "Use «redacted»?"
     assert spec["redacted"] == ["$.question"]
 
@@ -173,18 +173,18 @@ def question(**kw: object) -> QuestionRecord:
 
 
 def test_a_hitl_question_is_a_tool_approval_of_its_own_kind() -> None:
-    obj = objects.hitl_approval(question(), "file-manager", "default", None)
+    obj = objects.question_approval(question(), "file-manager", "default", None)
     assert obj["metadata"]["name"] == "file-manager-hitl-0123456789abcdef"
-    assert obj["metadata"]["labels"]["gatehouse.dev/kind"] == "hitl_request" and objects.is_hitl(obj)
-    assert not objects.is_hitl(objects.tool_approval(record(), "file-manager", "default", None))
+    assert obj["metadata"]["labels"]["gatehouse.dev/kind"] == "hitl_request" and objects.is_question(obj)
+    assert not objects.is_question(objects.tool_approval(record(), "file-manager", "default", None))
     spec = obj["spec"]
     assert (spec["tool"], spec["hint"], spec["requestId"], spec["callId"]) == (
         "hitl_request", "Deploy where?", "hitl-0123456789abcdef", "adk-2")
     assert spec["arguments"] == {"question": "Deploy where?", "options": ["staging", "prod"], "requireConfirmation": False,
                                  "defaultOption": "staging", "metadata": {"ticket": "T-1"}}
     assert spec["expiresAt"] == "2023-11-14T22:28:20Z"
-    assert objects.hitl_status(question()) == {"phase": "Pending", "summary": "question=Deploy where?"}
-    assert crd_validation.validate({**obj, "status": objects.hitl_status(question())}) == []
+    assert objects.question_status(question()) == {"phase": "Pending", "summary": "question=Deploy where?"}
+    assert crd_validation.validate({**obj, "status": objects.question_status(question())}) == []
 
 
 def _done(status: str, source: str, message: str, selected: str | None, record_source: str | None = None) -> QuestionRecord:
@@ -208,12 +208,12 @@ def _done(status: str, source: str, message: str, selected: str | None, record_s
     ],
 )
 def test_a_hitl_outcome_becomes_a_status(done: QuestionRecord, phase: str, source: str, by: str, reason: str) -> None:
-    status = objects.hitl_status(done)
+    status = objects.question_status(done)
     assert status == {"phase": phase, "summary": "question=Deploy where?", "source": source, "decidedBy": by,
                       "reason": reason, "decidedAt": "2023-11-14T22:15:00Z"}
-    obj = objects.hitl_approval(done, "file-manager", "default", None)
+    obj = objects.question_approval(done, "file-manager", "default", None)
     assert crd_validation.validate({**obj, "status": status}) == []
-    waiting = objects.hitl_status(question(stage="confirm", selected="prod"))
+    waiting = objects.question_status(question(stage="confirm", selected="prod"))
     assert waiting["phase"] == "Pending" and "'prod'" in waiting["reason"]
 
 

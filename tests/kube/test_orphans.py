@@ -28,13 +28,13 @@ AGENTS = "gatehouse.dev/v1alpha1/agents"
 
 def left_behind(request_id: str, agent: str = "file-manager", kind: str = "tool_approval") -> dict[str, Any]:
     """A Pending ToolApproval as a runtime mirrored it, for a request that runtime's lost database held."""
-    hitl = kind == "hitl_request"
+    questions = kind == "hitl_request"
     return {
         "apiVersion": "gatehouse.dev/v1alpha1", "kind": "ToolApproval",
         "metadata": {"name": approval_name(agent, request_id), "namespace": "default",
                      "labels": {"gatehouse.dev/agent": agent, "gatehouse.dev/kind": kind}},
         "spec": {"agentRef": agent, "contextId": "ctx-gone", "taskId": "task-gone", "requestId": request_id,
-                 "tool": "hitl_request" if hitl else "delete_file", "arguments": {"path": "gone.txt"}},
+                 "tool": "hitl_request" if questions else "delete_file", "arguments": {"path": "gone.txt"}},
         "status": {"phase": "Pending", "approvals": "0/1", "required": 1, "votes": []},
     }
 

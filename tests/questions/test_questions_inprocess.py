@@ -23,16 +23,16 @@ def _prompt(task: dict) -> question_wire.QuestionPrompt:
     return question_wire.QuestionInterrupt.model_validate(data).requests[0]
 
 
-def _hitl(runtime: Runtime) -> QuestionRuntime:
-    assert runtime.hitl is not None
-    return runtime.hitl
+def _questions(runtime: Runtime) -> QuestionRuntime:
+    assert runtime.questions is not None
+    return runtime.questions
 
 
 async def test_a_resume_cut_short_is_finished_with_the_recorded_result(app: App) -> None:  # noqa: F811
     task = (await app.send("ask Where?"))["task"]
     assert state(task) == "TASK_STATE_INPUT_REQUIRED"
     prompt = _prompt(task)
-    store = _hitl(app.runtime).store
+    store = _questions(app.runtime).store
     (record,) = await store.for_task(task["id"])
     # As if the runtime died right after recording the answer, before the agent ran on.
     answered, result = question_wire.apply_message(record.state(), [{"decision_type": "cancel"}], "")
@@ -53,5 +53,5 @@ async def test_a_timeout_that_lost_the_race_leaves_the_task_alone(app: App) -> N
     await app.runtime.handler.on_message_send(SendMessageRequest(message=message), context)
     after = await app.get(task["id"])
     assert after["status"] == before["status"] and state(after) == "TASK_STATE_INPUT_REQUIRED"
-    (record,) = await _hitl(app.runtime).store.for_task(task["id"])
+    (record,) = await _questions(app.runtime).store.for_task(task["id"])
     assert record.open and record.version == 0

@@ -271,7 +271,7 @@ async def test_without_an_approval_channel_a_gated_call_is_not_run(approvals: Ap
 async def test_a_gated_call_in_a_turn_that_asks_a_question_is_not_run(approvals: ApprovalService) -> None:
     gate, ctx = Gate(_config(), approvals, Metrics("a")), FakeToolContext()
     with run_scope() as scope:
-        scope.hitl.append("a question is waiting")
+        scope.questions.append("a question is waiting")
         result = await before(gate, DELETE, {"path": "a"}, ctx)
     assert result is not None and result["error"].startswith("not run: this model turn asks the human a question")
     assert ctx.confirmations == [] and scope.pending == []

@@ -85,8 +85,8 @@ async def test_a_kubectl_decision_on_a_question_is_ignored(app: App, caplog: pyt
     assert phase(app.approval(prompt.id)) == "Pending"
     still = await app.get(task["id"])
     assert state(still) == "TASK_STATE_INPUT_REQUIRED" and _prompt(still).stage == "answer"
-    assert app.runtime.hitl is not None
-    (record,) = await app.runtime.hitl.store.for_task(task["id"])
+    assert app.runtime.questions is not None
+    (record,) = await app.runtime.questions.store.for_task(task["id"])
     assert record.open and record.version == 0
     # The question is still answered in the chat, and its ToolApproval follows.
     await app.send(data=_answer(prompt, "production"), task=task)
