@@ -305,8 +305,13 @@ def control_plane_bars(kubectl: Mapping[str, Any] | None, operator: Mapping[str,
     k = dict(kubectl) if kubectl else {"reason": "not run"}
     op = dict(operator) if operator else {"available": False, "reason": "not run", "agents": 0}
     judged = [*kubectl_bars(k, inner), *operator_bars(op, kinds, inner)[:2]]
-    return [{**b, "key": f"{b['key']}_cp", "bar": CONTROL_PLANE_LABEL + b["bar"],
-             "sections": [back[x] for x in b["sections"]]} for b in judged]
+    out = []
+    for b in judged:
+        sections = [back[x] for x in b["sections"]]
+        reason = f"noisy: {', '.join(s for s in sections if s in noisy)}" if b["verdict"] == "noisy" else b["reason"]
+        out.append({**b, "key": f"{b['key']}_cp", "bar": CONTROL_PLANE_LABEL + b["bar"], "sections": sections,
+                    "reason": reason})
+    return out
 
 
 # (figure, where it is in the emulator's results, where in the real control plane's): ``kubectl.``/``operator.``

@@ -59,6 +59,7 @@ def test_each_section_on_the_real_control_plane_is_noisy_on_its_own() -> None:
                                                                                          "operator"])} == {"pass"}
     judged = by_key(bars.control_plane_bars(kubectl(), operator(), KINDS, ["mirror_cp", "operator_cp"]))
     assert [judged[k]["verdict"] for k in judged] == ["pass", "noisy", "noisy", "noisy"]
+    assert [judged[k]["reason"] for k in judged] == ["", "noisy: mirror_cp", "noisy: operator_cp", "noisy: operator_cp"]
     emulator = by_key(bars.kubectl_bars(kubectl(), ["kubectl_cp", "mirror_cp"]))
     assert {b["verdict"] for b in emulator.values()} == {"pass"}
 
