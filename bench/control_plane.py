@@ -38,8 +38,8 @@ from typing import Any
 import httpx
 import yaml
 
-__all__ = ["NODE", "ControlPlane", "EventLog", "Watch", "breakdown", "by_user", "control_plane", "counted",
-           "service_account_user", "unavailable"]
+__all__ = ["NODE", "ControlPlane", "Cores", "EventLog", "Operator", "Watch", "breakdown", "by_user", "control_plane",
+           "counted", "service_account_user", "settle", "tls_context", "unavailable", "users"]
 
 NODE = "bench-node"
 
