@@ -6,6 +6,7 @@
     python -m bench.run --only held --quick                                       # floors + held decisions (bar 2)
     python -m bench.run --only kubectl --quick                                    # kubectl decisions, mirror lag
     python -m bench.run --only gateway --quick                                    # the MCP gateway's two ratios
+    python -m bench.run --only kubernetes                                         # kubectl, mirror, operator: emulated and real
 
 Order of a run (one demo-tools MCP server, with a journal, serves every target):
 
@@ -23,10 +24,12 @@ Order of a run (one demo-tools MCP server, with a journal, serves every target):
    probed in turn (bar 3);
 7. ``gatehouse`` only: restarts, start to the first pause served, against the import floor (bar 5);
 8. ``gatehouse`` only: kubectl decisions, a ToolApproval patch to the tool having run over the emulated API, and the
-   mirror's creation lag at 10,000 paused (``bench/kubectl_path.py``; bar 4's kubectl half);
+   mirror's creation lag at 10,000 paused (``bench/kubectl_path.py``; bar 4's kubectl half); then the same on the real
+   control plane, the chart installed and its operator running (``bench/kubectl_cp.py``; issue 40, bar 5);
 9. ``gatehouse`` only: the MCP gateway, an ungated call through it against a direct one, and a REST decision on a
    held call to the client's result against an A2A decision, interleaved (``bench/gateway_path.py``; issue 38);
-10. operator rows (``bench/operator_hook.py``; bar 6);
+10. operator rows (``bench/operator_hook.py``; bar 6); then on the real control plane, one node cordoned
+   (``bench/operator_cp.py``; issue 40, bar 5: the two runs' Kubernetes figures are printed side by side);
 11. with ``--real-model``: pause and resume with a real model behind the gate, split into model time and the rest
    (``bench/real_model.py``; needs what ``make e2e-llm`` fetches and builds).
 
