@@ -24,6 +24,11 @@ of them was sampled noisy (``bench/hygiene.py``) its verdict is ``noisy`` instea
    (:func:`kubectl_bars`, ``bench/kubectl_path.py``): a ToolApproval patch to the tool having run over the emulated
    API, p50 < 100 ms; and the mirror "keeps up" with 10,000 ToolApprovals, read as: every one of them created, and
    the creation lag (pause answered to ToolApproval created) p99 under 2 s.
+
+Issue 40's bar 5 (:func:`control_plane_bars`): the Kubernetes bars above (kubectl, the mirror, Agents to Accepted,
+requests per reconcile) with the same limits on the real control plane (``bench/kubectl_cp.py``,
+``bench/operator_cp.py``), beside the emulator's; :func:`emulator_differences` sets the two runs' figures side by
+side and marks each that differs by more than 2x.
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["BACKLOG_FULL", "MIRROR_FULL", "OPERATOR_FULL", "backlog_bars", "build_bars", "channel_bars", "child_kinds",
-           "gateway_bars", "kubectl_bars", "median_of_rounds", "operator_bars", "restart_bar", "share_bars", "throughput_bar"]
+           "control_plane_bars", "emulator_differences", "gateway_bars", "kubectl_bars", "median_of_rounds",
+           "operator_bars", "restart_bar", "share_bars", "throughput_bar"]
 
 SHARE_PAUSE_MS, SHARE_RESUME_MS = 3.0, 4.0
 THROUGHPUT_SHARE = 0.5
@@ -281,11 +287,76 @@ def operator_bars(operator: Mapping[str, Any], kinds: list[str], noisy: list[str
     return [accepted, requests, noop]
 
 
+# Issue 40, bar 5: the Kubernetes rows on the real control plane, each section named after its emulator twin.
+CONTROL_PLANE_SECTIONS = {"kubectl_cp": "kubectl", "mirror_cp": "mirror", "operator_cp": "operator"}
+CONTROL_PLANE_LABEL = "real control plane: "
+DIFFERENCE_FACTOR = 2.0  # a real-control-plane figure this many times the emulator's (or less than 1/x) is noted
+
+
+def control_plane_bars(kubectl: Mapping[str, Any] | None, operator: Mapping[str, Any] | None, kinds: list[str],
+                       noisy: list[str]) -> list[dict[str, Any]]:
+    """Issue 40's bar 5: the emulator's Kubernetes bars, with the same limits, on what the real control plane measured
+    (``bench/kubectl_cp.py``, ``bench/operator_cp.py``): the kubectl patch to the tool having run p50 < 100 ms, the
+    mirror's creation lag p99 < 2 s with every ToolApproval created (judged at 10,000), N Agents to Accepted < 60 s
+    (judged at 2,000) and requests per reconcile within the same limit. Keys end in ``_cp``, names start with "real
+    control plane: ", sections are the ``*_cp`` ones. The no-op resync is not measured there: no bar."""
+    inner = [CONTROL_PLANE_SECTIONS[s] for s in noisy if s in CONTROL_PLANE_SECTIONS]
+    back = {v: k for k, v in CONTROL_PLANE_SECTIONS.items()}
+    k = dict(kubectl) if kubectl else {"reason": "not run"}
+    op = dict(operator) if operator else {"available": False, "reason": "not run", "agents": 0}
+    judged = [*kubectl_bars(k, inner), *operator_bars(op, kinds, inner)[:2]]
+    out = []
+    for b in judged:
+        sections = [back[x] for x in b["sections"]]
+        reason = f"noisy: {', '.join(s for s in sections if s in noisy)}" if b["verdict"] == "noisy" else b["reason"]
+        out.append({**b, "key": f"{b['key']}_cp", "bar": CONTROL_PLANE_LABEL + b["bar"], "sections": sections,
+                    "reason": reason})
+    return out
+
+
+# (figure, where it is in the emulator's results, where in the real control plane's): ``kubectl.``/``operator.``
+# paths into ``results.gatehouse.kubectl[_cp]`` and ``operator[_cp]``.
+COMPARED = (
+    ("operator: Agents to Accepted (s)", "operator.agents_to_accepted_seconds"),
+    ("operator: Agents created (s)", "operator.create_seconds"),
+    ("operator: API requests per reconcile", "operator.api_requests_per_reconcile"),
+    ("kubectl: patch -> tool ran p50 (ms)", "kubectl.patch.kubectl_to_tool_ms.p50"),
+    ("kubectl: patch -> tool ran p90 (ms)", "kubectl.patch.kubectl_to_tool_ms.p90"),
+    ("kubectl: PATCH round trip p50 (ms)", "kubectl.patch.patch_roundtrip_ms.p50"),
+    ("kubectl: PATCH -> status Approved p50 (ms)", "kubectl.patch.patch_to_approved_status_ms.p50"),
+    ("kubectl: pause -> Pending seen p50 (ms)", "kubectl.patch.pause_to_pending_ms.p50"),
+    ("kubectl: A2A decision -> tool ran p50 (ms), same runtime", "kubectl.patch.a2a_to_tool_ms.p50"),
+    ("kubectl: patch -> tool ran p50 with the mirror's N held (ms)", "kubectl.patch_at_held.kubectl_to_tool_ms.p50"),
+    ("mirror: creation lag p50 (ms)", "kubectl.mirror.lag_ms.p50"),
+    ("mirror: creation lag p99 (ms)", "kubectl.mirror.lag_ms.p99"),
+    ("mirror: paused per second", "kubectl.mirror.fill_per_second"),
+    ("mirror: all created (s after the first pause)", "kubectl.mirror.all_mirrored_seconds"),
+    ("mirror: runtime's API requests per ToolApproval", "kubectl.mirror.api_requests_per_approval"),
+)
+
+
+def emulator_differences(emulator: Mapping[str, Any], real: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each figure of :data:`COMPARED` measured on both, side by side: ``{"figure", "emulator", "real", "ratio"
+    (real / emulator), "differs"}``, ``differs`` when the ratio is above ``DIFFERENCE_FACTOR`` or below its inverse.
+    ``emulator`` and ``real`` are ``{"kubectl": ..., "operator": ...}``; a figure missing on either side has ratio None
+    and is not compared."""
+    out = []
+    for figure, path in COMPARED:
+        a, b = _get(emulator, *path.split(".")), _get(real, *path.split("."))
+        ratio = None if a is None or b is None or a <= 0 or b < 0 else b / a
+        out.append({"figure": figure, "emulator": a, "real": b, "ratio": None if ratio is None else round(ratio, 2),
+                    "differs": ratio is not None and (ratio > DIFFERENCE_FACTOR or ratio < 1 / DIFFERENCE_FACTOR)})
+    return out
+
+
 def build_bars(gatehouse: Mapping[str, Any] | None, floors: Mapping[str, Any] | None, operator: Mapping[str, Any],
-               noisy: list[str], kinds: list[str] | None = None) -> list[dict[str, Any]]:
-    """Every bar, in the issue's order, from one run's results (``gatehouse``: the default target's)."""
+               noisy: list[str], kinds: list[str] | None = None,
+               operator_cp: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Every bar, in the issue's order, from one run's results (``gatehouse``: the default target's); the real
+    control plane's (issue 40, bar 5) last."""
     g = gatehouse or {}
     floors = floors if floors and "pause_floor_ms" in floors else None
+    kinds = child_kinds() if kinds is None else kinds
     return [
         *share_bars(g.get("latency"), floors, noisy),
         throughput_bar(g.get("held"), floors, noisy),
@@ -294,5 +365,6 @@ def build_bars(gatehouse: Mapping[str, Any] | None, floors: Mapping[str, Any] | 
         *[b for b in channel_bars(g.get("decisions"), noisy) if b["key"] != "kubectl"],
         restart_bar(g.get("restart"), noisy),
         *gateway_bars(g.get("gateway"), noisy),
-        *operator_bars(operator, child_kinds() if kinds is None else kinds, noisy),
+        *operator_bars(operator, kinds, noisy),
+        *control_plane_bars(g.get("kubectl_cp"), operator_cp, kinds, noisy),
     ]

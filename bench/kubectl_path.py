@@ -40,7 +40,7 @@ import shutil
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -266,13 +266,15 @@ class _Cpu:
     """CPU seconds so far of the runtime (and its children), the emulated API's thread and the rest of the bench
     process (its client), to tell which of them was busy."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, others: Mapping[str, int] | None = None) -> None:
         import psutil
 
         self._runtime = psutil.Process(server.pid)
         self._bench = psutil.Process()
         emulator = next((t for t in threading.enumerate() if t.name == "kube-emulator"), None)
         self._emulator_tid = emulator.native_id if emulator is not None else None
+        # other processes by name (the real control plane's kube-apiserver and etcd: bench/kubectl_cp.py)
+        self._others = {name: psutil.Process(pid) for name, pid in (others or {}).items()}
 
     def read(self) -> dict[str, float]:
         import psutil
@@ -284,7 +286,14 @@ class _Cpu:
                 runtime += t.user + t.system
         total = self._bench.cpu_times()
         emulator = sum(t.user_time + t.system_time for t in self._bench.threads() if t.id == self._emulator_tid)
-        return {"runtime": runtime, "emulated_api": emulator, "bench_client": total.user + total.system - emulator}
+        out = {"runtime": runtime, "bench_client": total.user + total.system - emulator}
+        if self._emulator_tid is not None:
+            out["emulated_api"] = emulator
+        for name, proc in self._others.items():
+            with contextlib.suppress(psutil.Error):
+                t = proc.cpu_times()
+                out[name] = t.user + t.system
+        return out
 
     @staticmethod
     def used(before: dict[str, float], after: dict[str, float], seconds: float) -> dict[str, float]:
@@ -320,9 +329,10 @@ def _by_verb(requests: Sequence[Any]) -> dict[str, int]:
 
 
 async def mirror_lag(server: Server, tools: ToolsServer, tap: Tap, held: int, concurrency: int, api: Any = None,
-                     stall: float = 60.0) -> dict[str, Any]:
+                     stall: float = 60.0, others: Mapping[str, int] | None = None) -> dict[str, Any]:
     """``held`` conversations paused ``concurrency`` at a time (never decided); each one's ToolApproval creation lag,
-    how busy the runtime, the emulated API and the bench's client were meanwhile, and the runtime's requests."""
+    how busy the runtime, the emulated API (or the ``others`` processes by name) and the bench's client were
+    meanwhile, and the runtime's requests (the emulator's; ``api`` None: none counted here)."""
     key = server.target.key
     names = [f"{key}-mirror-{i}.txt" for i in range(held)]
     answered: dict[str, float] = {}
@@ -337,7 +347,7 @@ async def mirror_lag(server: Server, tools: ToolsServer, tap: Tap, held: int, co
 
     limits = httpx.Limits(max_connections=2 * concurrency, max_keepalive_connections=2 * concurrency)
     before = set(tap.created())
-    cpu = _Cpu(server)
+    cpu = _Cpu(server, others)
     mark = api.emulator.request_count if api is not None else 0
     cpu_start = cpu.read()
     start = time.monotonic()

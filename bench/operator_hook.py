@@ -129,7 +129,7 @@ class _Operator:
             return any(_is_watch(r) and r.url.path.endswith("/agents") for r in emulator.requests_since(mark))
 
         try:
-            _wait(watching, 60, "the operator to watch Agents")
+            _wait(watching, 300, "the operator to watch Agents")  # a restart over 2,000 Agents at load 12 took over 60 s
             if settle:
                 _settle(lambda: emulator.request_count, quiet=1.0, timeout=60)
         except BaseException:

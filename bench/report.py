@@ -283,6 +283,21 @@ def print_bars(judged: list[dict[str, Any]], title: str) -> None:
     Console(width=170).print(table)
 
 
+def print_differences(compared: list[dict[str, Any]]) -> None:
+    """The Kubernetes figures on the emulator and on the real control plane side by side (``bars.emulator_differences``),
+    each that differs by more than 2x marked."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Kubernetes rows: the emulated API against the real control plane (same counts, same run)")
+    for header in ("figure", "emulator", "real control plane", "real / emulator", "more than 2x apart"):
+        table.add_column(header, overflow="fold")
+    for row in compared:
+        table.add_row(row["figure"], _cell(row["emulator"]), _cell(row["real"]), _cell(row["ratio"]),
+                      "yes" if row["differs"] else "", style="yellow" if row["differs"] else "")
+    Console(width=170).print(table)
+
+
 def print_backlog(backlog: dict[str, Any]) -> None:
     """One Gatehouse (default) runtime holding a growing backlog: each size's figures (``scenarios.backlog``)."""
     from rich.console import Console
@@ -300,15 +315,17 @@ def print_backlog(backlog: dict[str, Any]) -> None:
     Console(width=170).print(table)
 
 
-def print_kubectl(kubectl: dict[str, Any]) -> None:
-    """The kubectl section (``bench/kubectl_path.py``): a kubectl vote and an A2A decision to the tool having run on
-    the runtime with the ToolApproval mirror on (with nothing held, then with the mirror's M held), and the mirror's
-    creation lag."""
+def print_kubectl(kubectl: dict[str, Any],
+                  title: str = "kubectl: Gatehouse (default) with the ToolApproval mirror, over the emulated Kubernetes API",
+                  ) -> None:
+    """The kubectl section (``bench/kubectl_path.py``, or ``bench/kubectl_cp.py`` on the real control plane): a kubectl
+    vote and an A2A decision to the tool having run on the runtime with the ToolApproval mirror on (with nothing held,
+    then with the mirror's M held), and the mirror's creation lag."""
     from rich.console import Console
     from rich.table import Table
 
     console = Console(width=170)
-    table = Table(title="kubectl: Gatehouse (default) with the ToolApproval mirror, over the emulated Kubernetes API")
+    table = Table(title=title)
     for header in ("held", "kubectl vote → tool ran p50 / p90 (ms)", "A2A decision → tool ran p50 / p90 (ms)",
                    "PATCH round trip p50 (ms)", "PATCH → status Approved p50 (ms)", "pause → Pending p50 (ms)", "errors"):
         table.add_column(header)

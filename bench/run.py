@@ -6,6 +6,7 @@
     python -m bench.run --only held --quick                                       # floors + held decisions (bar 2)
     python -m bench.run --only kubectl --quick                                    # kubectl decisions, mirror lag
     python -m bench.run --only gateway --quick                                    # the MCP gateway's two ratios
+    python -m bench.run --only kubernetes                                         # kubectl, mirror, operator: emulated and real
 
 Order of a run (one demo-tools MCP server, with a journal, serves every target):
 
@@ -23,10 +24,12 @@ Order of a run (one demo-tools MCP server, with a journal, serves every target):
    probed in turn (bar 3);
 7. ``gatehouse`` only: restarts, start to the first pause served, against the import floor (bar 5);
 8. ``gatehouse`` only: kubectl decisions, a ToolApproval patch to the tool having run over the emulated API, and the
-   mirror's creation lag at 10,000 paused (``bench/kubectl_path.py``; bar 4's kubectl half);
+   mirror's creation lag at 10,000 paused (``bench/kubectl_path.py``; bar 4's kubectl half); then the same on the real
+   control plane, the chart installed and its operator running (``bench/kubectl_cp.py``; issue 40, bar 5);
 9. ``gatehouse`` only: the MCP gateway, an ungated call through it against a direct one, and a REST decision on a
    held call to the client's result against an A2A decision, interleaved (``bench/gateway_path.py``; issue 38);
-10. operator rows (``bench/operator_hook.py``; bar 6);
+10. operator rows (``bench/operator_hook.py``; bar 6); then on the real control plane, one node cordoned
+   (``bench/operator_cp.py``; issue 40, bar 5: the two runs' Kubernetes figures are printed side by side);
 11. with ``--real-model``: pause and resume with a real model behind the gate, split into model time and the rest
    (``bench/real_model.py``; needs what ``make e2e-llm`` fetches and builds).
 
@@ -59,8 +62,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import bars, floors, gateway_path, hygiene, kubectl_path, real_model, report, scenarios
+from bench import bars, floors, gateway_path, hygiene, kubectl_cp, kubectl_path, real_model, report, scenarios
 from bench.gatehouse_adapter import DEFAULT_CONFIGURATION, availability, gatehouse_targets
+from bench.operator_cp import not_run as operator_cp_not_run
+from bench.operator_cp import operator_cp_results
 from bench.operator_hook import not_run, operator_results
 from bench.protocols import StepError
 from bench.targets import Server, Target, adk_targets, running, tools_server
@@ -70,9 +75,12 @@ LABELS_DEFAULT = "Gatehouse (default)"
 ALL = ("gatehouse", "gatehouse_local", "adk_durable", "adk_memory")
 GATEHOUSE = ("gatehouse", "gatehouse_local")
 SECTIONS = ("floors", "latency", "decisions", "loss", "cold_start", "held", "backlog", "restart", "kubectl", "mirror",
-            "gateway", "operator")
-ONLY = ("operator", "real-model", "backlog", "restart", "kubectl", "held", "gateway")
+            "kubectl_cp", "mirror_cp", "gateway", "operator", "operator_cp")
+ONLY = ("operator", "real-model", "backlog", "restart", "kubectl", "held", "gateway", "kubectl-cp", "operator-cp",
+        "kubernetes")
 KUBECTL = ("kubectl", "mirror")  # what --only kubectl runs
+KUBECTL_CP = ("kubectl_cp", "mirror_cp")  # --only kubectl-cp: the same on the real control plane (bench/kubectl_cp.py)
+CONTROL_PLANE = (*KUBECTL_CP, "operator_cp")  # what --no-control-plane leaves out
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -112,6 +120,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--noisy-cores", type=float, default=hygiene.NOISY_CORES,
                    help="other processes using more cores than this make a section noisy")
     p.add_argument("--operator-agents", type=int, help="Agents in the operator rows (default 2000, quick 50; 0 skips them)")
+    p.add_argument("--no-control-plane", action="store_true",
+                   help="leave out the Kubernetes rows on the real control plane (issue 40, bar 5: kubectl-cp, mirror-cp, "
+                        "operator-cp; they run beside the emulator's with the same counts, and say why when the "
+                        "control plane's binaries are not built: make cluster-bin)")
     p.add_argument("--out", type=Path, default=RESULTS, help="where latest.json / latest.png go")
     p.add_argument("--work", type=Path, help="keep servers' state and logs here (default: a temporary directory)")
     p.add_argument("--no-plot", action="store_true")
@@ -121,7 +133,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--only", choices=ONLY,
                    help="run only these rows: 'operator' starts no runtime server, 'real-model' only the real-model "
                         "row, 'backlog', 'restart', 'kubectl' and 'gateway' only that section of the gatehouse target "
-                        "(the other rows say so), 'held' the library floors and the held decisions of --targets (bar 2)")
+                        "(the other rows say so), 'held' the library floors and the held decisions of --targets (bar 2); "
+                        "'kubectl-cp' and 'operator-cp' the kubectl (and mirror) and operator rows on the real control "
+                        "plane, 'kubernetes' those and the emulator's, side by side (issue 40, bar 5)")
     args = p.parse_args(argv)
     wanted = [t.strip() for t in args.targets.split(",") if t.strip()]
     unknown = sorted(set(wanted) - set(ALL))
@@ -134,8 +148,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.hygiene_seconds = 2.0 if args.quick else 3.0
     if args.only == "real-model":
         args.real_model, args.operator_agents = True, 0
-    if args.only in ("backlog", "restart", "kubectl", "gateway"):
+    if args.only in ("backlog", "restart", "kubectl", "gateway", "kubectl-cp"):
         args.targets, args.operator_agents = ["gatehouse"], 0
+    if args.only == "kubernetes":
+        args.targets = ["gatehouse"]
     if args.only == "held":  # every target of --targets: the rounds of bar 2 take turns between them
         args.operator_agents = 0
     return args
@@ -151,12 +167,19 @@ def sections_for(args: argparse.Namespace) -> set[str]:
         return {"floors", "held"}
     if args.only == "kubectl":
         return set(KUBECTL)
+    if args.only == "kubectl-cp":
+        return set(KUBECTL_CP)
+    if args.only == "operator-cp":
+        return {"operator_cp"} if args.operator_agents > 0 else set()
     if args.only == "real-model":
         return set()
-    out = set(SECTIONS) - {"operator"}
-    if "gatehouse" in args.targets and args.operator_agents > 0:
-        out.add("operator")
-    return out
+    if args.only == "kubernetes":
+        out = {*KUBECTL, *KUBECTL_CP} | ({"operator", "operator_cp"} if args.operator_agents > 0 else set())
+    else:
+        out = set(SECTIONS) - {"operator", "operator_cp"}
+        if "gatehouse" in args.targets and args.operator_agents > 0:
+            out |= {"operator", "operator_cp"}
+    return out - set(CONTROL_PLANE) if args.no_control_plane else out
 
 
 def settings_from(args: argparse.Namespace) -> scenarios.Settings:
@@ -376,6 +399,17 @@ async def measure(targets: list[Target], reasons: dict[str, str], s: scenarios.S
             results["gatehouse"]["kubectl"] = value
             if value.get("reason"):
                 log(f"  kubectl not measured: {value['reason']}")
+        if "kubectl_cp" in sections and default is not None and s.kubectl_iterations > 0:
+            log(f"kubectl (real control plane): {default.label} with the ToolApproval mirror on, against a real "
+                f"kube-apiserver with the chart installed and its operator running: {s.kubectl_iterations} kubectl votes "
+                f"(+{s.warmup} warm-up) to the tool having run, each beside an A2A decision; then the creation lag of "
+                f"{s.mirror_held:,} ToolApprovals")
+            held = s.mirror_held if "mirror_cp" in sections else 0
+            value = await kubectl_cp.kubectl_cp_results(default, work, tools, s.kubectl_iterations, s.warmup, held,
+                                                        2 * s.concurrency, quiet.check)
+            results["gatehouse"]["kubectl_cp"] = value
+            if value.get("reason"):
+                log(f"  kubectl on the real control plane not measured: {value['reason']}")
         if "gateway" in sections and default is not None and s.gateway_iterations > 0:
             log(f"gateway: an MCPGateway in front of the demo tools; {s.gateway_iterations} ungated calls (+{s.warmup} "
                 f"warm-up) each beside a direct one, and {s.gateway_iterations} held calls decided over REST each beside "
@@ -418,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     s = settings_from(args)
     sections = sections_for(args)
     targets: list[Target]
-    if args.only in ("operator", "real-model"):
+    if args.only in ("operator", "real-model", "operator-cp"):
         targets, reasons = [], dict.fromkeys(ALL, f"not run (--only {args.only})")
     else:
         targets, reasons = choose_targets(args.targets)
@@ -452,6 +486,19 @@ def main(argv: list[str] | None = None) -> int:
     else:
         operator = not_run(args.operator_agents, "not run (--targets)" if "gatehouse" not in args.targets
                            else f"not run (--only {args.only})" if args.only else "not run (--operator-agents 0)")
+    if "operator_cp" in sections:
+        log(f"operator (real control plane): {args.operator_agents} Agents against a real kube-apiserver, the chart "
+            f"installed, one node cordoned")
+        with tempfile.TemporaryDirectory(prefix="gatehouse-bench-operator-cp-") as tmp:
+            operator_cp = operator_cp_results(args.operator_agents, args.work.resolve() if args.work else Path(tmp),
+                                              quiet.check)
+        if operator_cp.get("reason"):
+            log(f"  operator on the real control plane not measured: {operator_cp['reason']}")
+    else:
+        operator_cp = operator_cp_not_run(args.operator_agents, "not run (--no-control-plane)" if args.no_control_plane
+                                          else f"not run (--only {args.only})" if args.only
+                                          else "not run (--operator-agents 0)" if args.operator_agents <= 0
+                                          else "not run (--targets)")
     noisy = quiet.noisy()
     rows = [] if args.only == "real-model" else report.build_rows(results, reasons, operator, s.paused, s.loss_levels,
                                                                    noisy)
@@ -459,7 +506,11 @@ def main(argv: list[str] | None = None) -> int:
         rows += real_model.rows(real)
     overhead = report.auth_overhead(results, reasons, noisy)
     kinds = bars.child_kinds()
-    judged = [] if args.only == "real-model" else bars.build_bars(results.get("gatehouse"), floor, operator, noisy, kinds)
+    judged = [] if args.only == "real-model" else bars.build_bars(results.get("gatehouse"), floor, operator, noisy, kinds,
+                                                                   operator_cp)
+    gatehouse = results.get("gatehouse") or {}
+    compared = bars.emulator_differences({"kubectl": gatehouse.get("kubectl"), "operator": operator},
+                                         {"kubectl": gatehouse.get("kubectl_cp"), "operator": operator_cp})
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
     mode = "quick" if args.quick else "full"
     full: dict[str, Any] = {
@@ -473,6 +524,8 @@ def main(argv: list[str] | None = None) -> int:
         "hygiene": quiet.as_json(),
         "results": results,
         "operator": operator,
+        "operator_cp": operator_cp,
+        "control_plane_vs_emulator": compared,
         "floors": floor,
         "auth_overhead": overhead,
         "bars": judged,
@@ -490,6 +543,11 @@ def main(argv: list[str] | None = None) -> int:
     kubectl = (results.get("gatehouse") or {}).get("kubectl") or {}
     if kubectl.get("patch"):
         report.print_kubectl(kubectl)
+    if (gatehouse.get("kubectl_cp") or {}).get("patch"):
+        report.print_kubectl(gatehouse["kubectl_cp"], "kubectl: Gatehouse (default) with the ToolApproval mirror, on the "
+                                                      "real control plane (the chart installed, its operator running)")
+    if any(row["real"] is not None for row in compared):
+        report.print_differences(compared)
     if judged:
         report.print_bars(judged, f"Bars (issue 19): ratios and differences to what this run measured"
                                   f"{' (quick counts)' if args.quick else ''}")
