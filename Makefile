@@ -124,6 +124,7 @@ soak: $(STAMP)
 	GATEHOUSE_SOAK_CYCLES=$(GATEHOUSE_SOAK_CYCLES) GATEHOUSE_SOAK_CONVERSATIONS=$(GATEHOUSE_SOAK_CONVERSATIONS) \
 	GATEHOUSE_SOAK_RACES=$(GATEHOUSE_SOAK_RACES) GATEHOUSE_FUZZ_EXAMPLES=$(GATEHOUSE_FUZZ_EXAMPLES) \
 		$(PY) -m pytest -q --timeout=7200 tests/reliability tests/contract/test_fuzz.py
+	$(PY) -m pytest -q -m bench_cp tests/bench
 
 $(LLM_STAMP): $(STAMP) pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,litellm]'

@@ -160,6 +160,7 @@ def test_only_names_for_the_real_control_plane() -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.bench_cp
 def test_only_kubernetes_with_tiny_counts_on_both(tmp_path: Path) -> None:
     """The emulator's and the real control plane's sections in one run, tiny counts: every figure measured on both,
     side by side, the real control plane's bars judged (pass, fail or noisy: never timings here)."""
