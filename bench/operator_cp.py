@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from bench import control_plane as cpl
-from bench.operator_hook import CREATORS, GROUP, NS, VERSION, _manifests
+from bench.operator_hook import GROUP, NS, VERSION, create_agents
 
 __all__ = ["OPERATOR_CP_METRICS", "not_run", "operator_cp_results", "run_operator_cp"]
 
@@ -91,11 +90,7 @@ def run_operator_cp(agents: int, work: Path, timeout: float = 900.0,
                         time.sleep(float(reply.headers.get("Retry-After") or 1))
                     reply.raise_for_status()
 
-                manifests = _manifests(agents)
-                for item in manifests[:2]:  # the ModelConfig and the RemoteMCPServer first
-                    create(item)
-                with ThreadPoolExecutor(CREATORS) as pool:
-                    list(pool.map(create, manifests[2:]))
+                create_agents(agents, create)
             created = time.perf_counter() - start
             _log(f"  operator (real control plane): {agents} Agents created in {created:.1f}s")
             deadline = time.monotonic() + timeout

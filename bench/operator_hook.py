@@ -150,6 +150,16 @@ class _Operator:
         return self._log_path.read_text(errors="replace")[-2000:]
 
 
+def create_agents(agents: int, create: Callable[[tuple[str, dict[str, Any]]], None]) -> None:
+    """Create ``agents`` Agents with ``create`` (plural, document): their ModelConfig and RemoteMCPServer first, then the
+    Agents :data:`CREATORS` at a time (both the emulator's and the real control plane's rows)."""
+    manifests = _manifests(agents)
+    for item in manifests[:2]:  # the ModelConfig and the RemoteMCPServer first
+        create(item)
+    with ThreadPoolExecutor(CREATORS) as pool:
+        list(pool.map(create, manifests[2:]))
+
+
 def _manifests(agents: int) -> list[tuple[str, dict[str, Any]]]:
     model = yaml.safe_load((EXAMPLE / "modelconfig.yaml").read_text())
     server = yaml.safe_load((EXAMPLE / "mcp-server.yaml").read_text())
@@ -230,11 +240,7 @@ def run_operator_bench(agents: int, timeout: float = 600.0) -> dict[str, Any]:
                         plural, doc = item
                         http.post(f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/{plural}", json=doc).raise_for_status()
 
-                    manifests = _manifests(agents)
-                    for item in manifests[:2]:  # the ModelConfig and the RemoteMCPServer first
-                        create(item)
-                    with ThreadPoolExecutor(CREATORS) as pool:
-                        list(pool.map(create, manifests[2:]))
+                    create_agents(agents, create)
                 created = time.perf_counter() - start
                 _log(f"  operator: {agents} Agents created in {created:.1f}s")
                 _wait(lambda: api.call(lambda: _accepted(emulator, names)) == agents, timeout, f"{agents} Agents Accepted",

@@ -157,12 +157,18 @@ def answer_value(ref: Ref, question: int, option: int) -> str:
     return json.dumps({"ref": ref.value(), "q": question, "o": option}, separators=(",", ":"))
 
 
-def parse_answer(text: str) -> tuple[Ref, int, int] | None:
+def _json_object(text: str) -> dict[str, Any] | None:
+    """``text`` read as a JSON object, or None: what a button's value or a dialog's metadata holds, as Slack sent it."""
     try:
         data = json.loads(text)
     except (TypeError, ValueError):
         return None
-    if not isinstance(data, dict):
+    return data if isinstance(data, dict) else None
+
+
+def parse_answer(text: str) -> tuple[Ref, int, int] | None:
+    data = _json_object(text)
+    if data is None:
         return None
     ref = Ref.parse(data.get("ref", ""))
     q, o = data.get("q"), data.get("o")
@@ -219,11 +225,8 @@ def dialog_metadata(ref: Ref, channel: str, ts: str) -> str:
 
 
 def parse_dialog_metadata(text: str) -> tuple[Ref, str, str] | None:
-    try:
-        data = json.loads(text)
-    except (TypeError, ValueError):
-        return None
-    if not isinstance(data, dict):
+    data = _json_object(text)
+    if data is None:
         return None
     ref = Ref.parse(data.get("ref", ""))
     if ref is None or not isinstance(data.get("channel"), str) or not isinstance(data.get("ts"), str):
