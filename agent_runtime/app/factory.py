@@ -97,6 +97,7 @@ from agent_runtime.elicitations import elicitation_wire
 from agent_runtime.elicitations.flow import ElicitationFlow, ElicitationRuntime
 from agent_runtime.infra.database import Database
 from agent_runtime.infra.fresh_ids import FreshIds
+from agent_runtime.infra.tasks import cancel_and_wait
 from agent_runtime.models.factory import build_model
 from agent_runtime.pauses.registry import PauseKinds
 from agent_runtime.pauses.resumptions import Resumptions
@@ -298,9 +299,7 @@ class Runtime:
 
     async def close(self) -> None:
         self.readiness = STOPPING
-        for task in (self._lister, self._recovery):
-            if task is not None:
-                task.cancel()
+        await cancel_and_wait((self._lister, self._recovery))
         if self._tool_watch is not None:
             await self._tool_watch.stop()
         if self.kube is not None:

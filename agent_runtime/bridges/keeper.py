@@ -19,6 +19,7 @@ from typing import Any
 
 from agent_runtime.bridges import requests
 from agent_runtime.bridges.notifier import Notifier, Refused
+from agent_runtime.infra.tasks import cancel_and_wait
 from agent_runtime.kube.client import KubeClient, KubeError
 
 log = logging.getLogger(__name__)
@@ -43,10 +44,7 @@ class MessageKeeper:
                        for ns in self._namespaces]
 
     async def stop(self) -> None:
-        tasks = [*self._tasks, *self._inflight.values()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait([*self._tasks, *self._inflight.values()])
 
     async def _run(self, namespace: str) -> None:
         delay = 0.2

@@ -38,6 +38,7 @@ from agent_runtime.gateway.server import build_server
 from agent_runtime.gateway.upstream import Upstream
 from agent_runtime.hooks.endpoint import HOOK_PATH, HookEndpoint
 from agent_runtime.infra.database import Database, default_database_url
+from agent_runtime.infra.tasks import cancel_and_wait
 from agent_runtime.kube import objects
 from agent_runtime.kube.bridge import KubeBridge
 from agent_runtime.kube.client import KubeClient
@@ -175,10 +176,7 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
                 yield
         finally:
             # The background tasks first: the abandoning sweep writes to the database disposed of below.
-            tasks = [t for t in (abandoning, keeper) if t is not None]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await cancel_and_wait((abandoning, keeper))
             if bridge is not None:
                 await bridge.stop()
             await sweeper.stop()

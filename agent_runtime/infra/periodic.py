@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from agent_runtime.infra.tasks import cancel_and_wait
+
 log = logging.getLogger(__name__)
 
 
@@ -28,9 +30,7 @@ class PeriodicSweep:
         self._task = asyncio.create_task(self._loop(), name=self.name)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait([self._task])
 
     async def _loop(self) -> None:
         while True:

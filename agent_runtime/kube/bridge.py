@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from agent_runtime.approvals import ApprovalService
 from agent_runtime.contract.principals import Identities
+from agent_runtime.infra.tasks import cancel_and_wait
 from agent_runtime.kube import objects
 from agent_runtime.kube.client import KubeClient
 from agent_runtime.kube.mirror import Mirror
@@ -88,9 +89,7 @@ class KubeBridge:
         self._unsubscribe()
         if self._unsubscribe_questions is not None:
             self._unsubscribe_questions()
-        if self._reconciler is not None:
-            self._reconciler.cancel()
-            await asyncio.gather(self._reconciler, return_exceptions=True)
+        await cancel_and_wait([self._reconciler])
         await self.runtime_ready.stop()
         await self.watcher.stop()
         await self.mirror.stop()

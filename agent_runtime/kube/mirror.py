@@ -51,6 +51,7 @@ from agent_runtime.approvals.votes import CastVote
 from agent_runtime.contract.channels import BALLOT_CHANNELS
 from agent_runtime.contract.resources import GROUP, VERSION
 from agent_runtime.contract.resources.tool_approval import PLURAL
+from agent_runtime.infra.tasks import cancel_and_wait
 from agent_runtime.kube import objects
 from agent_runtime.kube.client import KubeClient, KubeError
 from agent_runtime.questions.store import QuestionRecord, QuestionStore
@@ -205,9 +206,7 @@ class Mirror:
         ]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(self._tasks)
 
     async def drained(self, timeout: float = 10.0) -> None:
         """Wait until every queued write is done (tests)."""

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from agent_runtime.infra.tasks import cancel_and_wait
 from agent_runtime.kube.client import KubeClient, KubeError
 
 log = logging.getLogger(__name__)
@@ -105,9 +106,7 @@ class RuntimeReadyReporter:
         self._task = asyncio.create_task(self._run(readiness), name="gatehouse-kube-runtime-ready")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait([self._task])
 
     def _mine(self, readiness: Readiness) -> dict[str, Any]:
         return condition(readiness, self.pod, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))

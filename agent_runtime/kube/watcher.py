@@ -40,6 +40,7 @@ from agent_runtime.contract.channels import BALLOT_CHANNELS
 from agent_runtime.contract.edits import EditRefused
 from agent_runtime.contract.principals import Identities
 from agent_runtime.delegation import relay
+from agent_runtime.infra.tasks import cancel_and_wait
 from agent_runtime.kube import objects
 from agent_runtime.kube.client import KubeClient, KubeError
 from agent_runtime.kube.mirror import Mirror
@@ -89,10 +90,7 @@ class DecisionWatcher:
         self._task = asyncio.create_task(self._run(), name="gatehouse-kube-watch")
 
     async def stop(self) -> None:
-        tasks = [t for t in [self._task, *self._inflight.values()] if t is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait([self._task, *self._inflight.values()])
 
     async def _run(self) -> None:
         delay = 0.2

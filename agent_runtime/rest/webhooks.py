@@ -30,6 +30,7 @@ import httpx
 from agent_runtime.approvals import ApprovalRecord
 from agent_runtime.approvals.events import ApprovalEvent
 from agent_runtime.infra.database import Database
+from agent_runtime.infra.tasks import cancel_and_wait
 from agent_runtime.rest import signing
 from agent_runtime.rest.models import ApprovalEventData, ApprovalView
 from agent_runtime.rest.settings import RestSettings, webhook_name
@@ -85,9 +86,7 @@ class Webhooks:
         ]
 
     async def stop(self) -> None:
-        for worker in self._workers:
-            worker.cancel()
-        await asyncio.gather(*self._workers, return_exceptions=True)
+        await cancel_and_wait(self._workers)
         if self._client is not None:
             await self._client.aclose()
         logging.getLogger("httpx").removeFilter(self._hide)

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from agent_runtime.infra.tasks import cancel_and_wait
 from agent_runtime.slack import messages
 from agent_runtime.slack.decisions import Decider
 from agent_runtime.slack.replays import ReplayMemoryUnavailable
@@ -89,9 +90,7 @@ class Interactions:
         task.add_done_callback(self._background.discard)
 
     async def drain(self) -> None:
-        for task in list(self._background):
-            task.cancel()
-        await asyncio.gather(*self._background, return_exceptions=True)
+        await cancel_and_wait(list(self._background))
 
 
 async def _logged(work: Coroutine[Any, Any, None]) -> None:
