@@ -8,21 +8,14 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.support.cluster import Cluster, binaries, launcher
+from tests.support.cluster.steps import wait
 
 pytestmark = pytest.mark.e2e
-
-
-def _wait(what: str, check: Callable[[], bool], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.25)
 
 
 def test_the_server_is_the_release_built(cluster: Cluster) -> None:
@@ -56,7 +49,7 @@ def test_the_garbage_collector_deletes_what_an_owner_left(cluster: Cluster) -> N
                  "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid}]}}
     assert cluster.kubectl("create", "-f", "-", stdin=json.dumps(dependent)).returncode == 0
     cluster.kubectl("delete", "configmap", "owner", "-n", ns)
-    _wait("the dependent is collected",
+    wait("the dependent is collected",
           lambda: cluster.kubectl("get", "configmap", "dependent", "-n", ns).returncode == 1)
 
 
@@ -72,7 +65,7 @@ def test_the_scheduler_and_the_deployment_controller_are_at_work(cluster: Cluste
         return any(e.get("reportingComponent") == "default-scheduler" or e["source"].get("component")
                    == "default-scheduler" for e in json.loads(events.stdout or '{"items": []}')["items"])
 
-    _wait("the scheduler reports the pod unschedulable", unschedulable)
+    wait("the scheduler reports the pod unschedulable", unschedulable)
 
 
 def test_the_audit_log_records_who_did_what(cluster: Cluster) -> None:
@@ -86,7 +79,7 @@ def test_the_audit_log_records_who_did_what(cluster: Cluster) -> None:
                 return True
         return False
 
-    _wait("alice's refused list in the audit log", recorded)
+    wait("alice's refused list in the audit log", recorded)
 
 
 def test_a_crashed_runs_leftovers_are_stopped_and_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,7 +120,7 @@ def test_a_claim_without_a_class_gets_the_default_one_and_binds(cluster: Cluster
         got = json.loads(cluster.kubectl("get", "pvc", "data", "-n", ns, "-o", "json").stdout)
         return bool(got["status"].get("phase") == "Bound" and got["spec"]["storageClassName"] == "standard")
 
-    _wait("the claim bound to a volume of the default class", bound)
+    wait("the claim bound to a volume of the default class", bound)
 
 
 def test_cluster_up_runs_beside_another_and_down_removes_it(cluster: Cluster) -> None:

@@ -12,8 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from agent_runtime.clients import processes
 from tests.cluster.test_operator import _operator_command
 from tests.support.cluster import Cluster
 from tests.support.cluster.chart import Release, helm, install
+from tests.support.cluster.steps import wait
 from tests.support.processes import free_port
 
 pytestmark = pytest.mark.e2e
@@ -39,14 +39,6 @@ VALUES = ("--set", "networkPolicy.enabled=true", "--set", f"operator.watchNamesp
           "--set-json", f"networkPolicy.operatorFrom={json.dumps([PROMETHEUS])}",
           "--set", "slack.enabled=true", "--set", f"slack.namespaces={{{NS}}}",
           "--set-json", f"networkPolicy.slackFrom={json.dumps([INGRESS])}")
-
-
-def _wait(what: str, check: Callable[[], Any], timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.3)
-    return value
 
 
 def _get(cluster: Cluster, *what: str) -> dict[str, Any] | None:
@@ -102,7 +94,7 @@ def test_the_operator_gives_each_runtime_its_network_policy_with_the_charts_rbac
         *sorted((EXAMPLES / "file-manager").glob("*.yaml")), EXAMPLES / "gateway" / "gateway.yaml"))
     assert applied.returncode == 0, applied.stderr
     for name, kind, app in (("file-manager", "Agent", "gatehouse-agent"), ("files-gate", "MCPGateway", "gatehouse-gateway")):
-        policy = _wait(f"NetworkPolicy {name}", lambda name=name: _get(cluster, "networkpolicy", "-n", NS, name), 90)
+        policy = wait(f"NetworkPolicy {name}", lambda name=name: _get(cluster, "networkpolicy", "-n", NS, name), 90)
         deployment = _get(cluster, "deployment", "-n", NS, name)
         assert deployment is not None
         assert policy["spec"]["podSelector"] == {"matchLabels": deployment["spec"]["selector"]["matchLabels"]}
@@ -118,6 +110,6 @@ def test_the_operator_gives_each_runtime_its_network_policy_with_the_charts_rbac
 
     deleted = cluster.kubectl("delete", "agent", "file-manager", "-n", NS, "--wait=true")
     assert deleted.returncode == 0, deleted.stderr
-    _wait("the Agent's NetworkPolicy collected with it",
+    wait("the Agent's NetworkPolicy collected with it",
           lambda: cluster.kubectl("get", "networkpolicy", "-n", NS, "file-manager").returncode == 1)
     assert _get(cluster, "networkpolicy", "-n", NS, "files-gate") is not None

@@ -5,24 +5,17 @@ and the node lifecycle controller keeps it Ready while its Lease is renewed."""
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from tests.support.cluster import Cluster, rest
 from tests.support.cluster.node import Node
+from tests.support.cluster.steps import wait
 
 pytestmark = pytest.mark.e2e
 
 NS = "on-a-node"
-
-
-def _wait(what: str, check: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.3)
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +39,7 @@ def test_the_node_is_ready_and_keeps_its_lease(cluster: Cluster, node: Node) -> 
         spec = json.loads(cluster.kubectl("get", "node", node.name, "-o", "json").stdout)["spec"]
         return not any(t["key"] == "node.kubernetes.io/not-ready" for t in spec.get("taints", []))
 
-    _wait("the not-ready taint lifted", untainted)
+    wait("the not-ready taint lifted", untainted)
 
 
 def test_a_node_may_not_touch_another_nodes_objects(cluster: Cluster, node: Node) -> None:
@@ -67,4 +60,4 @@ def test_the_scheduler_binds_a_deployments_pod_to_the_node(cluster: Cluster, nod
         pods = json.loads(cluster.kubectl("get", "pods", "-n", NS, "-o", "json").stdout)["items"]
         return any(p["spec"].get("nodeName") == node.name for p in pods)
 
-    _wait("a pod bound to the node", bound)
+    wait("a pod bound to the node", bound)

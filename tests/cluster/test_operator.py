@@ -14,10 +14,9 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import pytest
 from agent_runtime.clients import processes
 from tests.support.cluster import Cluster
 from tests.support.cluster.chart import Release
+from tests.support.cluster.steps import wait
 from tests.support.processes import free_port
 
 pytestmark = pytest.mark.e2e
@@ -34,13 +34,6 @@ EXAMPLE = Path(__file__).parents[2] / "examples" / "file-manager"
 NS = "default"  # the example's own namespace
 CHILDREN = ("deployment/file-manager", "service/file-manager", "serviceaccount/file-manager",
             "role/file-manager-runtime", "rolebinding/file-manager-runtime", "secret/file-manager-config")
-
-
-def _wait(what: str, check: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.3)
 
 
 def _operator_command(cluster: Cluster, chart: Release, port: int) -> tuple[list[str], dict[str, str]]:
@@ -77,7 +70,7 @@ def operator(cluster: Cluster, chart: Release, tmp_path_factory: pytest.TempPath
         except (urllib.error.URLError, ConnectionError):
             return False
 
-    _wait("the operator's liveness endpoint", live)
+    wait("the operator's liveness endpoint", live)
     yield log
     processes.stop(proc, grace=10)
 
@@ -97,11 +90,11 @@ def _conditions(cluster: Cluster) -> dict[str, dict[str, Any]]:
 
 
 def test_the_example_agent_is_reconciled_with_the_charts_rbac(cluster: Cluster, applied: Path) -> None:
-    _wait("the Agent Accepted", lambda: _conditions(cluster).get("Accepted", {}).get("status") == "True")
+    wait("the Agent Accepted", lambda: _conditions(cluster).get("Accepted", {}).get("status") == "True")
     conditions = _conditions(cluster)
     assert conditions["AdmissionPolicy"]["status"] == "True", conditions["AdmissionPolicy"]  # the chart's, bound, Deny
     assert conditions["Ready"]["status"] == "False"  # nothing runs the pods yet
-    _wait("the state's claim bound (the launcher's default StorageClass)",
+    wait("the state's claim bound (the launcher's default StorageClass)",
           lambda: _conditions(cluster).get("StateReady", {}).get("status") == "True")
     for child in CHILDREN:
         got = cluster.kubectl("get", child, "-n", NS)
@@ -115,16 +108,16 @@ def test_the_real_controllers_make_its_pods_and_pod_security_admits_them(cluster
         pods = json.loads(cluster.kubectl("get", "pods", "-n", NS, "-o", "json").stdout)["items"]
         return any(p["metadata"]["name"].startswith("file-manager-") for p in pods)
 
-    _wait("a file-manager pod made by its ReplicaSet", pod_made)
+    wait("a file-manager pod made by its ReplicaSet", pod_made)
     refused = cluster.kubectl("get", "events", "-n", NS, "--field-selector=reason=FailedCreate", "-o", "name")
     assert refused.stdout == "", refused.stdout
 
 
 def test_deleting_the_agent_leaves_its_children_to_the_garbage_collector(cluster: Cluster, applied: Path) -> None:
-    _wait("the Agent Accepted", lambda: _conditions(cluster).get("Accepted", {}).get("status") == "True")
+    wait("the Agent Accepted", lambda: _conditions(cluster).get("Accepted", {}).get("status") == "True")
     deleted = cluster.kubectl("delete", "agent", "file-manager", "-n", NS, "--wait=true")
     assert deleted.returncode == 0, deleted.stderr
-    _wait("the children collected",
+    wait("the children collected",
           lambda: all(cluster.kubectl("get", child, "-n", NS).returncode == 1 for child in CHILDREN))
     kept = cluster.kubectl("get", "persistentvolumeclaim", "file-manager-state", "-n", NS)
     assert kept.returncode == 0, "the state's claim outlives the Agent (deleteClaimWithAgent is false by default)"

@@ -22,6 +22,7 @@ import yaml
 from agent_runtime.contract import wire
 from tests.support.cluster import Cluster, realnode
 from tests.support.cluster.chart import CHART, helm
+from tests.support.cluster.steps import apply, ready_pod, wait
 from tests.support.processes import GATEHOUSE_CMD, free_port, running
 from tests.support.runtime import Rpc, Tools, request_ids, state, status_text, write_manifests
 
@@ -32,27 +33,8 @@ NS = "default"  # the example's own namespace
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}
 
 
-def _apply(cluster: Cluster, *docs: dict[str, Any]) -> None:
-    proc = cluster.kubectl("apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in docs))
-    assert proc.returncode == 0, proc.stderr
-
-
-def _wait(what: str, check: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.5)
-    return value
-
-
 def _agent_pod(cluster: Cluster, *, ready: bool = True) -> dict[str, Any] | None:
-    got = cluster.kubectl("get", "pods", "-n", NS, "-l", f"gatehouse.dev/agent={AGENT}", "-o", "json")
-    pods = json.loads(got.stdout)["items"] if got.returncode == 0 else []
-    for pod in pods:
-        conditions = {c["type"]: c["status"] for c in pod.get("status", {}).get("conditions", [])}
-        if pod["metadata"].get("deletionTimestamp") is None and (conditions.get("Ready") == "True" or not ready):
-            return pod
-    return None
+    return ready_pod(cluster, NS, f"gatehouse.dev/agent={AGENT}", ready=ready)
 
 
 def _local_volume(node: realnode.RealNode) -> dict[str, Any]:
@@ -72,7 +54,7 @@ class Platform:
         self.node, self.cluster, self.tools, self.token = node, node.cluster, tools, token
 
     def rpc(self) -> Rpc:
-        pod = _wait("the Agent's pod Ready", lambda: _agent_pod(self.cluster), 240)
+        pod = wait("the Agent's pod Ready", lambda: _agent_pod(self.cluster), 240)
         return Rpc(f"http://{pod['status']['podIP']}:8080", self.token)
 
     def exec(self, *command: str) -> tuple[int, str]:
@@ -91,7 +73,7 @@ def platform(node: realnode.RealNode, tmp_path_factory: pytest.TempPathFactory) 
     archive, _ = realnode.gatehouse_image()
     print(f"\nimage imported into the node in {node.load(archive):.1f} s")
     for namespace in ("gatehouse-system", NS):
-        _apply(cluster, {"apiVersion": "v1", "kind": "Namespace",
+        apply(cluster, {"apiVersion": "v1", "kind": "Namespace",
                          "metadata": {"name": namespace, "labels": RESTRICTED}})
     repository, tag = realnode.GATEHOUSE_IMAGE.rsplit(":", 1)
     started = time.monotonic()
@@ -109,10 +91,10 @@ def platform(node: realnode.RealNode, tmp_path_factory: pytest.TempPathFactory) 
             "--journal", str(journal), "--seed"]
     with running(args, ready="demo-tools ready") as server:
         tools = Tools(f"http://{realnode.GATEWAY}:{port}/mcp", sandbox, journal, server)
-        _apply(cluster, _local_volume(node))
+        apply(cluster, _local_volume(node))
         for path in write_manifests(base / "manifests", tools.url):
-            _apply(cluster, yaml.safe_load(path.read_text()))
-        pod = _wait("the Agent's pod Ready", lambda: _agent_pod(cluster), 300)
+            apply(cluster, yaml.safe_load(path.read_text()))
+        pod = wait("the Agent's pod Ready", lambda: _agent_pod(cluster), 300)
         print(f"\nhelm install to the Agent's pod Ready: {time.monotonic() - started:.1f} s "
               f"({pod['metadata']['name']} on {pod['spec']['nodeName']})")
         secret = cluster.kubectl("get", "secret", "-n", NS, f"{AGENT}-access", "-o", "jsonpath={.data.tokens}")
@@ -196,7 +178,7 @@ def test_a_node_reboot_with_an_approval_pending_loses_nothing(platform: Platform
     assert before is not None
     started = time.monotonic()
     times = platform.node.reboot()
-    restarted = _wait("the Agent's pod Ready after the reboot", lambda: (p := _agent_pod(platform.cluster)) and
+    restarted = wait("the Agent's pod Ready after the reboot", lambda: (p := _agent_pod(platform.cluster)) and
                       p["status"]["containerStatuses"][0]["restartCount"] > 0 and p, 300)
     print(f"\nreboot: down {times['down']:.1f} s, node Ready {times['up']:.1f} s later; the Agent's pod Ready again "
           f"{time.monotonic() - started:.1f} s after the reboot began ({restarted['status']['podIP']}, was "

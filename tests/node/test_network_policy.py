@@ -23,6 +23,7 @@ import yaml
 
 from tests.support.cluster import Cluster, ClusterUnavailable, realnode
 from tests.support.cluster.chart import CHART, helm
+from tests.support.cluster.steps import apply, ready_pod, wait
 from tests.support.processes import GATEHOUSE_CMD, free_port, running
 from tests.support.runtime import write_manifests
 
@@ -44,28 +45,6 @@ CLIENTS: dict[str, tuple[str, dict[str, str], bool]] = {
 ON = ("--set", "networkPolicy.enabled=true",
       "--set-json", "networkPolicy.runtimeFrom=" + json.dumps(
           [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": INGRESS}}}]))
-
-
-def _apply(cluster: Cluster, *docs: dict[str, Any]) -> None:
-    proc = cluster.kubectl("apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in docs))
-    assert proc.returncode == 0, proc.stderr
-
-
-def _wait(what: str, check: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.5)
-    return value
-
-
-def _ready_pod(cluster: Cluster, namespace: str, selector: str) -> dict[str, Any] | None:
-    got = cluster.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json")
-    for pod in json.loads(got.stdout)["items"] if got.returncode == 0 else []:
-        conditions = {c["type"]: c["status"] for c in pod.get("status", {}).get("conditions", [])}
-        if pod["metadata"].get("deletionTimestamp") is None and conditions.get("Ready") == "True":
-            return pod
-    return None
 
 
 def _client(name: str, namespace: str, labels: dict[str, str], node: str) -> dict[str, Any]:
@@ -138,7 +117,7 @@ def enforced(node: realnode.RealNode, tmp_path_factory: pytest.TempPathFactory) 
         archive, _ = realnode.gatehouse_image()
         print(f"image imported into the node in {node.load(archive):.1f} s")
         for namespace in (SYSTEM, AGENTS, INGRESS, ELSEWHERE):
-            _apply(cluster, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": RESTRICTED}})
+            apply(cluster, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": RESTRICTED}})
         repository, tag = realnode.GATEHOUSE_IMAGE.rsplit(":", 1)
         chart = ("--namespace", SYSTEM, "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
                  "--set", "image.pullPolicy=Never", "--set", "operator.replicas=1",
@@ -156,13 +135,13 @@ def enforced(node: realnode.RealNode, tmp_path_factory: pytest.TempPathFactory) 
                 doc["metadata"]["namespace"] = AGENTS
                 if doc["kind"] == "Agent":
                     doc["spec"]["state"] = {"ephemeral": True}  # what is kept does not matter here
-                _apply(cluster, doc)
-            _apply(cluster, *(_client(name, ns, labels, node.name) for name, (ns, labels, _) in CLIENTS.items()))
-            runtime = _wait("the Agent's pod Ready", lambda: _ready_pod(cluster, AGENTS, f"gatehouse.dev/agent={AGENT}"), 300)
-            operator = _wait("the operator Ready", lambda: _ready_pod(
+                apply(cluster, doc)
+            apply(cluster, *(_client(name, ns, labels, node.name) for name, (ns, labels, _) in CLIENTS.items()))
+            runtime = wait("the Agent's pod Ready", lambda: ready_pod(cluster, AGENTS, f"gatehouse.dev/agent={AGENT}"), 300)
+            operator = wait("the operator Ready", lambda: ready_pod(
                 cluster, SYSTEM, "app.kubernetes.io/component=operator"), 180)
             for name, (namespace, _, _) in CLIENTS.items():
-                _wait(f"client {name} Running", lambda n=name, ns=namespace: cluster.kubectl(
+                wait(f"client {name} Running", lambda n=name, ns=namespace: cluster.kubectl(
                     "get", "pod", n, "-n", ns, "-o", "jsonpath={.status.phase}").stdout == "Running", 60)
             off = Enforced(cluster, runtime["status"]["podIP"], operator["status"]["podIP"], {})
             off.before = _replies(off)
@@ -170,13 +149,13 @@ def enforced(node: realnode.RealNode, tmp_path_factory: pytest.TempPathFactory) 
             started = time.monotonic()
             proc = helm(cluster, "upgrade", RELEASE, str(CHART), *chart, *ON)
             assert proc.returncode == 0, proc.stdout + proc.stderr
-            _wait("the Agent's NetworkPolicy, made by the upgraded operator", lambda: cluster.kubectl(
+            wait("the Agent's NetworkPolicy, made by the upgraded operator", lambda: cluster.kubectl(
                 "get", "networkpolicy", AGENT, "-n", AGENTS).returncode == 0, 240)
             print(f"helm upgrade to the Agent's NetworkPolicy: {time.monotonic() - started:.1f} s")
             rollout = cluster.kubectl("rollout", "status", "deployment", "-n", SYSTEM, f"{RELEASE}-gatehouse-operator",
                                       "--timeout=150s", timeout=170)
             assert rollout.returncode == 0, rollout.stdout + rollout.stderr
-            operator = _wait("the upgraded operator Ready", lambda: _ready_pod(
+            operator = wait("the upgraded operator Ready", lambda: ready_pod(
                 cluster, SYSTEM, "app.kubernetes.io/component=operator"), 60)
             yield Enforced(cluster, runtime["status"]["podIP"], operator["status"]["podIP"], off.before)
             cluster.kubectl("delete", "agent", AGENT, "-n", AGENTS, "--timeout=60s", timeout=90)
@@ -217,6 +196,6 @@ def test_on_no_pod_reaches_the_operator_and_the_kubelets_probes_still_do(enforce
     # periods (5 s) under the policy both pods are Ready, their containers never restarted.
     time.sleep(16)
     for namespace, selector in ((AGENTS, f"gatehouse.dev/agent={AGENT}"), (SYSTEM, "app.kubernetes.io/component=operator")):
-        pod = _ready_pod(enforced.cluster, namespace, selector)
+        pod = ready_pod(enforced.cluster, namespace, selector)
         assert pod is not None, (namespace, selector)
         assert pod["status"]["containerStatuses"][0]["restartCount"] == 0, pod["status"]

@@ -23,6 +23,7 @@ import yaml
 from tests.node.conftest import _unavailable
 from tests.support.cluster import Cluster, ClusterUnavailable, realnode
 from tests.support.cluster.chart import CHART, helm
+from tests.support.cluster.steps import apply, ready_pod, wait
 from tests.support.processes import GATEHOUSE_CMD, free_port, running
 from tests.support.runtime import write_manifests
 
@@ -33,28 +34,6 @@ RELEASE, SYSTEM, AGENTS = "sv", "sv-system", "sv-agents"
 AGENT = "file-manager"
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}
 TOOLS_PORT = 8765  # the Service's port; its endpoint is wherever the demo tools listen
-
-
-def _apply(cluster: Cluster, *docs: dict[str, Any]) -> None:
-    proc = cluster.kubectl("apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in docs))
-    assert proc.returncode == 0, proc.stderr
-
-
-def _wait(what: str, check: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.5)
-    return value
-
-
-def _ready_pod(cluster: Cluster, namespace: str, selector: str) -> dict[str, Any] | None:
-    got = cluster.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json")
-    for pod in json.loads(got.stdout)["items"] if got.returncode == 0 else []:
-        conditions = {c["type"]: c["status"] for c in pod.get("status", {}).get("conditions", [])}
-        if pod["metadata"].get("deletionTimestamp") is None and conditions.get("Ready") == "True":
-            return pod
-    return None
 
 
 def _tools_service(port: int) -> list[dict[str, Any]]:
@@ -109,7 +88,7 @@ def served(node_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> I
         archive, _ = realnode.gatehouse_image()
         print(f"image imported into the node in {node.load(archive):.1f} s")
         for namespace in (SYSTEM, AGENTS):
-            _apply(cluster, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": RESTRICTED}})
+            apply(cluster, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": RESTRICTED}})
         repository, tag = realnode.GATEHOUSE_IMAGE.rsplit(":", 1)
         proc = helm(cluster, "upgrade", "--install", RELEASE, str(CHART), "--namespace", SYSTEM,
                     "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
@@ -122,19 +101,19 @@ def served(node_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> I
         args = [*GATEHOUSE_CMD, "demo-tools", "--sandbox", str(base / "sandbox"), "--host", realnode.GATEWAY,
                 "--port", str(port), "--journal", str(base / "journal.jsonl"), "--seed"]
         with running(args, ready="demo-tools ready"):
-            _apply(cluster, *_tools_service(port), _client(node.name))
+            apply(cluster, *_tools_service(port), _client(node.name))
             url = f"http://file-tools.{AGENTS}.svc.cluster.local:{TOOLS_PORT}/mcp"
             for path in write_manifests(base / "manifests", url):
                 doc = yaml.safe_load(path.read_text())
                 doc["metadata"]["namespace"] = AGENTS
                 if doc["kind"] == "Agent":
                     doc["spec"]["state"] = {"ephemeral": True}
-                _apply(cluster, doc)
+                apply(cluster, doc)
             started = time.monotonic()
-            runtime = _wait("the Agent's pod Ready (its tools listed by the Service's name)",
-                            lambda: _ready_pod(cluster, AGENTS, f"gatehouse.dev/agent={AGENT}"), 300)
+            runtime = wait("the Agent's pod Ready (its tools listed by the Service's name)",
+                            lambda: ready_pod(cluster, AGENTS, f"gatehouse.dev/agent={AGENT}"), 300)
             print(f"the Agent's pod Ready {time.monotonic() - started:.1f} s after it was applied")
-            _wait("the client Running", lambda: cluster.kubectl(
+            wait("the client Running", lambda: cluster.kubectl(
                 "get", "pod", "client", "-n", AGENTS, "-o", "jsonpath={.status.phase}").stdout == "Running", 60)
             yield Served(cluster, runtime)
             cluster.kubectl("delete", "agent", AGENT, "-n", AGENTS, "--timeout=60s", timeout=90)

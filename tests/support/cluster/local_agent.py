@@ -11,10 +11,9 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,20 +24,13 @@ import yaml
 from agent_runtime.clients import processes
 from tests.support.cluster.chart import Release
 from tests.support.cluster.launcher import Cluster
+from tests.support.cluster.steps import wait
 from tests.support.processes import free_port
 from tests.support.runtime import RuntimeProcess, Tools, demo_tools, write_manifests
 
 __all__ = ["LocalAgent", "local_agent", "operator", "wait"]
 
 AGENT = "file-manager"  # the example's Agent
-
-
-def wait(what: str, check: Callable[[], Any], timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.3)
-    return value
 
 
 @contextmanager

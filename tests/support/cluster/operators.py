@@ -15,28 +15,20 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
 
 from tests.support.cluster.chart import Release
 from tests.support.cluster.launcher import Cluster
+from tests.support.cluster.steps import wait
 from tests.support.processes import free_port
 from tests.support.prometheus import scrape
 
 __all__ = ["Replica", "chart_command", "wait"]
 
 REPO = Path(__file__).resolve().parents[3]
-
-
-def wait(what: str, check: Callable[[], object], timeout: float = 60, every: float = 0.3) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(every)
 
 
 def chart_command(cluster: Cluster, chart: Release) -> tuple[list[str], dict[str, str]]:
