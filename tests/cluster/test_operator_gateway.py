@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.test_operator import _wait, operator  # noqa: F401  # the module-scoped operator process
+from tests.cluster.test_operator import operator  # noqa: F401  # the module-scoped operator process
 from tests.support.cluster import Cluster
 from tests.support.cluster.chart import Release
+from tests.support.cluster.steps import wait
 
 pytestmark = pytest.mark.e2e
 
@@ -38,7 +39,7 @@ def test_the_example_gateway_is_reconciled_and_its_pod_made(
     for manifest in (EXAMPLES / "file-manager" / "mcp-server.yaml", EXAMPLES / "gateway" / "gateway.yaml"):
         applied = cluster.kubectl("apply", "-f", str(manifest))
         assert applied.returncode == 0, applied.stderr
-    _wait("the MCPGateway Accepted", lambda: _conditions(cluster).get("Accepted", {}).get("status") == "True")
+    wait("the MCPGateway Accepted", lambda: _conditions(cluster).get("Accepted", {}).get("status") == "True")
     conditions = _conditions(cluster)
     assert conditions["Ready"]["status"] == "False"  # nothing runs the pod yet
     assert conditions["Durable"]["reason"] == "Sqlite" and conditions["AdmissionPolicy"]["status"] == "True"
@@ -51,7 +52,7 @@ def test_the_example_gateway_is_reconciled_and_its_pod_made(
                                           "-o", "json").stdout)["items"]
         return any(p["spec"]["serviceAccountName"] == NAME for p in pods)
 
-    _wait("the gateway's pod made by its ReplicaSet", pod_made)
+    wait("the gateway's pod made by its ReplicaSet", pod_made)
     # Its runtime may check Kubernetes tokens (spec.access.kubernetesTokens, the default): a subject of the shared binding.
     binding = json.loads(cluster.kubectl("get", "clusterrolebinding", f"{chart.fullname}-tokenreview", "-o", "json").stdout)
     assert {"kind": "ServiceAccount", "name": NAME, "namespace": NS} in binding["subjects"], binding["subjects"]
