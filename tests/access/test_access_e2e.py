@@ -28,6 +28,7 @@ from tests.support.runtime import (
     RuntimeProcess,
     Tools,
     demo_tools,
+    ended,
     interrupt,
     request_ids,
     state,
@@ -117,7 +118,7 @@ def error_of(reply: dict[str, Any]) -> str:
 
 
 def finished(caller: Rpc, task: dict[str, Any]) -> dict[str, Any]:
-    return wait_for(lambda: (t := caller.get_task(task["id"])) and state(t) != "TASK_STATE_INPUT_REQUIRED" and t, 60)
+    return wait_for(lambda: (t := caller.get_task(task["id"])) and ended(t) and t, 60)
 
 
 def answer(env: Env, verb: str, path: str, headers: Any, body: Any = None) -> tuple[int, httpx.Headers, str]:

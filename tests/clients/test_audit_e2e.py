@@ -27,7 +27,7 @@ from agent_runtime.clients.audit_export import read_csv, read_jsonl
 from agent_runtime.contract import wire
 from agent_runtime.contract.principals import INTERNAL
 from tests.support.processes import GATEHOUSE_CMD
-from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, request_ids, state, wait_for, write_manifests
+from tests.support.runtime import Rpc, RuntimeProcess, Tools, demo_tools, ended, request_ids, state, wait_for, write_manifests
 from tests.support.webhook_receiver import Receiver, webhook_receiver
 
 pytestmark = pytest.mark.e2e
@@ -66,7 +66,7 @@ def _rest_vote(proc: RuntimeProcess, token: str, request_id: str, decision: str,
 
 
 def _finished(rpc: Rpc, task: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
-    return wait_for(lambda: (t := rpc.get_task(task["id"])) and state(t) != "TASK_STATE_INPUT_REQUIRED" and t, timeout)
+    return wait_for(lambda: (t := rpc.get_task(task["id"])) and ended(t) and t, timeout)
 
 
 def _paused(rpc: Rpc, text: str, context_id: str | None = None) -> tuple[dict[str, Any], str]:

@@ -29,6 +29,7 @@ from tests.support.runtime import (
     RuntimeProcess,
     Tools,
     demo_tools,
+    ended,
     finished_explanation,
     request_ids,
     runtime,
@@ -98,7 +99,7 @@ def _pause(rpc: Rpc, tools: Tools, name: str) -> dict[str, Any]:
 
 
 def _finished(rpc: Rpc, task: dict[str, Any]) -> dict[str, Any]:
-    return wait_for(lambda: (t := rpc.get_task(task["id"])) and state(t) != "TASK_STATE_INPUT_REQUIRED" and t, 60)
+    return wait_for(lambda: (t := rpc.get_task(task["id"])) and ended(t) and t, 60)
 
 
 def test_auth_list_get_decide_idempotency_conflicts(env: Env, rpc: Rpc, alice: Rest) -> None:

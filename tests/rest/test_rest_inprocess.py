@@ -23,7 +23,7 @@ from agent_runtime.contract.authority import Vote
 from agent_runtime.rest import RestSettings
 from agent_runtime.server.decide_one import UnknownRequest
 from tests.support.inprocess import InProcessApp, served
-from tests.support.runtime import request_ids, state, status_text
+from tests.support.runtime import ended, request_ids, state, status_text
 from tests.support.webhook_receiver import Receiver, webhook_receiver
 
 pytestmark = pytest.mark.e2e
@@ -62,7 +62,7 @@ def make_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., A
 async def _finished(app: App, task: dict[str, Any]) -> dict[str, Any]:
     for _ in range(600):
         current = await app.get(task["id"])
-        if state(current) != "TASK_STATE_INPUT_REQUIRED":
+        if ended(current):
             return current
         await asyncio.sleep(0.05)
     raise AssertionError("the task did not finish")

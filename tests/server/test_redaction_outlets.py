@@ -22,7 +22,7 @@ from agent_runtime.rest import RestSettings
 from agent_runtime.rest.models import ApprovalEventData, ApprovalView
 from agent_runtime.rest.stream import EventStream
 from tests.support.inprocess import InProcessApp, served
-from tests.support.runtime import request_ids, state
+from tests.support.runtime import ended, request_ids, state
 from tests.support.webhook_receiver import webhook_receiver
 
 pytestmark = pytest.mark.e2e
@@ -53,7 +53,7 @@ async def _decide(app: InProcessApp, request_id: str, decision: str) -> dict[str
 async def _finished(app: InProcessApp, task_id: str) -> dict[str, Any]:
     for _ in range(600):
         current = await app.get(task_id)
-        if state(current) != "TASK_STATE_INPUT_REQUIRED":
+        if ended(current):
             return current
         await asyncio.sleep(0.05)
     raise AssertionError("the task did not finish")

@@ -195,6 +195,14 @@ def state(task: dict[str, Any]) -> str:
     return task["status"]["state"]
 
 
+ENDED = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"})
+
+
+def ended(task: dict[str, Any]) -> bool:
+    """The task's turn is over. (Not merely "no longer paused": a decided task is WORKING while its call runs.)"""
+    return state(task) in ENDED
+
+
 def status_text(task: dict[str, Any]) -> str:
     """What the task says now: a finished turn's reply (its artifacts), then its status message's text."""
     parts = [p for a in task.get("artifacts", []) for p in a.get("parts", [])]
