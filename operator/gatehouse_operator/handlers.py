@@ -18,8 +18,13 @@ agent_event            an Agent added, deleted or its spec changed              
                                                                                    switch is held, that Agent;
                                                                                    added or deleted, an
                                                                                    MCPGateway of its name)
-deployment_event       a Deployment we manage changed (e.g. availableReplicas,     its Agent (or
-                       or edited/deleted by hand)                                  MCPGateway)
+deployment_event       a Deployment we manage edited or deleted by hand            its Agent (or
+                       (another generation, a rendered label changed); its status  MCPGateway); a status
+                       alone (the Deployment controller's writes: nothing drifted, change: no reconcile;
+                       :mod:`gatehouse_operator.deployment_status`)                its ``Ready`` refreshed
+                                                                                   when it changed (while
+                                                                                   ``StateReady`` is not
+                                                                                   True: reconciled)
 gateway_create/update/ an MCPGateway itself, at start-up, its deletion (as for     that MCPGateway
 resume/delete          an Agent; its children by the Agent's builders and steps)
 gateway_event          an MCPGateway added, deleted or changed: as agent_event     that MCPGateway (when its
@@ -47,7 +52,7 @@ The event handlers skip kopf's initial listing (``type is None``): ``agent_resum
 Agent at start-up. Other children (Service, ServiceAccount, Role, RoleBinding, the state PersistentVolumeClaim)
 are not watched, to keep the operator from caching every such object in the cluster: the periodic resync restores
 them (its Secrets: the Secret check; a claim's phase is read by each reconcile, such as the one a Deployment's
-status change starts). The Agent
+change of availability starts while ``StateReady`` is not True). The Agent
 handlers are synchronous (kopf runs them in worker threads). The event handlers are ``async`` and decide in
 the event loop whether there is anything to do -- most events are echoes of our own writes -- and only a
 reconcile goes to a worker thread.

@@ -2,7 +2,8 @@
 
 Every trigger ends here: the Agent's own create/update/resume handlers, a changed dependency
 (ModelConfig, RemoteMCPServer, an Agent it uses as a tool; a Secret, found by the periodic Secret check), an event
-of its Deployment, and the periodic resync. Each run
+of its Deployment that changed more than its status, and the periodic resync. (A status-only change of the
+Deployment is no reconcile: :func:`refresh_ready` brings ``Ready`` alone up to date, when it changed.) Each run
 
 1. reads the Agent fresh from the API (under a per-Agent lock, so triggers never interleave) -- or, for the Agent's
    own create/update/resume, takes it as kopf's watch event just showed it;
