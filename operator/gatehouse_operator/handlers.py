@@ -65,7 +65,6 @@ any other object without one has no dependents.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -107,7 +106,7 @@ def _agent_namespace(namespace: str | None, name: str) -> str:
 
 
 def _run(memo: kopf.Memo, namespace: str, name: str, logger: kopf.Logger, kwargs: dict[str, Any],
-         seen: Mapping[str, Any] | None = None, of: builders.OwnerKind = builders.AGENT) -> None:
+         seen: kopf.Body | None = None, of: builders.OwnerKind = builders.AGENT) -> None:
     state: OperatorState = memo.state
     reconcile(state, Dependencies.from_kwargs(kwargs), namespace, name, logger, seen=seen, of=of)
 
@@ -321,45 +320,45 @@ def _repair_unless_echo(kind: str, type: str, namespace: str, name: str, body: k
                         memo: kopf.Memo, logger: kopf.Logger, kwargs: dict[str, Any],
                         of: builders.OwnerKind = builders.AGENT) -> None:
     state: OperatorState = memo.state
-    seen: dict[str, Any] | None = None
     if type != "DELETED":
         with state.lock_for(namespace, agent):  # a reconcile in flight records its children before it lets go
             if state.is_known(kind, namespace, name, version):
                 return
-            if kind == "Deployment":
-                handled, seen = _follow_deployment_status(state, namespace, name, body, version, agent, logger, of)
-                if handled:
-                    return
-    _run(memo, namespace, agent, logger, kwargs, seen=seen, of=of)
+            if kind == "Deployment" and _follow_deployment_status(state, namespace, name, body, version, agent, logger, of):
+                return
+    _run(memo, namespace, agent, logger, kwargs, of=of)
 
 
 def _follow_deployment_status(state: OperatorState, namespace: str, name: str, body: kopf.Body, version: str | None,
-                              agent: str, logger: kopf.Logger,
-                              of: builders.OwnerKind) -> tuple[bool, dict[str, Any] | None]:
+                              agent: str, logger: kopf.Logger, of: builders.OwnerKind) -> bool:
     """Whether the Deployment's event changed nothing but what its controller writes (its status; see
     :mod:`gatehouse_operator.deployment_status`) and is handled: nothing to do while what ``Ready`` is derived from
-    is the same, else ``Ready`` brought up to date alone (:func:`reconcile.refresh_ready`). No child is read: none
-    drifted. Not handled: a full reconcile follows, of the Agent as just read when there is one (``refresh_ready``
-    asks for it while a claim may have bound). A refresh that fails is retried as a full reconcile by the periodic
-    loop (kopf retries no event handler). Called under the Agent's lock."""
+    is the same, else ``Ready`` brought up to date alone (:func:`reconcile.refresh_ready`). No child is read -- none
+    drifted -- but the state claim while the last reconcile found it unbound: when its phase moved, a full reconcile
+    follows. A refresh that fails is retried as a full reconcile by the periodic loop (kopf retries no event handler).
+    Called under the Agent's lock."""
     record = state.applied_deployment(namespace, agent)
     if record is None or not deployment_status.status_only(record, body):
-        return False, None
+        return False
+    if record.claim is not None:
+        try:
+            if deployment_status.claim_moved(record, state.kube.get("PersistentVolumeClaim", namespace, record.claim)):
+                return False
+        except Exception:  # the full reconcile reads it again, and is retried if the API is in trouble
+            return False
     ready = status.ready_condition(dict(body))
     if ready != record.ready:
         try:
-            stale = refresh_ready(state, namespace, agent, ready, of)
+            refresh_ready(state, namespace, agent, ready, of)
         except Exception as exc:  # an API error, or the API unreachable
             delay = state.reconcile_failed(of.kind, namespace, agent)
             logger.warning("Ready of %s %s/%s not brought up to date (%s): reconciling it in %.0fs", of.kind, namespace,
                            agent, exc, delay)
-            return True, None
-        if stale is not None:
-            return False, stale
+            return True
         state.deployment_applied(namespace, agent, record.with_ready(ready))
     if version:
         state.saw("Deployment", namespace, name, version)
-    return True, None
+    return True
 
 
 async def _owner_changed(kind: str, type: str | None, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger,

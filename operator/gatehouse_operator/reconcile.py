@@ -130,41 +130,36 @@ def reconcile(
 
 
 def refresh_ready(state: OperatorState, namespace: str, name: str, ready: status.StatusCondition,
-                  of: builders.OwnerKind = builders.AGENT, clock: Callable[[], str] = utc_now) -> dict[str, Any] | None:
+                  of: builders.OwnerKind = builders.AGENT, clock: Callable[[], str] = utc_now) -> bool:
     """Bring only the ``Ready`` condition of the Agent (or MCPGateway, ``of``) ``namespace/name`` up to date: ``ready``,
-    derived from its Deployment's status, with the runtime's own reason folded in as a reconcile does.
+    derived from its Deployment's status, with the runtime's own reason folded in as a reconcile does. Whether the
+    status was written.
 
     For an event of its Deployment that changed nothing but the Deployment's status, and changed what ``Ready`` says
     (:mod:`gatehouse_operator.deployment_status`): its children need no read. One GET of the Agent (the conditions
     are one list: the patch carries all of them), and one status patch guarded by its resourceVersion (after a 409,
     read and merged again). The condition keeps the ``observedGeneration`` of the status: this looked at no newer
     spec. The caller holds the Agent's lock.
-
-    ``None`` when done (or the Agent is gone); the Agent as just read when it needs a full reconcile instead: its
-    ``StateReady`` is not True, and the claim, which no watch follows, may have bound since (a pod that starts has
-    its volume: the documented moment a bound claim shows).
     """
     body = state.kube.get_agent(namespace, name, of.plural)
     for attempt in range(3):
         if body is None or body.get("metadata", {}).get("deletionTimestamp"):
-            return None
+            return False
         current = body.get("status") or {}
         conditions = list(current.get("conditions") or [])
-        if not any(c.get("type") == "StateReady" and c.get("status") == "True" for c in conditions):
-            return body
         wanted = status.merge_conditions(conditions, [status.with_runtime_reason(ready, conditions)],
                                          current.get("observedGeneration"), clock())
         if wanted == conditions:
-            return None
+            return False
         try:
             state.kube.patch_agent_status(namespace, name, {"conditions": wanted},
                                           body["metadata"].get("resourceVersion"), of.plural)
-            return None
+            return True
         except ApiException as exc:
             if exc.status != 409 or attempt == 2:
                 raise
             body = state.kube.get_agent(namespace, name, of.plural)
-    return None
+    return False
 
 
 def service_account_problem(agent: builders.Owner) -> Problem | None:
@@ -302,7 +297,7 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
     deployment = next(a.obj for a in applied if a.kind == "Deployment")
     # what a later event of it is compared with, to tell a status-only change (deployment_status)
     state.deployment_applied(agent.namespace, agent.name, deployment_status.applied(
-        next(c for c in children if c["kind"] == "Deployment"), deployment))
+        next(c for c in children if c["kind"] == "Deployment"), deployment, claim.applied.obj if claim else None))
     accepted = status.StatusCondition("Accepted", True, "Reconciled",
                                       f"{type(config).__name__} {digest[:12]} is applied")
     conditions = (storage.durable_condition(agent), claims.state_condition(

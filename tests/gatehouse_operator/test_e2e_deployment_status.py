@@ -6,10 +6,9 @@ as the controller's. What the operator sent is counted from the emulator's reque
 but the test's own writes (the test reads nothing while it counts).
 
 - A status write that leaves ``Ready`` as it is costs the operator no request at all (it used to reconcile the
-  Agent: read it and every child, to find nothing to do).
-- One that changes ``Ready`` costs a read of the Agent and its status patch, no child read; while ``StateReady`` is
-  not True, a full reconcile instead, which reads the claim (no watch follows claims: a pod that starts is the
-  documented moment a bound claim shows).
+  Agent: read it and every child, to find nothing to do) -- but a read of the state claim while it is not bound
+  (no watch follows claims); when its phase moved, a full reconcile, so that ``StateReady`` shows it bound.
+- One that changes ``Ready`` costs a read of the Agent and its status patch, no child read.
 - A change of the Deployment's spec or of a label the operator renders (edited by hand) is still repaired.
 """
 
@@ -81,38 +80,40 @@ def test_a_deployment_status_write_costs_no_child_read_and_ready_follows_availab
     assert _ready(cluster) == ("False", "Unavailable", "0/1 replicas available")
     _settle(kube_api)
 
-    # The rollout's status writes: Ready says the same, so the operator sends nothing.
+    # The rollout's status writes: Ready says the same, so the operator only reads the claim, not bound yet.
+    mark = kube_api.emulator.request_count
+    _controller_writes(cluster, *ROLLING_OUT)
+    _settle(kube_api)
+    sent = _operators(kube_api, mark)
+    assert sent and set(sent) == {("GET", "persistentvolumeclaims", None)}, sent
+    assert _ready(cluster) == ("False", "Unavailable", "0/1 replicas available")
+    assert cluster.condition(NAME, "StateReady")["reason"] == "ClaimPending"
+
+    # The claim binds, while no pod runs: the next status write shows it (a full reconcile, as the phase moved).
+    _bind_claim(cluster)
+    _controller_writes(cluster, {"conditions": [{"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated"}]})
+    wait_for(lambda: cluster.condition(NAME, "StateReady").get("reason") == "ClaimBound", what="StateReady=ClaimBound")
+    _settle(kube_api)
+
+    # The claim bound: a status write that leaves Ready as it is costs nothing at all.
     mark = kube_api.emulator.request_count
     _controller_writes(cluster, *ROLLING_OUT)
     _settle(kube_api)
     assert _operators(kube_api, mark) == []
-    assert _ready(cluster) == ("False", "Unavailable", "0/1 replicas available")
 
-    # The claim binds, then the pod is up: Ready follows, and the bound claim shows (a full reconcile reads it, as
-    # StateReady was not True yet).
-    _bind_claim(cluster)
-    _settle(kube_api)
-    mark = kube_api.emulator.request_count
-    _controller_writes(cluster, {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1,
-                                 "availableReplicas": 1})
-    wait_for(lambda: _ready(cluster)[0] == "True", what="Ready=True")
-    assert _ready(cluster) == ("True", "Available", "1/1 replicas available")
-    assert cluster.condition(NAME, "StateReady")["reason"] == "ClaimBound"
-    _settle(kube_api)
-    full = _operators(kube_api, mark)
-    assert ("GET", "persistentvolumeclaims", None) in full and ("PATCH", "agents", "status") in full, full
-
-    # The pod goes: one read of the Agent, one status patch, no child read.
-    mark = kube_api.emulator.request_count
-    _controller_writes(cluster, {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 0,
-                                 "availableReplicas": 0, "unavailableReplicas": 1})
-    _settle(kube_api)
-    sent = _operators(kube_api, mark)
-    assert sorted(sent) == [("GET", "agents", None), ("PATCH", "agents", "status")], sent
-    assert _ready(cluster) == ("False", "Unavailable", "0/1 replicas available")
-    ready = cluster.condition(NAME, "Ready")
+    # The pod is up, then goes: each time one read of the Agent and one status patch, no child read.
+    for available, ready in ((1, ("True", "Available", "1/1 replicas available")),
+                             (0, ("False", "Unavailable", "0/1 replicas available"))):
+        mark = kube_api.emulator.request_count
+        _controller_writes(cluster, {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
+                                     "readyReplicas": available, "availableReplicas": available,
+                                     "unavailableReplicas": 1 - available})
+        _settle(kube_api)
+        sent = _operators(kube_api, mark)
+        assert sorted(sent) == [("GET", "agents", None), ("PATCH", "agents", "status")], sent
+        assert _ready(cluster) == ready
     agent = cluster.agent(NAME) or {}
-    assert ready["observedGeneration"] == agent["status"]["observedGeneration"] == 1
+    assert cluster.condition(NAME, "Ready")["observedGeneration"] == agent["status"]["observedGeneration"] == 1
     # the other conditions are as the last reconcile left them
     assert cluster.condition(NAME, "StateReady")["reason"] == "ClaimBound"
     assert cluster.condition(NAME, "Accepted")["status"] == "True"
