@@ -3,7 +3,7 @@
 Every trigger ends here: the Agent's own create/update/resume handlers, a changed dependency
 (ModelConfig, RemoteMCPServer, an Agent it uses as a tool; a Secret, found by the periodic Secret check), an event
 of its Deployment that changed more than its status, and the periodic resync. (A status-only change of the
-Deployment is no reconcile: :func:`refresh_ready` brings ``Ready`` alone up to date, when it changed.) Each run
+Deployment is no reconcile: :func:`refresh_conditions` brings ``Ready`` alone up to date, when it changed.) Each run
 
 1. reads the Agent fresh from the API (under a per-Agent lock, so triggers never interleave) -- or, for the Agent's
    own create/update/resume, takes it as kopf's watch event just showed it;
@@ -43,7 +43,7 @@ from __future__ import annotations
 import copy
 import datetime
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,7 +72,7 @@ from gatehouse_operator.dependencies import Dependencies, ReferencedSecrets, is_
 from gatehouse_operator.kube import ApiException
 from gatehouse_operator.settings import OperatorState
 
-__all__ = ["Outcome", "reconcile", "refresh_ready", "service_account_problem"]
+__all__ = ["Outcome", "reconcile", "refresh_conditions", "service_account_problem"]
 
 MAX_MESSAGE = 1024
 
@@ -129,27 +129,26 @@ def reconcile(
         return outcome
 
 
-def refresh_ready(state: OperatorState, namespace: str, name: str, ready: status.StatusCondition,
-                  of: builders.OwnerKind = builders.AGENT, clock: Callable[[], str] = utc_now) -> bool:
-    """Bring only the ``Ready`` condition of the Agent (or MCPGateway, ``of``) ``namespace/name`` up to date: ``ready``,
-    derived from its Deployment's status, with the runtime's own reason folded in as a reconcile does. Whether the
-    status was written.
+def refresh_conditions(state: OperatorState, namespace: str, name: str, conditions: Sequence[status.StatusCondition],
+                       of: builders.OwnerKind = builders.AGENT, clock: Callable[[], str] = utc_now) -> bool:
+    """Bring only ``conditions`` (``Ready``, ``StateReady``) of the Agent (or MCPGateway, ``of``) ``namespace/name`` up to
+    date, the runtime's own reason folded into ``Ready`` as a reconcile does. Whether the status was written.
 
-    For an event of its Deployment that changed nothing but the Deployment's status, and changed what ``Ready`` says
-    (:mod:`gatehouse_operator.deployment_status`): its children need no read. One GET of the Agent (the conditions
-    are one list: the patch carries all of them), and one status patch guarded by its resourceVersion (after a 409,
-    read and merged again). The condition keeps the ``observedGeneration`` of the status: this looked at no newer
-    spec. The caller holds the Agent's lock.
+    For an event of its Deployment that changed nothing but the Deployment's status, and changed what a condition
+    says (:mod:`gatehouse_operator.deployment_status`): its children need no read. One GET of the Agent (the
+    conditions are one list: the patch carries all of them), and one status patch guarded by its resourceVersion
+    (after a 409, read and merged again). The conditions keep the ``observedGeneration`` of the status: this looked
+    at no newer spec. The caller holds the Agent's lock.
     """
     body = state.kube.get_agent(namespace, name, of.plural)
     for attempt in range(3):
         if body is None or body.get("metadata", {}).get("deletionTimestamp"):
             return False
         current = body.get("status") or {}
-        conditions = list(current.get("conditions") or [])
-        wanted = status.merge_conditions(conditions, [status.with_runtime_reason(ready, conditions)],
-                                         current.get("observedGeneration"), clock())
-        if wanted == conditions:
+        existing = list(current.get("conditions") or [])
+        ours = [status.with_runtime_reason(c, existing) if c.type == "Ready" else c for c in conditions]
+        wanted = status.merge_conditions(existing, ours, current.get("observedGeneration"), clock())
+        if wanted == existing:
             return False
         try:
             state.kube.patch_agent_status(namespace, name, {"conditions": wanted},
@@ -296,12 +295,14 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
     digest = builders.config_hash(config)
     deployment = next(a.obj for a in applied if a.kind == "Deployment")
     # what a later event of it is compared with, to tell a status-only change (deployment_status)
+    layout = storage.layout(agent)
     state.deployment_applied(agent.namespace, agent.name, deployment_status.applied(
-        next(c for c in children if c["kind"] == "Deployment"), deployment, claim.applied.obj if claim else None))
+        next(c for c in children if c["kind"] == "Deployment"), deployment, layout,
+        claim.applied.obj if claim else None, claim.notes if claim else ()))
     accepted = status.StatusCondition("Accepted", True, "Reconciled",
                                       f"{type(config).__name__} {digest[:12]} is applied")
     conditions = (storage.durable_condition(agent), claims.state_condition(
-        storage.layout(agent), claim.applied.obj if claim else None, claim.notes if claim else ()),
+        layout, claim.applied.obj if claim else None, claim.notes if claim else ()),
         approvers.approvers_condition(config))
     written = _write_status(state, body, accepted, status.ready_condition(deployment), digest, now, admission, conditions)
     changes = tuple(str(a) for a in applied if a.action != "unchanged")

@@ -7,7 +7,7 @@ but the test's own writes (the test reads nothing while it counts).
 
 - A status write that leaves ``Ready`` as it is costs the operator no request at all (it used to reconcile the
   Agent: read it and every child, to find nothing to do) -- but a read of the state claim while it is not bound
-  (no watch follows claims); when its phase moved, a full reconcile, so that ``StateReady`` shows it bound.
+  (no watch follows claims); when its phase moved, ``StateReady`` is patched (a read of the Agent, a status patch).
 - One that changes ``Ready`` costs a read of the Agent and its status patch, no child read.
 - A change of the Deployment's spec or of a label the operator renders (edited by hand) is still repaired.
 """
@@ -89,11 +89,18 @@ def test_a_deployment_status_write_costs_no_child_read_and_ready_follows_availab
     assert _ready(cluster) == ("False", "Unavailable", "0/1 replicas available")
     assert cluster.condition(NAME, "StateReady")["reason"] == "ClaimPending"
 
-    # The claim binds, while no pod runs: the next status write shows it (a full reconcile, as the phase moved).
+    # The claim binds, while no pod runs: the next status write shows it (the claim read, and StateReady patched).
     _bind_claim(cluster)
-    _controller_writes(cluster, {"conditions": [{"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated"}]})
-    wait_for(lambda: cluster.condition(NAME, "StateReady").get("reason") == "ClaimBound", what="StateReady=ClaimBound")
     _settle(kube_api)
+    mark = kube_api.emulator.request_count
+    _controller_writes(cluster, {"conditions": [{"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated"}]})
+    _settle(kube_api)
+    sent = _operators(kube_api, mark)
+    assert sorted(sent) == [("GET", "agents", None), ("GET", "persistentvolumeclaims", None),
+                            ("PATCH", "agents", "status")], sent
+    state = cluster.condition(NAME, "StateReady")
+    assert (state["status"], state["reason"]) == ("True", "ClaimBound"), state
+    assert state["message"] == f"PersistentVolumeClaim {CLAIM} is Bound (1Gi, StorageClass None)"
 
     # The claim bound: a status write that leaves Ready as it is costs nothing at all.
     mark = kube_api.emulator.request_count
