@@ -13,8 +13,8 @@ A claim is mostly fixed once made, so it is not merge-patched wholesale like the
 :func:`state_condition` turns what it found into ``StateReady``: ``True`` when the claim is ``Bound``, ``False``
 while it is ``Pending`` -- saying "no default StorageClass" when the API server gave it no class, which is what a
 claim without ``storageClassName`` looks like in a cluster without a default -- or ``Lost``. There is no watch on
-claims: the reconcile that follows the Deployment's next status change (or the periodic resync) reads the claim
-again.
+claims: while it is not bound, the next event of the Agent's Deployment reads it again (a status-only one: the claim
+alone, :mod:`gatehouse_operator.deployment_status`), as does the periodic resync.
 """
 
 from __future__ import annotations

@@ -18,8 +18,11 @@ agent_event            an Agent added, deleted or its spec changed              
                                                                                    switch is held, that Agent;
                                                                                    added or deleted, an
                                                                                    MCPGateway of its name)
-deployment_event       a Deployment we manage changed (e.g. availableReplicas,     its Agent (or
-                       or edited/deleted by hand)                                  MCPGateway)
+deployment_event       a Deployment we manage edited or deleted by hand            its Agent (or
+                       (another generation, a rendered label changed); its status  MCPGateway); a status
+                       alone (the Deployment controller's writes: nothing drifted, change: no reconcile;
+                       :mod:`gatehouse_operator.deployment_status`; an unbound     ``Ready`` (``StateReady``)
+                       state claim is read again)                                  refreshed when it changed
 gateway_create/update/ an MCPGateway itself, at start-up, its deletion (as for     that MCPGateway
 resume/delete          an Agent; its children by the Agent's builders and steps)
 gateway_event          an MCPGateway added, deleted or changed: as agent_event     that MCPGateway (when its
@@ -46,8 +49,8 @@ has no config Secret yet, costs no request.
 The event handlers skip kopf's initial listing (``type is None``): ``agent_resume`` already covers every
 Agent at start-up. Other children (Service, ServiceAccount, Role, RoleBinding, the state PersistentVolumeClaim)
 are not watched, to keep the operator from caching every such object in the cluster: the periodic resync restores
-them (its Secrets: the Secret check; a claim's phase is read by each reconcile, such as the one a Deployment's
-status change starts). The Agent
+them (its Secrets: the Secret check; a claim's phase is read by each reconcile, and by a Deployment's status-only
+event while the claim is not bound). The Agent
 handlers are synchronous (kopf runs them in worker threads). The event handlers are ``async`` and decide in
 the event loop whether there is anything to do -- most events are echoes of our own writes -- and only a
 reconcile goes to a worker thread.
@@ -65,10 +68,10 @@ from typing import Any
 import kopf
 
 from agent_runtime.contract.resources import GROUP, VERSION
-from gatehouse_operator import builders, periodic, state_switch, status, tokenreview
+from gatehouse_operator import builders, deployment_status, periodic, state_switch, status, tokenreview
 from gatehouse_operator.dependencies import Dependencies
 from gatehouse_operator.kube import ApiException
-from gatehouse_operator.reconcile import reconcile
+from gatehouse_operator.reconcile import reconcile, refresh_conditions
 from gatehouse_operator.settings import OperatorState
 
 __all__ = [
@@ -311,7 +314,7 @@ async def admission_binding_event(type: str | None, memo: kopf.Memo, logger: kop
     await _admission_changed(type, memo, logger, kwargs)
 
 
-def _repair_unless_echo(kind: str, type: str, namespace: str, name: str, version: str | None, agent: str,
+def _repair_unless_echo(kind: str, type: str, namespace: str, name: str, body: kopf.Body, version: str | None, agent: str,
                         memo: kopf.Memo, logger: kopf.Logger, kwargs: dict[str, Any],
                         of: builders.OwnerKind = builders.AGENT) -> None:
     state: OperatorState = memo.state
@@ -319,7 +322,47 @@ def _repair_unless_echo(kind: str, type: str, namespace: str, name: str, version
         with state.lock_for(namespace, agent):  # a reconcile in flight records its children before it lets go
             if state.is_known(kind, namespace, name, version):
                 return
+            if kind == "Deployment" and _follow_deployment_status(state, namespace, name, body, version, agent, logger, of):
+                return
     _run(memo, namespace, agent, logger, kwargs, of=of)
+
+
+def _follow_deployment_status(state: OperatorState, namespace: str, name: str, body: kopf.Body, version: str | None,
+                              agent: str, logger: kopf.Logger, of: builders.OwnerKind) -> bool:
+    """Whether the Deployment's event changed nothing but what its controller writes (its status; see
+    :mod:`gatehouse_operator.deployment_status`) and is handled: nothing to do while what ``Ready`` is derived from
+    is the same, else ``Ready`` brought up to date alone (:func:`reconcile.refresh_conditions`). No child is read --
+    none drifted -- but the state claim while it was found unbound: when its phase moved, ``StateReady`` is brought
+    up to date too; when it is gone, a full reconcile makes it anew. A refresh that fails is retried as a full
+    reconcile by the periodic loop (kopf retries no event handler). Called under the Agent's lock."""
+    record = state.applied_deployment(namespace, agent)
+    if record is None or not deployment_status.status_only(record, body):
+        return False
+    ready = status.ready_condition(dict(body))
+    refresh = [ready] if ready != record.ready else []
+    after = record.with_ready(ready)
+    if record.claim is not None:
+        try:
+            claim = state.kube.get("PersistentVolumeClaim", namespace, record.claim)
+        except Exception:  # the full reconcile reads it again, and is retried if the API is in trouble
+            return False
+        if claim is None:
+            return False
+        if deployment_status.claim_moved(record, claim):
+            refresh.append(deployment_status.state_ready(record, claim))
+            after = after.with_claim(claim)
+    if refresh:
+        try:
+            refresh_conditions(state, namespace, agent, refresh, of)
+        except Exception as exc:  # an API error, or the API unreachable
+            delay = state.reconcile_failed(of.kind, namespace, agent)
+            logger.warning("%s of %s %s/%s not brought up to date (%s): reconciling it in %.0fs",
+                           "/".join(c.type for c in refresh), of.kind, namespace, agent, exc, delay)
+            return True
+        state.deployment_applied(namespace, agent, after)
+    if version:
+        state.saw("Deployment", namespace, name, version)
+    return True
 
 
 async def _owner_changed(kind: str, type: str | None, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger,
@@ -340,7 +383,7 @@ async def _owner_changed(kind: str, type: str | None, body: kopf.Body, memo: kop
     version = meta.get("resourceVersion")
     if type != "DELETED" and state.is_known(kind, meta.namespace, meta.name, version):
         return
-    await asyncio.to_thread(_repair_unless_echo, kind, type, meta.namespace, meta.name, version, agent, memo, logger,
+    await asyncio.to_thread(_repair_unless_echo, kind, type, meta.namespace, meta.name, body, version, agent, memo, logger,
                             kwargs, of)
 
 

@@ -2,7 +2,8 @@
 
 Every trigger ends here: the Agent's own create/update/resume handlers, a changed dependency
 (ModelConfig, RemoteMCPServer, an Agent it uses as a tool; a Secret, found by the periodic Secret check), an event
-of its Deployment, and the periodic resync. Each run
+of its Deployment that changed more than its status, and the periodic resync. (A status-only change of the
+Deployment is no reconcile: :func:`refresh_conditions` brings ``Ready`` alone up to date, when it changed.) Each run
 
 1. reads the Agent fresh from the API (under a per-Agent lock, so triggers never interleave) -- or, for the Agent's
    own create/update/resume, takes it as kopf's watch event just showed it;
@@ -42,7 +43,7 @@ from __future__ import annotations
 import copy
 import datetime
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,13 +54,25 @@ from agent_runtime.contract.agent_config import AgentConfig, GatewayConfig
 from agent_runtime.contract.errors import Problem, TranslationError, problems_from_validation
 from agent_runtime.contract.resources import Agent, MCPGateway, RemoteMCPServer
 from agent_runtime.contract.translator import access_files, database_env, translate, translate_gateway
-from gatehouse_operator import access, apply, approvers, builders, claims, metrics, state_switch, status, storage, tokenreview
+from gatehouse_operator import (
+    access,
+    apply,
+    approvers,
+    builders,
+    claims,
+    deployment_status,
+    metrics,
+    state_switch,
+    status,
+    storage,
+    tokenreview,
+)
 from gatehouse_operator.admission import admission_condition
 from gatehouse_operator.dependencies import Dependencies, ReferencedSecrets, is_missing
 from gatehouse_operator.kube import ApiException
 from gatehouse_operator.settings import OperatorState
 
-__all__ = ["Outcome", "reconcile", "service_account_problem"]
+__all__ = ["Outcome", "reconcile", "refresh_conditions", "service_account_problem"]
 
 MAX_MESSAGE = 1024
 
@@ -97,7 +110,7 @@ def reconcile(
     of reading it again. A newer version only costs the status write a 409 and a read (:func:`_write_status`); a
     newer spec is handled by kopf's next update anyway.
     """
-    with state.lock_for(namespace, name), metrics.DURATION.time():
+    with state.lock_for(namespace, name), metrics.DURATION.labels(of.kind).time():
         state.reconciling(of.kind, namespace, name)
         try:
             body = copy.deepcopy(dict(seen)) if seen is not None else state.kube.get_agent(namespace, name, of.plural)
@@ -105,15 +118,47 @@ def reconcile(
             if body is not None and not body.get("metadata", {}).get("deletionTimestamp"):
                 outcome = _reconcile(state, deps, body, logger, clock())
         except Exception as exc:
-            metrics.RECONCILES.labels("failed").inc()
-            metrics.FAILURES.labels(metrics.failure_code(exc)).inc()
+            metrics.RECONCILES.labels(of.kind, "failed").inc()
+            metrics.FAILURES.labels(of.kind, metrics.failure_code(exc)).inc()
             # Whatever started it (kopf retries only its own handlers, not its event handlers): retried with backoff.
             delay = state.reconcile_failed(of.kind, namespace, name)
             logger.warning("reconcile of %s %s/%s failed (%s): retrying in %.0fs", of.kind, namespace, name, exc, delay)
             raise
         state.reconcile_succeeded(of.kind, namespace, name)
-        metrics.RECONCILES.labels("gone" if outcome is None else "accepted" if outcome.accepted else "rejected").inc()
+        metrics.RECONCILES.labels(of.kind, "gone" if outcome is None else "accepted" if outcome.accepted else "rejected").inc()
         return outcome
+
+
+def refresh_conditions(state: OperatorState, namespace: str, name: str, conditions: Sequence[status.StatusCondition],
+                       of: builders.OwnerKind = builders.AGENT, clock: Callable[[], str] = utc_now) -> bool:
+    """Bring only ``conditions`` (``Ready``, ``StateReady``) of the Agent (or MCPGateway, ``of``) ``namespace/name`` up to
+    date, the runtime's own reason folded into ``Ready`` as a reconcile does. Whether the status was written.
+
+    For an event of its Deployment that changed nothing but the Deployment's status, and changed what a condition
+    says (:mod:`gatehouse_operator.deployment_status`): its children need no read. One GET of the Agent (the
+    conditions are one list: the patch carries all of them), and one status patch guarded by its resourceVersion
+    (after a 409, read and merged again). The conditions keep the ``observedGeneration`` of the status: this looked
+    at no newer spec. The caller holds the Agent's lock.
+    """
+    body = state.kube.get_agent(namespace, name, of.plural)
+    for attempt in range(3):
+        if body is None or body.get("metadata", {}).get("deletionTimestamp"):
+            return False
+        current = body.get("status") or {}
+        existing = list(current.get("conditions") or [])
+        ours = [status.with_runtime_reason(c, existing) if c.type == "Ready" else c for c in conditions]
+        wanted = status.merge_conditions(existing, ours, current.get("observedGeneration"), clock())
+        if wanted == existing:
+            return False
+        try:
+            state.kube.patch_agent_status(namespace, name, {"conditions": wanted},
+                                          body["metadata"].get("resourceVersion"), of.plural)
+            return True
+        except ApiException as exc:
+            if exc.status != 409 or attempt == 2:
+                raise
+            body = state.kube.get_agent(namespace, name, of.plural)
+    return False
 
 
 def service_account_problem(agent: builders.Owner) -> Problem | None:
@@ -249,10 +294,15 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
 
     digest = builders.config_hash(config)
     deployment = next(a.obj for a in applied if a.kind == "Deployment")
+    # what a later event of it is compared with, to tell a status-only change (deployment_status)
+    layout = storage.layout(agent)
+    state.deployment_applied(agent.namespace, agent.name, deployment_status.applied(
+        next(c for c in children if c["kind"] == "Deployment"), deployment, layout,
+        claim.applied.obj if claim else None, claim.notes if claim else ()))
     accepted = status.StatusCondition("Accepted", True, "Reconciled",
                                       f"{type(config).__name__} {digest[:12]} is applied")
     conditions = (storage.durable_condition(agent), claims.state_condition(
-        storage.layout(agent), claim.applied.obj if claim else None, claim.notes if claim else ()),
+        layout, claim.applied.obj if claim else None, claim.notes if claim else ()),
         approvers.approvers_condition(config))
     written = _write_status(state, body, accepted, status.ready_condition(deployment), digest, now, admission, conditions)
     changes = tuple(str(a) for a in applied if a.action != "unchanged")

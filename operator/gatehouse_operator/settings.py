@@ -57,6 +57,7 @@ from agent_runtime.contract.durations import parse_duration
 from gatehouse_operator.admission import PolicyVerdict
 from gatehouse_operator.builders import config_secret_name
 from gatehouse_operator.dependencies import ReferencedSecrets
+from gatehouse_operator.deployment_status import AppliedDeployment
 from gatehouse_operator.kube import ChildrenApi, connect
 from gatehouse_operator.network_policy import NetworkPolicySettings, settings_from_env
 from gatehouse_operator.tokenreview import TokenReviewBinding
@@ -172,6 +173,8 @@ class OperatorState:
     _secrets: dict[Key, ReferencedSecrets] = field(default_factory=dict)
     _agent_specs: dict[tuple[str, str], str] = field(default_factory=dict)
     _due: dict[Key, _Due] = field(default_factory=dict)
+    # each Agent's (and MCPGateway's) Deployment as its last reconcile left it: tells a status-only event apart
+    _deployments: dict[tuple[str, str], AppliedDeployment] = field(default_factory=dict)
     # an Agent or MCPGateway handler ran: kopf had listed every indexed kind before (it waits for its indexes)
     agents_listed: bool = False
     essences: MemoryDiffBase | None = None  # kopf's diff base (see configure), emptied of deleted Agents and gateways
@@ -195,6 +198,7 @@ class OperatorState:
             self._due.pop((kind, namespace, name), None)
             if not any(key[1:] == (namespace, name) for key in self._due):
                 self._locks.pop((namespace, name), None)
+                self._deployments.pop((namespace, name), None)
 
     def seen(self, kind: str, namespace: str, name: str) -> None:
         """An Agent's or MCPGateway's watch event: from now on the periodic loop resyncs it and checks its Secrets."""
@@ -253,6 +257,15 @@ class OperatorState:
         """Remember the version of a child as the last reconcile left it."""
         with self._guard:
             self._versions[kind, namespace, name] = resource_version
+
+    def deployment_applied(self, namespace: str, name: str, record: AppliedDeployment) -> None:
+        """Remember the Deployment of the Agent (or MCPGateway) ``name`` as a reconcile, or a ``Ready`` refresh, left it."""
+        with self._guard:
+            self._deployments[namespace, name] = record
+
+    def applied_deployment(self, namespace: str, name: str) -> AppliedDeployment | None:
+        with self._guard:
+            return self._deployments.get((namespace, name))
 
     def is_known(self, kind: str, namespace: str, name: str, resource_version: str | None) -> bool:
         """Whether a child's event only echoes what the last reconcile wrote or read (nothing to repair)."""

@@ -36,7 +36,7 @@ from typing import Any
 
 __all__ = [
     "OURS", "OWNED_FIELDS", "RUNTIME_READY", "StatusCondition", "agent_status", "merge_conditions", "ready_condition",
-    "ready_needs_runtime_reason",
+    "ready_needs_runtime_reason", "with_runtime_reason",
 ]
 
 # The status fields the operator writes; the runtime writes ``pendingApprovals`` and its ``RuntimeReady`` condition.

@@ -48,7 +48,7 @@ def test_one_dependent_failing_does_not_stop_the_others(
     _apply_agents_using_one_model(kubectl, tmp_path)
     for name in ("a-agent", "z-agent"):
         cluster.wait_accepted(name)
-    failures = metrics.FAILURES.labels(str(code))._value.get()
+    failures = metrics.FAILURES.labels("Agent", str(code))._value.get()
     kube_api.emulator.forbid("PATCH", r"/agents/a-agent/status$", code)
 
     kubectl("delete", "modelconfig", MODEL)
@@ -56,7 +56,7 @@ def test_one_dependent_failing_does_not_stop_the_others(
     missing = cluster.wait_accepted("z-agent", "False", timeout=15)
     assert missing["reason"] == "DependencyMissing"
     assert f"ModelConfig {MODEL!r} not found" in missing["message"]
-    assert metrics.FAILURES.labels(str(code))._value.get() > failures  # the operator's /metrics counts it
+    assert metrics.FAILURES.labels("Agent", str(code))._value.get() > failures  # the operator's /metrics counts it
     kubectl("delete", "agent", "a-agent")
 
 
@@ -70,7 +70,7 @@ def test_a_dependent_that_failed_is_retried_until_it_succeeds(
 
     kubectl("delete", "modelconfig", MODEL)
     cluster.wait_accepted("z-agent", "False")
-    wait_for(lambda: metrics.FAILURES.labels("503")._value.get() >= 2, what="a-agent retried (a second failure)")
+    wait_for(lambda: metrics.FAILURES.labels("Agent", "503")._value.get() >= 2, what="a-agent retried (a second failure)")
     assert cluster.condition("a-agent", "Accepted")["status"] == "True"  # not written yet
     kube_api.emulator.allow_all()  # the API recovers: the next retry (no other trigger; resync is 1 h) gets through
 
