@@ -119,12 +119,12 @@ e2e-node: $(STAMP) cluster-bin node-deps
 screenshots: $(STAMP) chromium
 	$(PY) -m tests.support.screenshots
 
-## soak: the reliability tests with large counts (kill -9 cycles, concurrent conversations, cancel-vs-approve races) and 10000 fuzz examples
+## soak: the reliability tests with large counts (kill -9 cycles, concurrent conversations, cancel-vs-approve races), 10000 fuzz examples, then the long tests `make test` leaves out (markers bench_cp, long)
 soak: $(STAMP)
 	GATEHOUSE_SOAK_CYCLES=$(GATEHOUSE_SOAK_CYCLES) GATEHOUSE_SOAK_CONVERSATIONS=$(GATEHOUSE_SOAK_CONVERSATIONS) \
 	GATEHOUSE_SOAK_RACES=$(GATEHOUSE_SOAK_RACES) GATEHOUSE_FUZZ_EXAMPLES=$(GATEHOUSE_FUZZ_EXAMPLES) \
 		$(PY) -m pytest -q --timeout=7200 tests/reliability tests/contract/test_fuzz.py
-	$(PY) -m pytest -q -m bench_cp tests/bench
+	$(PY) -m pytest -q -m 'bench_cp or long' tests
 
 $(LLM_STAMP): $(STAMP) pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,litellm]'

@@ -15,6 +15,7 @@ pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.long  # `make soak`: cold starts of both sides
 def test_one_round_prints_each_side_and_the_ratios(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "bench.cold_ab", "--a", str(REPO), "--b", str(REPO), "--rounds", "1", "--settle", "0",

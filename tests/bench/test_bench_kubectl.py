@@ -114,6 +114,7 @@ def test_only_kubectl_runs_the_gatehouse_target_and_its_two_sections() -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.long  # `make soak`: a cluster and runtimes for the kubectl rows, ~30 s
 def test_only_kubectl_with_tiny_counts(tmp_path: Path) -> None:
     from bench.gatehouse_adapter import availability
 

@@ -164,6 +164,7 @@ def test_operator_hook_measures_a_few_agents() -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.long  # `make soak`: the operator's rows end to end; test_operator_hook_measures_a_few_agents stays
 def test_only_operator_runs_just_the_operator_rows(tmp_path: Path) -> None:
     from bench import run
 

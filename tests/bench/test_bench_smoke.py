@@ -42,6 +42,7 @@ def floors_add_up(floors: dict[str, Any]) -> bool:
     return True
 
 
+@pytest.mark.long  # `make soak`: the whole ADK side of the bench, ~60 s
 def test_bench_quick_adk_rows(tmp_path: Path) -> None:
     out = tmp_path / "results"
     cmd = [sys.executable, "-m", "bench.run", "--targets", ",".join(ADK), "--iterations", "3", "--warmup", "0",

@@ -34,7 +34,8 @@ from tests.support.kubelet import Kubelet
 from tests.support.postgres import find_bin_dir, running_postgres
 from tests.support.runtime import ROOT, Rpc, request_ids, state, status_text
 
-pytestmark = pytest.mark.e2e
+# `make soak`: tests/cluster/test_story.py tells this story (and more) on the real control plane in `make test`
+pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 EXAMPLE = ROOT / "examples" / "file-manager"
 AGENT = "file-manager"

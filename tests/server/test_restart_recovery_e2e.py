@@ -89,8 +89,11 @@ def _alices(base: Path, files: list[Path]) -> Iterator[RuntimeProcess]:
         proc.stop()
 
 
-@pytest.mark.parametrize("channel", ["a2a", "rest"])
-@pytest.mark.parametrize("how", ["kill9", "sigterm"])
+# Each stop and each channel in `make test`; the other two pairs in `make soak`.
+@pytest.mark.parametrize(("how", "channel"), [
+    ("kill9", "rest"), ("sigterm", "a2a"),
+    pytest.param("kill9", "a2a", marks=pytest.mark.long), pytest.param("sigterm", "rest", marks=pytest.mark.long),
+])
 def test_a_tools_question_after_an_approval_survives_a_restart_and_the_call_runs_once(
     asking: tuple[Tools, RuntimeProcess], how: str, channel: str,
 ) -> None:
