@@ -21,6 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT
 
 from agent_runtime.contract.agent_config import McpServerConfig
+from agent_runtime.gateway.wire import AiohttpTransport
 from agent_runtime.server.toolsets import _headers
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,8 @@ class Upstream:
             try:
                 async with contextlib.AsyncExitStack() as stack:
                     timeout = httpx2.Timeout(self.server.timeout_seconds, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
-                    http = await stack.enter_async_context(httpx2.AsyncClient(headers=self._headers, timeout=timeout))
+                    http = await stack.enter_async_context(
+                        httpx2.AsyncClient(headers=self._headers, timeout=timeout, transport=AiohttpTransport()))
                     transport = streamable_http_client(self.server.url, http_client=http)
                     client = Client(transport, cache=None, elicitation_callback=_decline)
                     opened = await stack.enter_async_context(client)
