@@ -10,12 +10,14 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agent_runtime.gateway.upstream import _decline
 from tests.gateway.test_gateway_e2e import RUNTIME_CMD, TOKENS, _manifests, _text, connected
 from tests.support.processes import free_port, running
 
@@ -23,10 +25,13 @@ pytestmark = pytest.mark.e2e
 
 
 class Counting:
-    """ASGI: counts the JSON-RPC method of every POST the upstream receives, then serves it unchanged."""
+    """ASGI: counts the JSON-RPC method of every POST the upstream receives and keeps its headers and body, then
+    serves it unchanged."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app, self.methods = app, Counter[str]()
+        self.posts: list[tuple[dict[str, str], Any]] = []
+        self.url = ""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -38,7 +43,9 @@ class Counting:
             if message["type"] != "http.request" or not message.get("more_body"):
                 break
         try:
-            self.methods[json.loads(b"".join(m.get("body", b"") for m in chunks)).get("method", "?")] += 1
+            body = json.loads(b"".join(m.get("body", b"") for m in chunks))
+            self.methods[body.get("method", "?")] += 1
+            self.posts.append(({k.decode(): v.decode() for k, v in scope["headers"]}, body))
         except ValueError:
             self.methods["?"] += 1
 
@@ -64,6 +71,7 @@ def counted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Cou
     base = tmp_path_factory.mktemp("forwarding")
     port, gateway_port = free_port(), free_port()
     app = Counting(_upstream().streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1"))
+    app.url = f"http://127.0.0.1:{port}/mcp"
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -97,3 +105,30 @@ async def test_a_listing_through_the_gateway_still_asks_the_upstream(counted: tu
         before = upstream.methods["tools/list"]
         listed = [t.name for t in (await client.list_tools()).tools]
     assert listed == ["echo"] and upstream.methods["tools/list"] == before + 1
+
+
+def _last_call(upstream: Counting) -> tuple[dict[str, str], Any]:
+    found: tuple[dict[str, str], Any] = next(p for p in reversed(upstream.posts) if p[1].get("method") == "tools/call")
+    return found
+
+
+ROUTING = ("content-type", "accept", "mcp-protocol-version", "mcp-method", "mcp-name")
+
+
+async def test_the_upstream_gets_the_call_the_sdks_own_client_sends(counted: tuple[str, Counting]) -> None:
+    """The gateway sends its calls as single HTTP exchanges (agent_runtime/gateway/exchange.py) under the SDK's
+    ``ClientSession``: the upstream receives the same request as from the SDK's own client set up as the gateway's
+    (its capabilities: elicitation), and no credential of the gateway's client."""
+    url, upstream = counted
+    async with connected(url) as client:
+        await client.call_tool("echo", {"text": "same"})
+    through_headers, through = _last_call(upstream)
+    async with connected(upstream.url, token=None, cache=None, elicitation_callback=_decline) as direct:
+        await direct.call_tool("echo", {"text": "same"})
+    direct_headers, sent = _last_call(upstream)
+    assert direct_headers is not through_headers
+    assert {**through, "id": 0} == {**sent, "id": 0}
+    assert through["params"]["arguments"] == {"text": "same"} and through["method"] == "tools/call"
+    assert {k: through_headers.get(k) for k in ROUTING} == {k: direct_headers.get(k) for k in ROUTING}
+    assert through_headers["mcp-protocol-version"] == "2026-07-28"
+    assert "authorization" not in through_headers

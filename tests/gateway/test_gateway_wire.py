@@ -1,18 +1,26 @@
-"""The HTTP wire under the gateway's upstream client (agent_runtime/gateway/wire.py), against a real HTTP server on
-127.0.0.1 that records the bytes it receives: the request goes out as httpx2 built it, the answer comes back as the
-server sent it, a POST is sent once and never again, and failures are the httpx2 errors the MCP SDK handles."""
+"""The HTTP under the gateway's upstream client, against a real HTTP server on 127.0.0.1 that records the bytes it
+receives. The httpx2 transport (agent_runtime/gateway/wire.py): the request goes out as httpx2 built it, the answer
+comes back as the server sent it, a POST is sent once and never again, and failures are the httpx2 errors the MCP SDK
+handles. The single exchanges (agent_runtime/gateway/exchange.py): a result, the server's own JSON-RPC error, the
+SDK transport's errors for a bare status, progress then the result from an event stream, nothing resent."""
 
 from __future__ import annotations
 
 import asyncio
 import gzip
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+import aiohttp
 import httpx2
 import pytest
+from mcp.shared.dispatcher import CallOptions
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND
 
+from agent_runtime.gateway.exchange import HttpExchanges
 from agent_runtime.gateway.wire import AiohttpTransport
 
 
@@ -150,3 +158,77 @@ async def test_failures_are_the_httpx2_errors_the_sdk_handles() -> None:
     async with httpx2.AsyncClient(transport=AiohttpTransport()) as client:
         with pytest.raises(httpx2.ConnectError):
             await client.post(closed, content=b"{}")
+
+
+# The upstream's requests as single exchanges (agent_runtime/gateway/exchange.py), against the same recording server.
+
+def _exchanges(http: aiohttp.ClientSession, url: str) -> HttpExchanges:
+    return HttpExchanges(url, http)
+
+
+async def test_a_result_comes_back_and_an_error_is_the_servers_own() -> None:
+    async def answers(writer: asyncio.StreamWriter, n: int) -> bool:
+        if n == 1:
+            writer.write(_response(b'{"jsonrpc":"2.0","id":1,"result":{"content":[]}}'))
+        else:  # a JSON-RPC error at an HTTP error status, as a 2026-07-28 server answers a bad request
+            writer.write(_response(b'{"jsonrpc":"2.0","id":null,"error":{"code":-32602,"message":"bad args"}}',
+                                   "400 Bad Request"))
+        await writer.drain()
+        return True
+
+    async with http_server(answers) as (url, seen), aiohttp.ClientSession() as http:
+        exchanges = _exchanges(http, url)
+        assert await exchanges.send_raw_request("tools/call", {"name": "echo"}, {"headers": {"mcp-name": "echo"}}) \
+            == {"content": []}
+        with pytest.raises(MCPError) as refused:
+            await exchanges.send_raw_request("tools/call", {"name": "echo"})
+    assert (refused.value.code, refused.value.error.message) == (-32602, "bad args")
+    head, body = seen.requests[0]
+    assert json.loads(body) == {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}}
+    assert b"mcp-name: echo" in head.lower() and b"accept: application/json, text/event-stream" in head.lower()
+
+
+@pytest.mark.parametrize(("status", "code"), [("404 Not Found", METHOD_NOT_FOUND), ("500 Oops", INTERNAL_ERROR),
+                                              ("307 Temporary Redirect", INVALID_REQUEST), ("202 Accepted", INVALID_REQUEST)])
+async def test_a_status_without_a_json_rpc_answer_is_an_error_as_in_the_sdk_and_nothing_is_followed(
+        status: str, code: int) -> None:
+    async def bare(writer: asyncio.StreamWriter, n: int) -> bool:
+        writer.write(_response(b"", status, ("location: /elsewhere",)))
+        await writer.drain()
+        return True
+
+    async with http_server(bare) as (url, seen), aiohttp.ClientSession() as http:
+        with pytest.raises(MCPError) as failed:
+            await _exchanges(http, url).send_raw_request("tools/call", {"name": "echo"})
+    assert failed.value.code == code and len(seen.requests) == 1
+
+
+async def test_an_event_stream_gives_progress_then_the_result() -> None:
+    async def sse(writer: asyncio.StreamWriter, n: int) -> bool:
+        events = (b': ping\r\n\r\n'
+                  b'event: message\r\ndata: {"jsonrpc":"2.0","method":"notifications/progress",'
+                  b'"params":{"progressToken":"t","progress":1,"message":"working"}}\r\n\r\n'
+                  b'event: message\r\ndata: {"jsonrpc":"2.0","id":1,\r\ndata: "result":{"done":true}}\r\n\r\n')
+        writer.write(_response(events, headers=("content-type: text/event-stream",)))
+        await writer.drain()
+        return True
+
+    told: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        told.append((progress, total, message))
+
+    async with http_server(sse) as (url, _), aiohttp.ClientSession() as http:
+        options: CallOptions = {"on_progress": on_progress}
+        result = await _exchanges(http, url).send_raw_request("tools/call", {}, options)
+    assert (result, told) == ({"done": True}, [(1.0, None, "working")])
+
+
+async def test_a_request_whose_connection_closes_unanswered_is_an_error_and_is_not_sent_again() -> None:
+    async def vanish(writer: asyncio.StreamWriter, n: int) -> bool:
+        return False
+
+    async with http_server(vanish) as (url, seen), aiohttp.ClientSession() as http:
+        with pytest.raises(MCPError) as failed:
+            await _exchanges(http, url).send_raw_request("tools/call", {"name": "delete_file"})
+    assert failed.value.code == CONNECTION_CLOSED and len(seen.requests) == 1
