@@ -24,7 +24,7 @@ from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT
 from agent_runtime.contract.agent_config import McpServerConfig
 from agent_runtime.gateway.exchange import HttpExchanges
 from agent_runtime.gateway.wire import AiohttpTransport
-from agent_runtime.server.toolsets import _headers
+from agent_runtime.server.toolsets import KEEPALIVE_SECONDS, _headers
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class Upstream:
         is lighter. A handshake-era upstream keeps the SDK's client, whose sessions need its streams."""
         timeout = httpx2.Timeout(self.server.timeout_seconds, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
         http = await stack.enter_async_context(
-            httpx2.AsyncClient(headers=self._headers, timeout=timeout, transport=AiohttpTransport()))
+            httpx2.AsyncClient(headers=self._headers, timeout=timeout, transport=AiohttpTransport(keepalive=KEEPALIVE_SECONDS)))
         client = Client(streamable_http_client(self.server.url, http_client=http), cache=None,
                         elicitation_callback=_decline)
         opened = await stack.enter_async_context(client)
@@ -100,7 +100,9 @@ class Upstream:
             return opened.session
         exchanges = await stack.enter_async_context(aiohttp.ClientSession(
             headers=self._headers, cookie_jar=aiohttp.DummyCookieJar(),
-            connector=aiohttp.TCPConnector(ssl=httpx2.create_ssl_context()),  # TLS verified as httpx2 does
+            # TLS verified as httpx2 does; idle connections dropped well before a server's own keep-alive (toolsets.py)
+            connector=aiohttp.TCPConnector(ssl=httpx2.create_ssl_context(), keepalive_timeout=KEEPALIVE_SECONDS),
+            trust_env=True,  # HTTP(S)_PROXY and NO_PROXY from the environment, as httpx2 takes them
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.server.timeout_seconds,
                                           sock_read=MCP_DEFAULT_SSE_READ_TIMEOUT)))
         lean = await stack.enter_async_context(

@@ -69,10 +69,11 @@ class _Body(httpx2.AsyncByteStream):
 class AiohttpTransport(httpx2.AsyncBaseTransport):
     """One connection pool (aiohttp's, keep-alive) for one ``httpx2.AsyncClient``; created inside the running loop."""
 
-    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, ssl_context: ssl.SSLContext | None = None, keepalive: float = 5.0) -> None:
+        """``keepalive``: seconds an idle connection stays pooled (httpx2's default: 5)."""
         context = ssl_context if ssl_context is not None else httpx2.create_ssl_context()
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=context),
+            connector=aiohttp.TCPConnector(ssl=context, keepalive_timeout=keepalive),
             cookie_jar=aiohttp.DummyCookieJar(),  # httpx2 keeps the cookies
             auto_decompress=False,  # httpx2 decodes the content-encoding
             skip_auto_headers=_SKIP_AUTO_HEADERS,

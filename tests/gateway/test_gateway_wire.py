@@ -232,3 +232,14 @@ async def test_a_request_whose_connection_closes_unanswered_is_an_error_and_is_n
         with pytest.raises(MCPError) as failed:
             await _exchanges(http, url).send_raw_request("tools/call", {"name": "delete_file"})
     assert failed.value.code == CONNECTION_CLOSED and len(seen.requests) == 1
+
+
+async def test_an_idle_connection_is_dropped_after_the_keepalive_not_reused() -> None:
+    """The upstream client drops idle connections well before a server's own keep-alive (5 s for uvicorn), so that a
+    call is not written to a connection the server is closing (agent_runtime/server/toolsets.py)."""
+    async with http_server(_json) as (url, seen), httpx2.AsyncClient(transport=AiohttpTransport(keepalive=0.3)) as client:
+        await client.post(url, content=b"{}")
+        await client.post(url, content=b"{}")
+        await asyncio.sleep(1.0)
+        await client.post(url, content=b"{}")
+    assert seen.connections == 2
