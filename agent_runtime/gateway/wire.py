@@ -8,9 +8,11 @@ docs/gateway.md "Speed"). Only the wire changes: the MCP client above it (protoc
 httpx2's own request building, redirects, cookies and decoding stay as they are: this transport neither follows
 redirects, nor keeps cookies, nor decompresses, and hands back the bytes as they came.
 
-TLS is verified with the context httpx2 would build (``httpx2.create_ssl_context``), and timeouts are the request's
-own (``request.extensions["timeout"]``, what ``httpx2.Timeout`` put there). aiohttp's errors come back as the
-``httpx2`` exceptions httpcore2 would have raised, so the SDK's handling of a failed request is unchanged.
+TLS is verified with the context httpx2 would build (``httpx2.create_ssl_context``); the proxy is the one the
+environment names (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``), which httpx2 itself stops reading once a client is
+given a transport; timeouts are the request's own (``request.extensions["timeout"]``, what ``httpx2.Timeout`` put
+there). aiohttp's errors come back as the ``httpx2`` exceptions httpcore2 would have raised, so the SDK's handling of a
+failed request is unchanged.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
             cookie_jar=aiohttp.DummyCookieJar(),  # httpx2 keeps the cookies
             auto_decompress=False,  # httpx2 decodes the content-encoding
             skip_auto_headers=_SKIP_AUTO_HEADERS,
-            trust_env=False,  # httpx2 routes proxied hosts to its own proxy transports before this one
+            trust_env=True,  # HTTP(S)_PROXY and NO_PROXY: httpx2 takes no proxy from the environment with a transport given
         )
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
