@@ -23,7 +23,7 @@ from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT
 
 from agent_runtime.contract.agent_config import McpServerConfig
 from agent_runtime.gateway.exchange import HttpExchanges
-from agent_runtime.gateway.wire import AiohttpTransport
+from agent_runtime.gateway.wire import AiohttpTransport, env_proxy
 from agent_runtime.server.toolsets import KEEPALIVE_SECONDS, _headers
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class Upstream:
             headers=self._headers, cookie_jar=aiohttp.DummyCookieJar(),
             # TLS verified as httpx2 does; idle connections dropped well before a server's own keep-alive (toolsets.py)
             connector=aiohttp.TCPConnector(ssl=httpx2.create_ssl_context(), keepalive_timeout=KEEPALIVE_SECONDS),
-            trust_env=True,  # HTTP(S)_PROXY and NO_PROXY from the environment, as httpx2 takes them
+            proxy=env_proxy(self.server.url),  # as httpx2 takes it from the environment
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.server.timeout_seconds,
                                           sock_read=MCP_DEFAULT_SSE_READ_TIMEOUT)))
         lean = await stack.enter_async_context(

@@ -18,7 +18,9 @@ failed request is unchanged.
 from __future__ import annotations
 
 import ssl
+import urllib.request
 from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
 
 import aiohttp
 import httpx2
@@ -26,6 +28,17 @@ from multidict import CIMultiDict
 
 # Headers httpx2 already sets as it wants them: aiohttp adds none of its own.
 _SKIP_AUTO_HEADERS = frozenset({"User-Agent", "Accept", "Accept-Encoding", "Content-Type"})
+
+
+def env_proxy(url: str) -> str | None:
+    """The proxy the environment names for ``url`` (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``; none for a host
+    ``NO_PROXY`` lists), as httpx2 reads them for its own transports. Read here rather than by aiohttp's
+    ``trust_env``, which would also look up ``~/.netrc`` in a thread on every request and add credentials from it."""
+    host = urlsplit(url).hostname or ""
+    proxies = urllib.request.getproxies()
+    if not proxies or urllib.request.proxy_bypass(host):
+        return None
+    return proxies.get(urlsplit(url).scheme) or proxies.get("all")
 
 
 def _timeout(request: httpx2.Request) -> aiohttp.ClientTimeout:
@@ -74,22 +87,26 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
     def __init__(self, ssl_context: ssl.SSLContext | None = None, keepalive: float = 5.0) -> None:
         """``keepalive``: seconds an idle connection stays pooled (httpx2's default: 5)."""
         context = ssl_context if ssl_context is not None else httpx2.create_ssl_context()
+        self._proxies: dict[tuple[str, str, int | None], str | None] = {}  # per origin, read once
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=context, keepalive_timeout=keepalive),
             cookie_jar=aiohttp.DummyCookieJar(),  # httpx2 keeps the cookies
             auto_decompress=False,  # httpx2 decodes the content-encoding
             skip_auto_headers=_SKIP_AUTO_HEADERS,
-            trust_env=True,  # HTTP(S)_PROXY and NO_PROXY: httpx2 takes no proxy from the environment with a transport given
         )
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         headers: CIMultiDict[str] = CIMultiDict(
             (k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw)
         body = await request.aread()
+        origin = (request.url.scheme, request.url.host, request.url.port)
+        if origin not in self._proxies:  # httpx2 takes no proxy from the environment once given a transport
+            self._proxies[origin] = env_proxy(str(request.url))
         try:
             response = await self._session.request(
                 request.method, str(request.url), headers=headers, data=body or None, allow_redirects=False,
-                timeout=_timeout(request), compress=None, chunked=None)
+                timeout=_timeout(request), compress=None, chunked=None,
+                proxy=self._proxies[origin])
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise _mapped(exc, request) from exc
         version = response.version or aiohttp.HttpVersion11
@@ -104,4 +121,4 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         await self._session.close()
 
 
-__all__ = ["AiohttpTransport"]
+__all__ = ["AiohttpTransport", "env_proxy"]
