@@ -18,12 +18,23 @@ Then, per iteration, the order alternating every iteration so a slow stretch of 
   A2A client's result. Ratio = gateway / A2A, p50 (bar: at most 1.2x).
 
 Every iteration's tool run is checked in the journal afterwards (each approved call ran exactly once).
+
+``python -m bench.gateway_path --tree before=/tmp/tree-a --tree after=. --iterations 400`` compares gateways of
+several source trees (``git archive <rev> agent_runtime operator | tar -x -C /tmp/tree-a``) on the pass-through
+alone: one demo-tools server, a gateway per tree, and per iteration one direct ``read_file`` and one through each
+gateway, the order rotating and reversing every iteration. Printed: each side's p50 and ratio to direct, and each
+process's CPU time per call (``/proc/PID/stat``, user + system; the client's and the demo tools' over all sides'
+calls), which a loaded machine moves far less than the wall time (docs/gateway.md "Speed").
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import os
 import secrets
+import statistics
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -41,7 +52,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from bench.gatehouse_adapter import AUTH_PRINCIPAL, TOKEN_FILE, availability
 from bench.protocols import Protocol, StepError, approve, pause
 from bench.scenarios import client, journal_runs, stats
-from bench.targets import Target, ToolsServer, running
+from bench.targets import Target, ToolsServer, running, tools_server
 
 __all__ = ["GatewayTarget", "gateway_results"]
 
@@ -184,3 +195,65 @@ async def gateway_results(a2a_target: Target, work: Path, tools: ToolsServer, it
 def _ratio(top: dict[str, Any], bottom: dict[str, Any]) -> float | None:
     return None if not top.get("p50") or not bottom.get("p50") else round(top["p50"] / bottom["p50"], 3)
 
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def passthrough_ab(trees: dict[str, Path], iterations: int, warmup: int = 20) -> str:
+    """The pass-through of each tree's gateway against direct calls, interleaved (see the module's docstring)."""
+    work = Path(tempfile.mkdtemp(prefix="gateway-ab-"))
+    times: dict[str, list[float]] = {"direct": [], **{label: [] for label in trees}}
+    with ExitStack() as servers:
+        tools = servers.enter_context(tools_server(work))
+        tools.touch([PROBE])
+        gateways = {}
+        for label, tree in trees.items():
+            target = GatewayTarget()
+            path = f"{tree.resolve()}{os.pathsep}{tree.resolve() / 'operator'}"
+            gateways[label] = (target, servers.enter_context(
+                running(target, work, tools.url, f"gateway-{label}", env_extra={"PYTHONPATH": path})))
+        async with AsyncExitStack() as stack:
+            clients = {"direct": await stack.enter_async_context(Client(streamable_http_client(
+                tools.url, http_client=await stack.enter_async_context(create_mcp_http_client()))))}
+            for label, (target, server) in gateways.items():
+                http = await stack.enter_async_context(create_mcp_http_client(headers=target.request_headers()))
+                clients[label] = await stack.enter_async_context(
+                    Client(streamable_http_client(f"{server.url}/mcp", http_client=http)))
+            for each in clients.values():
+                await each.list_tools()
+            pids = {"demo-tools": tools.proc.pid, **{label: server.proc.pid for label, (_, server) in gateways.items()}}
+            names = list(clients)
+            for i in range(warmup + iterations):
+                if i == warmup:
+                    before = {k: _cpu_seconds(pid) for k, pid in pids.items()} | {"client": time.process_time()}
+                order = names[i % len(names):] + names[:i % len(names)]
+                for side in reversed(order) if i % 2 else order:
+                    start = time.perf_counter()
+                    _ok(await clients[side].call_tool("read_file", {"path": PROBE}), side)
+                    if i >= warmup:
+                        times[side].append(time.perf_counter() - start)
+            after = {k: _cpu_seconds(pid) for k, pid in pids.items()} | {"client": time.process_time()}
+    p50 = {side: statistics.median(t) * 1000 for side, t in times.items()}
+    lines = [f"load {os.getloadavg()[0]:.2f}, {iterations} iterations, p50:"]
+    lines += [f"  {side}: {p50[side]:.2f} ms ({p50[side] / p50['direct']:.2f}x)" for side in names]
+    lines.append("CPU per call (ms): " + ", ".join(f"{k} {(after[k] - before[k]) * 1000 / iterations:.2f}"
+                                                   for k in after))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.gateway_path", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tree", action="append", required=True, metavar="LABEL=DIR",
+                        help="a source tree whose agent_runtime/ the gateway runs (repeat to compare)")
+    parser.add_argument("--iterations", type=int, default=400)
+    args = parser.parse_args(argv)
+    trees = {label: Path(tree) for label, _, tree in (t.partition("=") for t in args.tree)}
+    print(asyncio.run(passthrough_ab(trees, args.iterations)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -144,8 +145,8 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
                        sessions, TokenLogin(authenticator))
     # No upstream: a hooks-only gateway (docs/gateway.md), with no MCP endpoint at all rather than one that lists nothing.
     server = build_server(config, upstream, held) if upstream is not None else None
-    mcp = None if server is None else server.streamable_http_app(
-        streamable_http_path=MCP_PATH, host=settings.host, event_store=RecentEvents())
+    if server is not None:  # made for its session manager (with the SDK's DNS-rebinding check on loopback), served below
+        server.streamable_http_app(streamable_http_path=MCP_PATH, host=settings.host, event_store=RecentEvents())
 
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -187,8 +188,11 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
                             loopback_bind=is_loopback(settings.host), public_url=None,
                             anonymous_remote=settings.access.allow_anonymous_remote)
     hook = Route(HOOK_PATH, HookEndpoint(config, held, approvals).handle, methods=["POST"])  # agent CLIs' PreToolUse
-    mcp_routes = [Mount("/", app=BindSessions(mcp))] if mcp is not None else []
-    inner = Starlette(routes=[*rest.routes, hook, *inbox.routes, *mcp_routes])  # /approvals…, /hooks…, /ui…, /mcp
+    # /mcp first and straight to the SDK's session manager: not through the SDK's own Starlette app (its middleware
+    # and router again) nor past every REST and inbox route (bench `gateway` section, docs/gateway.md "Speed").
+    mcp_routes = [Route(MCP_PATH, BindSessions(StreamableHTTPASGIApp(server.session_manager)))] \
+        if server is not None else []
+    inner = Starlette(routes=[*mcp_routes, *rest.routes, hook, *inbox.routes])  # /mcp, /approvals…, /hooks…, /ui…
     guarded: ASGIApp = RequirePrincipal(inner, authenticator=authenticator, sessions=sessions,
                                         proxy=settings.access.proxy)
     if allowed is not None:

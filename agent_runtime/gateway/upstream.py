@@ -14,14 +14,17 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import aiohttp
 import httpx2
 import mcp_types
-from mcp import Client
+from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT
 
 from agent_runtime.contract.agent_config import McpServerConfig
-from agent_runtime.server.toolsets import _headers
+from agent_runtime.gateway.exchange import HttpExchanges
+from agent_runtime.gateway.wire import AiohttpTransport, env_proxy
+from agent_runtime.server.toolsets import KEEPALIVE_SECONDS, _headers
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +45,9 @@ class Upstream:
     def __init__(self, server: McpServerConfig, env: Mapping[str, str] | None = None) -> None:
         self.server = server
         self._headers = _headers(server, os.environ if env is None else env)  # a missing Secret: refused at start
-        self._client: Client | None = None
-        self._attempt: asyncio.Future[Client] | None = None  # the connection being opened, or open
-        self._asks: asyncio.Queue[asyncio.Future[Client]] = asyncio.Queue()
+        self._client: ClientSession | None = None
+        self._attempt: asyncio.Future[ClientSession] | None = None  # the connection being opened, or open
+        self._asks: asyncio.Queue[asyncio.Future[ClientSession]] = asyncio.Queue()
         self._broken = asyncio.Event()
         self._schemas: dict[str, dict[str, Any]] = {}  # tool -> input schema, from the upstream's last listing
 
@@ -63,17 +66,13 @@ class Upstream:
             attempt = await self._asks.get()
             try:
                 async with contextlib.AsyncExitStack() as stack:
-                    timeout = httpx2.Timeout(self.server.timeout_seconds, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
-                    http = await stack.enter_async_context(httpx2.AsyncClient(headers=self._headers, timeout=timeout))
-                    transport = streamable_http_client(self.server.url, http_client=http)
-                    client = Client(transport, cache=None, elicitation_callback=_decline)
-                    opened = await stack.enter_async_context(client)
+                    session = await self._open(stack)
                     try:  # the schemas the SDK's header check reads; a call works without them, so not required
-                        self._remember((await opened.list_tools()).tools)
+                        self._remember((await session.list_tools()).tools)
                     except Exception as exc:
                         log.info("upstream %s: no tool listing on connecting: %s", self.server.name, exc)
-                    self._client = opened
-                    attempt.set_result(opened)
+                    self._client = session
+                    attempt.set_result(session)
                     await self._broken.wait()
             except Exception as exc:  # could not connect, or the connection failed while open
                 log.info("upstream %s: connection ended: %s", self.server.name, exc)
@@ -85,7 +84,33 @@ class Upstream:
                 if self._attempt is attempt:
                     self._attempt = None
 
-    async def _connected(self) -> Client:
+    async def _open(self, stack: contextlib.AsyncExitStack) -> ClientSession:
+        """The MCP SDK's client connects and negotiates the protocol. An upstream on the 2026-07-28 protocol (a
+        ``server/discover`` result) then gets a second ``ClientSession`` that adopts the same negotiation and sends
+        each request as one HTTP exchange (:mod:`.exchange`): the protocol work is still the SDK's, only the carrying
+        is lighter. A handshake-era upstream keeps the SDK's client, whose sessions need its streams."""
+        timeout = httpx2.Timeout(self.server.timeout_seconds, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(headers=self._headers, timeout=timeout, transport=AiohttpTransport(keepalive=KEEPALIVE_SECONDS)))
+        client = Client(streamable_http_client(self.server.url, http_client=http), cache=None,
+                        elicitation_callback=_decline)
+        opened = await stack.enter_async_context(client)
+        discovered = opened.session.discover_result
+        if discovered is None:
+            return opened.session
+        exchanges = await stack.enter_async_context(aiohttp.ClientSession(
+            headers=self._headers, cookie_jar=aiohttp.DummyCookieJar(),
+            # TLS verified as httpx2 does; idle connections dropped well before a server's own keep-alive (toolsets.py)
+            connector=aiohttp.TCPConnector(ssl=httpx2.create_ssl_context(), keepalive_timeout=KEEPALIVE_SECONDS),
+            proxy=env_proxy(self.server.url),  # as httpx2 takes it from the environment
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.server.timeout_seconds,
+                                          sock_read=MCP_DEFAULT_SSE_READ_TIMEOUT)))
+        lean = await stack.enter_async_context(
+            ClientSession(dispatcher=HttpExchanges(self.server.url, exchanges), elicitation_callback=_decline))
+        lean.adopt(discovered)
+        return lean
+
+    async def _connected(self) -> ClientSession:
         if self._client is not None:
             return self._client
         if self._attempt is None:
@@ -118,7 +143,7 @@ class Upstream:
         upstream's question (an ``input_required`` result, MCP elicitation) is handed back as it came."""
         client = await self._connected()
         try:
-            return await client.session.call_tool(
+            return await client.call_tool(
                 name, arguments, input_responses=input_responses, request_state=request_state, allow_input_required=True
             )
         except Exception:

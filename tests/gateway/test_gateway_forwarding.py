@@ -6,16 +6,23 @@ upstream per call (what made a call through the gateway cost twice a direct one;
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agent_runtime.contract.agent_config import McpServerConfig
+from agent_runtime.gateway.upstream import Upstream, _decline
+from agent_runtime.infra.tasks import cancel_and_wait
 from tests.gateway.test_gateway_e2e import RUNTIME_CMD, TOKENS, _manifests, _text, connected
 from tests.support.processes import free_port, running
 
@@ -23,10 +30,13 @@ pytestmark = pytest.mark.e2e
 
 
 class Counting:
-    """ASGI: counts the JSON-RPC method of every POST the upstream receives, then serves it unchanged."""
+    """ASGI: counts the JSON-RPC method of every POST the upstream receives and keeps its headers and body, then
+    serves it unchanged."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app, self.methods = app, Counter[str]()
+        self.posts: list[tuple[dict[str, str], Any]] = []
+        self.url = ""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -38,7 +48,9 @@ class Counting:
             if message["type"] != "http.request" or not message.get("more_body"):
                 break
         try:
-            self.methods[json.loads(b"".join(m.get("body", b"") for m in chunks)).get("method", "?")] += 1
+            body = json.loads(b"".join(m.get("body", b"") for m in chunks))
+            self.methods[body.get("method", "?")] += 1
+            self.posts.append(({k.decode(): v.decode() for k, v in scope["headers"]}, body))
         except ValueError:
             self.methods["?"] += 1
 
@@ -64,6 +76,7 @@ def counted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Cou
     base = tmp_path_factory.mktemp("forwarding")
     port, gateway_port = free_port(), free_port()
     app = Counting(_upstream().streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1"))
+    app.url = f"http://127.0.0.1:{port}/mcp"
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -97,3 +110,96 @@ async def test_a_listing_through_the_gateway_still_asks_the_upstream(counted: tu
         before = upstream.methods["tools/list"]
         listed = [t.name for t in (await client.list_tools()).tools]
     assert listed == ["echo"] and upstream.methods["tools/list"] == before + 1
+
+
+def _last_call(upstream: Counting) -> tuple[dict[str, str], Any]:
+    found: tuple[dict[str, str], Any] = next(p for p in reversed(upstream.posts) if p[1].get("method") == "tools/call")
+    return found
+
+
+ROUTING = ("content-type", "accept", "mcp-protocol-version", "mcp-method", "mcp-name")
+
+
+async def test_the_upstream_gets_the_call_the_sdks_own_client_sends(counted: tuple[str, Counting]) -> None:
+    """The gateway sends its calls as single HTTP exchanges (agent_runtime/gateway/exchange.py) under the SDK's
+    ``ClientSession``: the upstream receives the same request as from the SDK's own client set up as the gateway's
+    (its capabilities: elicitation), and no credential of the gateway's client."""
+    url, upstream = counted
+    async with connected(url) as client:
+        await client.call_tool("echo", {"text": "same"})
+    through_headers, through = _last_call(upstream)
+    async with connected(upstream.url, token=None, cache=None, elicitation_callback=_decline) as direct:
+        await direct.call_tool("echo", {"text": "same"})
+    direct_headers, sent = _last_call(upstream)
+    assert direct_headers is not through_headers
+    assert {**through, "id": 0} == {**sent, "id": 0}
+    assert through["params"]["arguments"] == {"text": "same"} and through["method"] == "tools/call"
+    assert {k: through_headers.get(k) for k in ROUTING} == {k: direct_headers.get(k) for k in ROUTING}
+    assert through_headers["mcp-protocol-version"] == "2026-07-28"
+    assert "authorization" not in through_headers
+
+
+class ForwardProxy:
+    """An HTTP forward proxy on 127.0.0.1 (``HTTP_PROXY``): relays the bytes both ways and keeps what clients sent."""
+
+    def __init__(self) -> None:
+        self.sent = bytearray()  # every byte clients sent through it, requests in absolute form
+        self.url = ""
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, keep: bool) -> None:
+        try:
+            while data := await reader.read(65536):
+                if keep:
+                    self.sent += data
+                writer.write(data)
+                await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n")
+        self.sent += head
+        target = urlsplit(head.decode().split(" ")[1])
+        up_reader, up_writer = await asyncio.open_connection(target.hostname, target.port)
+        up_writer.write(head)
+        await asyncio.gather(self._relay(reader, up_writer, True), self._relay(up_reader, writer, False))
+
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[ForwardProxy]:
+        server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        async with server:
+            yield self
+
+
+def _bodies(sent: bytes, url: str) -> list[bytes]:
+    """The bodies of the POSTs to ``url`` in a proxy's stream (each with a content-length)."""
+    found = []
+    for request in sent.split(f"POST {url} HTTP/1.1\r\n".encode())[1:]:
+        head, _, rest = request.partition(b"\r\n\r\n")
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+        found.append(rest[:length])
+    return found
+
+
+async def test_the_upstream_is_reached_through_the_proxy_the_environment_names(
+        counted: tuple[str, Counting], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``HTTP_PROXY`` is honoured by the upstream client as httpx2 honours it, for the negotiation and for the calls
+    sent as single exchanges alike."""
+    _, upstream_app = counted
+    async with ForwardProxy().serving() as proxy:
+        for name in ("HTTP_PROXY", "http_proxy"):
+            monkeypatch.setenv(name, proxy.url)
+        for name in ("NO_PROXY", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        upstream = Upstream(McpServerConfig(name="echo-tools", url=upstream_app.url, tool_names=[]))
+        keeper = asyncio.create_task(upstream.run())
+        try:
+            result = await upstream.call_tool("echo", {"text": "via the proxy"})
+        finally:
+            await cancel_and_wait((keeper,))
+    assert _text(result) == "via the proxy"  # type: ignore[arg-type]
+    through = [json.loads(body).get("method") for body in _bodies(bytes(proxy.sent), upstream_app.url)]
+    assert through[0] == "server/discover" and through[-2:] == ["tools/list", "tools/call"], through
