@@ -10,14 +10,22 @@ kube-proxy and no DNS, so a Service would not route). The test talks A2A to the 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from agent_runtime.contract import wire
 from tests.support.cluster import Cluster, realnode
@@ -29,6 +37,7 @@ from tests.support.runtime import Rpc, Tools, request_ids, state, status_text, w
 pytestmark = pytest.mark.e2e_node
 
 AGENT = "file-manager"
+GATEWAY = "files-gate"  # an MCPGateway in front of the same tools server (issue 38: its pod under the real kubelet)
 NS = "default"  # the example's own namespace
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}
 
@@ -37,14 +46,15 @@ def _agent_pod(cluster: Cluster, *, ready: bool = True) -> dict[str, Any] | None
     return ready_pod(cluster, NS, f"gatehouse.dev/agent={AGENT}", ready=ready)
 
 
-def _local_volume(node: realnode.RealNode) -> dict[str, Any]:
-    """A ``local`` volume on the node, pre-bound to the Agent's claim: the kubelet applies ``fsGroup`` to it."""
-    path = node.root / "volumes" / f"{AGENT}-state"
+def _local_volume(node: realnode.RealNode, owner: str = AGENT) -> dict[str, Any]:
+    """A ``local`` volume on the node, pre-bound to the claim of ``owner`` (an Agent or an MCPGateway): the kubelet
+    applies ``fsGroup`` to it."""
+    path = node.root / "volumes" / f"{owner}-state"
     path.mkdir(parents=True, exist_ok=True)
-    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{node.name}-{AGENT}-state"},
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{node.name}-{owner}-state"},
             "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "standard",
                      "persistentVolumeReclaimPolicy": "Retain", "local": {"path": str(path)},
-                     "claimRef": {"namespace": NS, "name": f"{AGENT}-state"},
+                     "claimRef": {"namespace": NS, "name": f"{owner}-state"},
                      "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
                          {"key": "kubernetes.io/hostname", "operator": "In", "values": [node.name]}]}]}}}}
 
@@ -103,10 +113,13 @@ def platform(node: realnode.RealNode, tmp_path_factory: pytest.TempPathFactory) 
         # What the next module installs again (test_operator_pod.py: `helm install gh`) must be gone, the operator's
         # Lease too (`helm uninstall` leaves it, naming a pod of this release as its holder): the whole namespace.
         cluster.kubectl("delete", "agent", AGENT, "-n", NS, "--timeout=60s", timeout=90)
+        cluster.kubectl("delete", "mcpgateway", GATEWAY, "-n", NS, "--ignore-not-found", "--timeout=60s", timeout=90)
         helm(cluster, "uninstall", "gh", "--namespace", "gatehouse-system", "--wait", "--timeout=90s", timeout=120)
         cluster.kubectl("delete", "namespace", "gatehouse-system", "--timeout=120s", timeout=150)
         cluster.kubectl("delete", "pvc", f"{AGENT}-state", "-n", NS, "--wait=false")
         cluster.kubectl("delete", "pv", f"{node.name}-{AGENT}-state", "--wait=false")
+        cluster.kubectl("delete", "pvc", f"{GATEWAY}-state", "-n", NS, "--wait=false", "--ignore-not-found")
+        cluster.kubectl("delete", "pv", f"{node.name}-{GATEWAY}-state", "--wait=false", "--ignore-not-found")
 
 
 def test_pod_security_restricted_admits_the_charts_pods_and_the_agents(platform: Platform) -> None:
@@ -193,3 +206,68 @@ def test_a_node_reboot_with_an_approval_pending_loses_nothing(platform: Platform
     assert "Delete of old.txt" in status_text(done), done
     assert len(platform.tools.executions("delete_file", "old.txt")) == 1
     assert not (platform.tools.sandbox / "old.txt").exists()
+
+
+def _gateway_manifest() -> dict[str, Any]:
+    """examples/gateway/gateway.yaml's shape, narrowed: reads pass through, deletes wait for alice (group sre)."""
+    return {"apiVersion": "gatehouse.dev/v1alpha1", "kind": "MCPGateway", "metadata": {"name": GATEWAY, "namespace": NS},
+            "spec": {"upstream": {"name": "file-tools", "toolNames": ["read_file", "delete_file"],
+                                  "requireApproval": ["delete_file"]},
+                     "approval": {"timeout": "10m", "onTimeout": "deny", "approvers": {"users": ["alice"]}}}}
+
+
+def _kubectl_gatehouse(cluster: Cluster, user: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``kubectl gatehouse ...`` as ``user`` (alice: her own client certificate), the plugin found on PATH."""
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig(user)),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run([str(cluster.kubectl_path), "gatehouse", *args, "-n", NS], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def _held_approval(cluster: Cluster) -> str | None:
+    got = cluster.kubectl("get", "toolapprovals", "-n", NS, "-l", f"gatehouse.dev/gateway={GATEWAY}", "-o", "json")
+    items = json.loads(got.stdout)["items"] if got.returncode == 0 else []
+    pending = [i["metadata"]["name"] for i in items if i.get("status", {}).get("phase") == "Pending"]
+    return pending[0] if pending else None
+
+
+def test_a_gateway_pod_runs_restricted_and_holds_a_gated_call_until_kubectl_approves(platform: Platform) -> None:
+    cluster, tools = platform.cluster, platform.tools
+    apply(cluster, _local_volume(platform.node, GATEWAY))
+    apply(cluster, _gateway_manifest())
+    pod = wait("the gateway's pod Ready", lambda: ready_pod(cluster, NS, f"gatehouse.dev/gateway={GATEWAY}"), 300)
+    assert pod["spec"]["nodeName"] == platform.node.name  # admitted by restricted in this namespace, run by the kubelet
+    exec_id = cluster.kubectl("exec", "-n", NS, pod["metadata"]["name"], "--", "sh", "-c", "id -u; touch /etc/x", timeout=60)
+    assert exec_id.stdout.splitlines()[0] == "10001" and "Read-only file system" in exec_id.stderr, exec_id
+    apply(cluster, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                    "metadata": {"name": "alice-approves", "namespace": NS},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gatehouse-approver"},
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]})
+    secret = cluster.kubectl("get", "secret", "-n", NS, f"{GATEWAY}-access", "-o", "jsonpath={.data.tokens}")
+    token = base64.b64decode(secret.stdout).decode().splitlines()[0].rsplit(":", 1)[1]
+    url = f"http://{pod['status']['podIP']}:8080/mcp"
+    (tools.sandbox / "through-the-gate.txt").write_text("kept until alice says")
+
+    async def story() -> tuple[str, str, str]:
+        async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http, \
+                Client(streamable_http_client(url, http_client=http)) as client:
+            read = await client.call_tool("read_file", {"path": "through-the-gate.txt"})
+            assert not read.is_error and "kept until alice says" in _text(read), _text(read)
+            call = asyncio.create_task(client.call_tool("delete_file", {"path": "through-the-gate.txt"}))
+            name = await asyncio.to_thread(wait, "the held call's ToolApproval", lambda: _held_approval(cluster), 60)
+            assert not call.done() and tools.executions("delete_file", "through-the-gate.txt") == []
+            vote = await asyncio.to_thread(_kubectl_gatehouse, cluster, "alice", "approve", name)
+            assert vote.returncode == 0, vote.stdout + vote.stderr
+            result = await asyncio.wait_for(call, 60)
+            return name, _text(result), "error" if result.is_error else "ok"
+
+    name, text, outcome = asyncio.run(story())
+    assert outcome == "ok", text
+    assert len(tools.executions("delete_file", "through-the-gate.txt")) == 1
+    assert not (tools.sandbox / "through-the-gate.txt").exists()
+    phase = cluster.kubectl("get", "toolapproval", name, "-n", NS, "-o", "jsonpath={.status.phase}").stdout
+    assert phase in ("Approved", "Executed", "Succeeded"), phase
+
+
+def _text(result: Any) -> str:
+    return "\n".join(getattr(c, "text", "") for c in result.content)
