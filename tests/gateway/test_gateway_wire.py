@@ -237,9 +237,9 @@ async def test_a_request_whose_connection_closes_unanswered_is_an_error_and_is_n
 async def test_an_idle_connection_is_dropped_after_the_keepalive_not_reused() -> None:
     """The upstream client drops idle connections well before a server's own keep-alive (5 s for uvicorn), so that a
     call is not written to a connection the server is closing (agent_runtime/server/toolsets.py)."""
-    async with http_server(_json) as (url, seen), httpx2.AsyncClient(transport=AiohttpTransport(keepalive=0.3)) as client:
+    async with http_server(_json) as (url, seen), httpx2.AsyncClient(transport=AiohttpTransport(keepalive=1.5)) as client:
         await client.post(url, content=b"{}")
-        await client.post(url, content=b"{}")
-        await asyncio.sleep(1.0)
+        await client.post(url, content=b"{}")  # within the keep-alive even on a loaded machine: the same connection
+        await asyncio.sleep(2.5)
         await client.post(url, content=b"{}")
     assert seen.connections == 2
