@@ -41,11 +41,30 @@ import os, signal, sys, tracemalloc
 def _dump(signum, frame):
     import gc, io
     out = os.environ["GATEHOUSE_PROBE_OUT"]
-    gc.collect()
+    with open("/proc/self/status") as f:
+        rss = next(line for line in f if line.startswith("VmRSS"))
+    traced = tracemalloc.get_traced_memory()[0]
+    counts = gc.get_count()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    found = gc.collect()  # what is garbage at this moment, not yet collected (the serving thresholds are high)
+    gc.set_debug(0)
+    import collections
+    kinds = collections.Counter(type(o).__qualname__ for o in gc.garbage)
+    where = collections.Counter(
+        f"{o.f_code.co_filename.rsplit('site-packages/', 1)[-1]}:{o.f_code.co_name}" for o in gc.garbage
+        if type(o).__name__ == "frame")
+    coros = collections.Counter(
+        getattr(o, "__qualname__", "?") for o in gc.garbage if type(o).__name__ in ("coroutine", "async_generator"))
+    gc.garbage.clear()
+    with open(out + ".gc", "w") as g:
+        g.write(f"before the collection: {rss.strip()}, young counts {counts}; a full collection found {found} "
+                f"objects, {(traced - tracemalloc.get_traced_memory()[0]) / 1e6:.2f} MB traced\\n")
+        g.write(f"  by type: {kinds.most_common(25)}\\n  frames: {where.most_common(25)}\\n"
+                f"  coroutines: {coros.most_common(15)}\\n")
     if tracemalloc.is_tracing():
         tracemalloc.take_snapshot().dump(out + ".snapshot")
     else:  # the first dump, at rest: from here on every allocation still alive at the next dump is traced
-        tracemalloc.start(25)
+        tracemalloc.start(int(os.environ.get("GATEHOUSE_PROBE_FRAMES", "25")))
     with open("/proc/self/status") as f, open(out + ".status", "w") as g:
         g.write(f.read())
     buf = io.StringIO()
@@ -91,20 +110,20 @@ def _trace(tree: Path, work: Path, tools, n: int, concurrency: int, out: Path) -
     names = _names("held-trace", "held", n)
     tools.touch(names)
     for stage in ("rest", "paused"):
-        for suffix in ("snapshot", "status", "pymalloc", "done"):
+        for suffix in ("snapshot", "status", "pymalloc", "gc", "done"):
             Path(f"{out / stage}.{suffix}").unlink(missing_ok=True)
     # The server dumps to one fixed name (its environment is set at spawn); each stage's files are renamed after.
     env["GATEHOUSE_PROBE_OUT"] = str(out / "stage")
     with running(target, work, tools.url, "held-trace", env_extra=env) as server:
         time.sleep(0.5)
         _probe(server, out / "stage")
-        for suffix in ("status", "pymalloc"):
+        for suffix in ("status", "pymalloc", "gc"):
             Path(f"{out / 'stage'}.{suffix}").rename(f"{out / 'rest'}.{suffix}")
         Path(f"{out / 'stage'}.done").unlink()
         paused = asyncio.run(_fill(server, names, concurrency))
         time.sleep(1.0)
         _probe(server, out / "stage")
-        for suffix in ("snapshot", "status", "pymalloc"):
+        for suffix in ("snapshot", "status", "pymalloc", "gc"):
             Path(f"{out / 'stage'}.{suffix}").rename(f"{out / 'paused'}.{suffix}")
     print(f"{paused} paused")
     after = tracemalloc.Snapshot.load(str(out / "paused.snapshot"))
@@ -122,7 +141,7 @@ def _trace(tree: Path, work: Path, tools, n: int, concurrency: int, out: Path) -
     for stage in ("rest", "paused"):
         status = Path(f"{out / stage}.status").read_text()
         rss = next(line for line in status.splitlines() if line.startswith("VmRSS"))
-        print(f"{stage}: {rss}")
+        print(f"{stage}: {rss}; {Path(f'{out / stage}.gc').read_text().strip()}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -71,6 +71,7 @@ from agent_runtime.access.session_keys import shared_key
 from agent_runtime.access.sessions import Sessions
 from agent_runtime.access.settings import is_loopback
 from agent_runtime.app.card import agent_card
+from agent_runtime.app.idle_collect import IdleCollector
 from agent_runtime.app.json_numbers import whole_numbers_as_integers
 from agent_runtime.app.limits import BodyLimit
 from agent_runtime.app.metrics_endpoint import MetricsServer, metrics_route
@@ -498,11 +499,14 @@ def build_app(settings: RuntimeSettings) -> Starlette:
         await rest.start()
         await audit.start()
         runtime.serve()
+        idle = IdleCollector()
+        idle.start()
         try:
             if metrics_server is not None:
                 await metrics_server.start()
             yield
         finally:
+            await idle.stop()
             if metrics_server is not None:
                 await metrics_server.stop()
             await audit.stop()
