@@ -5,7 +5,8 @@ knows nothing of REST or Kubernetes; :mod:`agent_runtime.rest` and :mod:`agent_r
 parts they use from here.
 
 ``build_runtime(settings)`` wires the parts (cheap, no I/O); the Starlette lifespan then opens the stores
-(creates every table once), lists the MCP tools once (readiness), and starts the timeout sweeper.
+(creates every table once), lists the MCP tools once (readiness), and starts the timeout sweeper and the
+collection of what a burst of requests left once the runtime is quiet (:mod:`agent_runtime.app.idle_collect`).
 
 Routes: A2A JSON-RPC at ``/``, the agent card at ``/.well-known/agent-card.json``, ``/healthz``,
 ``/readyz`` (200 once the stores are open, the MCP tools listed and the tasks a restart interrupted resumed,
