@@ -5,8 +5,7 @@ knows nothing of REST or Kubernetes; :mod:`agent_runtime.rest` and :mod:`agent_r
 parts they use from here.
 
 ``build_runtime(settings)`` wires the parts (cheap, no I/O); the Starlette lifespan then opens the stores
-(creates every table once), lists the MCP tools once (readiness), and starts the timeout sweeper and the
-collection of what a burst of requests left once the runtime is quiet (:mod:`agent_runtime.app.idle_collect`).
+(creates every table once), lists the MCP tools once (readiness), and starts the timeout sweeper.
 
 Routes: A2A JSON-RPC at ``/``, the agent card at ``/.well-known/agent-card.json``, ``/healthz``,
 ``/readyz`` (200 once the stores are open, the MCP tools listed and the tasks a restart interrupted resumed,
@@ -72,7 +71,6 @@ from agent_runtime.access.session_keys import shared_key
 from agent_runtime.access.sessions import Sessions
 from agent_runtime.access.settings import is_loopback
 from agent_runtime.app.card import agent_card
-from agent_runtime.app.idle_collect import IdleCollector
 from agent_runtime.app.json_numbers import whole_numbers_as_integers
 from agent_runtime.app.limits import BodyLimit
 from agent_runtime.app.metrics_endpoint import MetricsServer, metrics_route
@@ -500,14 +498,11 @@ def build_app(settings: RuntimeSettings) -> Starlette:
         await rest.start()
         await audit.start()
         runtime.serve()
-        idle = IdleCollector()
-        idle.start()
         try:
             if metrics_server is not None:
                 await metrics_server.start()
             yield
         finally:
-            await idle.stop()
             if metrics_server is not None:
                 await metrics_server.stop()
             await audit.stop()
