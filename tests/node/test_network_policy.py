@@ -47,18 +47,6 @@ ON = ("--set", "networkPolicy.enabled=true",
           [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": INGRESS}}}]))
 
 
-def _client(name: str, namespace: str, labels: dict[str, str], node: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": labels},
-            "spec": {"nodeName": node, "automountServiceAccountToken": False, "terminationGracePeriodSeconds": 0,
-                     "securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001,
-                                         "seccompProfile": {"type": "RuntimeDefault"}},
-                     "containers": [{"name": "client", "image": realnode.BUSYBOX_IMAGE, "imagePullPolicy": "Never",
-                                     "command": ["/bin/busybox", "sleep", "3600"],
-                                     "securityContext": {"allowPrivilegeEscalation": False,
-                                                         "readOnlyRootFilesystem": True,
-                                                         "capabilities": {"drop": ["ALL"]}}}]}}
-
-
 @dataclass
 class Enforced:
     cluster: Cluster
@@ -136,7 +124,7 @@ def enforced(node: realnode.RealNode, tmp_path_factory: pytest.TempPathFactory) 
                 if doc["kind"] == "Agent":
                     doc["spec"]["state"] = {"ephemeral": True}  # what is kept does not matter here
                 apply(cluster, doc)
-            apply(cluster, *(_client(name, ns, labels, node.name) for name, (ns, labels, _) in CLIENTS.items()))
+            apply(cluster, *(realnode.busybox_client(name, ns, node.name, labels) for name, (ns, labels, _) in CLIENTS.items()))
             runtime = wait("the Agent's pod Ready", lambda: ready_pod(cluster, AGENTS, f"gatehouse.dev/agent={AGENT}"), 300)
             operator = wait("the operator Ready", lambda: ready_pod(
                 cluster, SYSTEM, "app.kubernetes.io/component=operator"), 180)

@@ -48,18 +48,6 @@ def _tools_service(port: int) -> list[dict[str, Any]]:
     return [service, endpoints]
 
 
-def _client(node: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "client", "namespace": AGENTS},
-            "spec": {"nodeName": node, "automountServiceAccountToken": False, "terminationGracePeriodSeconds": 0,
-                     "securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001,
-                                         "seccompProfile": {"type": "RuntimeDefault"}},
-                     "containers": [{"name": "client", "image": realnode.BUSYBOX_IMAGE, "imagePullPolicy": "Never",
-                                     "command": ["/bin/busybox", "sleep", "3600"],
-                                     "securityContext": {"allowPrivilegeEscalation": False,
-                                                         "readOnlyRootFilesystem": True,
-                                                         "capabilities": {"drop": ["ALL"]}}}]}}
-
-
 @dataclass
 class Served:
     cluster: Cluster
@@ -101,7 +89,7 @@ def served(node_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> I
         args = [*GATEHOUSE_CMD, "demo-tools", "--sandbox", str(base / "sandbox"), "--host", realnode.GATEWAY,
                 "--port", str(port), "--journal", str(base / "journal.jsonl"), "--seed"]
         with running(args, ready="demo-tools ready"):
-            apply(cluster, *_tools_service(port), _client(node.name))
+            apply(cluster, *_tools_service(port), realnode.busybox_client("client", AGENTS, node.name))
             url = f"http://file-tools.{AGENTS}.svc.cluster.local:{TOOLS_PORT}/mcp"
             for path in write_manifests(base / "manifests", url):
                 doc = yaml.safe_load(path.read_text())

@@ -26,6 +26,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from tests.support.cluster import binaries as bins
 from tests.support.cluster import launcher, rest
@@ -34,7 +35,7 @@ from tests.support.cluster.launcher import Cluster, ClusterFailed
 from tests.support.processes import free_port
 
 __all__ = ["BUSYBOX_IMAGE", "GATEHOUSE_IMAGE", "GATEWAY", "PAUSE_IMAGE", "ClusterDns", "Firewall", "RealNode",
-           "ServiceProxy", "coredns", "gatehouse_image", "kube_proxy", "kube_router", "prepare"]
+           "ServiceProxy", "busybox_client", "coredns", "gatehouse_image", "kube_proxy", "kube_router", "prepare"]
 
 CACHE = bins.REPO / ".cache" / "node"
 PAUSE_IMAGE = "gatehouse.local/pause:3.10"
@@ -50,6 +51,20 @@ PACKAGES = {"containerd": "containerd", "runc": "runc", "crun": "crun", "umoci":
             "containernetworking-plugins": str(CNI_BIN / "bridge"), "busybox-static": "/bin/busybox",
             "iptables": "iptables"}
 BUSYBOX_APPLETS = ("sh", "id", "cat", "echo", "touch", "ls", "sleep", "mount", "grep", "rm", "mkdir", "stat")
+
+
+def busybox_client(name: str, namespace: str, node: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A busybox pod on ``node`` that sleeps, for ``kubectl exec`` probes: as ``restricted`` admits it."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+            "spec": {"nodeName": node, "automountServiceAccountToken": False, "terminationGracePeriodSeconds": 0,
+                     "securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001,
+                                         "seccompProfile": {"type": "RuntimeDefault"}},
+                     "containers": [{"name": "client", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+                                     "command": ["/bin/busybox", "sleep", "3600"],
+                                     "securityContext": {"allowPrivilegeEscalation": False,
+                                                         "readOnlyRootFilesystem": True,
+                                                         "capabilities": {"drop": ["ALL"]}}}]}}
 
 
 def _which(tool: str) -> str | None:
