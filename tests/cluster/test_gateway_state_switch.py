@@ -25,7 +25,7 @@ import yaml
 from tests.support import toolapproval_admission as cases
 from tests.support.cluster import Cluster, rest
 from tests.support.cluster.chart import Release
-from tests.support.cluster.operators import Replica, wait
+from tests.support.cluster.operators import Replica, leading, wait
 
 pytestmark = pytest.mark.e2e
 
@@ -40,10 +40,8 @@ MERGE = {"Content-Type": "application/merge-patch+json"}
 
 @pytest.fixture(scope="module")
 def operator(cluster: Cluster, chart: Release, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replica]:
-    replica = Replica(cluster, chart, tmp_path_factory.mktemp("gateway-switch") / "operator.log")
-    wait("the operator to lead", replica.leads, timeout=60)
-    yield replica
-    replica.stop()
+    with leading(cluster, chart, tmp_path_factory.mktemp("gateway-switch") / "operator.log") as replica:
+        yield replica
 
 
 def _gateway(cluster: Cluster) -> dict[str, Any]:

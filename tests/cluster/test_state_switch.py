@@ -22,7 +22,7 @@ import yaml
 from tests.support import toolapproval_admission as cases
 from tests.support.cluster import Cluster, rest
 from tests.support.cluster.chart import Release
-from tests.support.cluster.operators import Replica, wait
+from tests.support.cluster.operators import Replica, leading, wait
 
 pytestmark = pytest.mark.e2e
 
@@ -33,10 +33,8 @@ FORCE = "gatehouse.dev/force-state-switch"
 
 @pytest.fixture(scope="module")
 def operator(cluster: Cluster, chart: Release, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replica]:
-    replica = Replica(cluster, chart, tmp_path_factory.mktemp("switch") / "operator.log")
-    wait("the operator to lead", replica.leads, timeout=60)
-    yield replica
-    replica.stop()
+    with leading(cluster, chart, tmp_path_factory.mktemp("switch") / "operator.log") as replica:
+        yield replica
 
 
 def _agent(cluster: Cluster) -> dict[str, Any]:

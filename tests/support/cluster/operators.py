@@ -15,7 +15,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -26,7 +27,7 @@ from tests.support.cluster.steps import wait
 from tests.support.processes import free_port
 from tests.support.prometheus import scrape
 
-__all__ = ["Replica", "chart_command", "wait"]
+__all__ = ["Replica", "chart_command", "leading", "wait"]
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -83,3 +84,14 @@ class Replica:
                 self.proc.kill()
                 self.proc.wait(10)
         return self.proc.returncode
+
+
+@contextmanager
+def leading(cluster: Cluster, chart: Release, log: Path) -> Iterator[Replica]:
+    """One replica of the chart's operator, once it leads (holds the release's Lease); stopped on the way out."""
+    replica = Replica(cluster, chart, log)
+    try:
+        wait("the operator to lead", replica.leads, timeout=60)
+        yield replica
+    finally:
+        replica.stop()
