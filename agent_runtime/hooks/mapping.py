@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from agent_runtime.approvals import ApprovalRecord
 from agent_runtime.contract import policy
 from agent_runtime.hooks.shapes import ASK_USER_QUESTION, AskUserQuestionInput, HookOutput, PreToolUseInput, answer
+from agent_runtime.ui import held_questions
 
 MCP_PREFIX = "mcp__"
 OnTimeout = Literal["deny", "approve", "ask"]
@@ -84,9 +85,11 @@ def decided(record: ApprovalRecord, on_timeout: OnTimeout) -> HookOutput:
                               "timeout, so it was denied. It was not run.")
     by = record.source or "an approver"
     if record.tool == ASK_USER_QUESTION and record.reason:
-        # The question was answered in Gatehouse: Claude reads the answer as the deny's reason instead of asking.
-        return answer("deny", f"The user answered this question through Gatehouse ({by}): {record.reason}. "
-                              "Continue with that answer; do not ask it again.")
+        # The question was answered in Gatehouse: Claude reads the answer as the deny's reason instead of asking. An
+        # option picked in the inbox or Slack already says how it was given; a reason typed over REST is introduced.
+        said = record.reason if held_questions.is_answer(record.reason) else \
+            f"The user answered this question through Gatehouse: {record.reason}"
+        return answer("deny", f"{said.rstrip('.')} ({by}). Continue with that answer; do not ask it again.")
     return answer("deny", f"Gatehouse: {record.tool} was denied ({by}): {record.reason or 'no reason given'}. "
                           "It was not run.")
 

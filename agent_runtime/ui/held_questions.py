@@ -48,9 +48,17 @@ def asked(tool: str, tool_input: Mapping[str, Any]) -> tuple[Asked, ...]:
         return ()
 
 
+ANSWERED = "The user answered in Gatehouse instead of at the terminal."
+
+
 def answer_reason(question: str, label: str) -> str:
     """The deny reason that carries the answer (what Claude reads)."""
-    return f"The user answered in Gatehouse instead of at the terminal. To “{question}” they answered: {label}"
+    return f"{ANSWERED} To “{question}” they answered: {label}"
 
 
-__all__ = ["TOOL", "Asked", "Option", "answer_reason", "asked"]
+def is_answer(reason: str) -> bool:
+    """``reason`` is an option picked in the inbox or Slack (:func:`answer_reason`): it already says how it was given."""
+    return reason.startswith(ANSWERED)
+
+
+__all__ = ["ANSWERED", "TOOL", "Asked", "Option", "answer_reason", "asked", "is_answer"]

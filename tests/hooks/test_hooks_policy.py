@@ -19,6 +19,7 @@ from agent_runtime.contract.resources import Agent, MCPGateway, ModelConfig, Rem
 from agent_runtime.contract.translator import translate, translate_gateway
 from agent_runtime.hooks import mapping
 from agent_runtime.hooks.shapes import PreToolUseInput
+from agent_runtime.ui import held_questions
 from tests.support import crd_validation
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,7 +90,13 @@ def test_decided_requests_become_claude_codes_answers() -> None:
     assert _said(_record(status="expired", source="timeout"), "ask")["permissionDecision"] == "ask"
     assert _said(_record(status="expired", source="timeout"), "deny")["permissionDecision"] == "deny"
     answered = _said(_record(tool="AskUserQuestion", status="denied", source="rest", reason="SQLite"))
-    assert answered["permissionDecision"] == "deny" and "answered" in answered["permissionDecisionReason"]
+    assert answered["permissionDecision"] == "deny" and answered["permissionDecisionReason"] == (
+        "The user answered this question through Gatehouse: SQLite (rest). Continue with that answer; do not ask it again.")
+    picked = _said(_record(tool="AskUserQuestion", status="denied", source="slack",
+                           reason=held_questions.answer_reason("Which database?", "SQLite")))
+    assert picked["permissionDecisionReason"] == (  # said once, not wrapped in a second "answered through Gatehouse"
+        "The user answered in Gatehouse instead of at the terminal. To “Which database?” they answered: SQLite (slack). "
+        "Continue with that answer; do not ask it again.")
 
 
 def test_a_gateway_may_ask_on_timeout_and_todays_gateways_stay_valid() -> None:
