@@ -28,11 +28,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from agent_runtime.contract import wire
+from agent_runtime.kube.objects import approval_name
 from tests.support.cluster import Cluster, realnode
 from tests.support.cluster.chart import CHART, helm
 from tests.support.cluster.steps import apply, ready_pod, wait
+from tests.support.postgres import find_bin_dir, running_postgres
 from tests.support.processes import GATEHOUSE_CMD, free_port, running
-from tests.support.runtime import Rpc, Tools, request_ids, state, status_text, write_manifests
+from tests.support.runtime import Rpc, Tools, ended, request_ids, state, status_text, write_manifests
 
 pytestmark = pytest.mark.e2e_node
 
@@ -271,3 +273,96 @@ def test_a_gateway_pod_runs_restricted_and_holds_a_gated_call_until_kubectl_appr
 
 def _text(result: Any) -> str:
     return "\n".join(getattr(c, "text", "") for c in result.content)
+
+
+def _ready_agent_pods(cluster: Cluster) -> list[dict[str, Any]]:
+    got = cluster.kubectl("get", "pods", "-n", NS, "-l", f"gatehouse.dev/agent={AGENT}", "-o", "json")
+    pods = json.loads(got.stdout)["items"] if got.returncode == 0 else []
+    return [p for p in pods if p["metadata"].get("deletionTimestamp") is None
+            and {c["type"]: c["status"] for c in p.get("status", {}).get("conditions", [])}.get("Ready") == "True"]
+
+
+def _rolled(cluster: Cluster, before: set[str], replicas: int) -> list[dict[str, Any]] | None:
+    """The Agent's pods once ``replicas`` of them are Ready and none of ``before`` is left (a rollout done)."""
+    got = cluster.kubectl("get", "pods", "-n", NS, "-l", f"gatehouse.dev/agent={AGENT}", "-o", "json")
+    names = {p["metadata"]["name"] for p in json.loads(got.stdout)["items"]} if got.returncode == 0 else before
+    ready = _ready_agent_pods(cluster)
+    return ready if len(ready) == replicas and not (names & before) else None
+
+
+def test_calls_pending_through_a_recreate_rollout_and_a_rolling_move_to_postgres_run_once(platform: Platform) -> None:
+    """The platform story's rollouts on the real node (tests/cluster/test_story.py tells it on the stand-in): sqlite on
+    the claim (Recreate) with two calls waiting, then Postgres from a Secret with two replicas (RollingUpdate) with a
+    call waiting, decided over A2A by the requester (the Agent names no other approvers; the gateway test above decides
+    with ``kubectl gatehouse``); each approved call runs once, the denied one never, and each ToolApproval is Pending in
+    the real API meanwhile."""
+    cluster, tools = platform.cluster, platform.tools
+    for name in ("notes.txt", "report.md", "a.txt"):
+        (tools.sandbox / name).write_text(name)
+
+    def paused(rpc: Rpc, text: str) -> tuple[dict[str, Any], str]:
+        task = rpc.send(text)["task"]
+        assert state(task) == "TASK_STATE_INPUT_REQUIRED", task
+        (request,) = request_ids(task)
+        name = approval_name(AGENT, request)
+        wait(f"{name} Pending", lambda: cluster.kubectl("get", "toolapproval", name, "-n", NS, "-o",
+                                                         "jsonpath={.status.phase}").stdout == "Pending", 30)
+        return task, name
+
+    def decide(rpc: Rpc, task: dict[str, Any], decision: dict[str, Any]) -> None:
+        latest = rpc.get_task(task["id"])
+        assert state(latest) == "TASK_STATE_INPUT_REQUIRED", latest
+        rpc.send(data=decision, task=latest)
+
+    def finished(task: dict[str, Any]) -> dict[str, Any]:
+        return wait("the task ended", lambda: (t := platform.rpc().get_task(task["id"])) and ended(t) and t, 90)
+
+    # 1. sqlite on its claim: an edit rolls the pod (Recreate); two calls wait through it.
+    rpc = platform.rpc()
+    (second, _), (third, _) = paused(rpc, "delete notes.txt"), paused(rpc, "delete report.md")
+    before = {p["metadata"]["name"] for p in _ready_agent_pods(cluster)}
+    cluster.kubectl("patch", "agent", AGENT, "-n", NS, "--type=merge", "-p",
+                    json.dumps({"spec": {"description": "Edited: rolls the pods."}}))
+    wait("the runtime's pod replaced", lambda: _rolled(cluster, before, 1), 240)
+    strategy = json.loads(cluster.kubectl("get", "deployment", AGENT, "-n", NS, "-o", "json").stdout)["spec"]["strategy"]
+    assert strategy["type"] == "Recreate", strategy
+    decide(platform.rpc(), second, wire.deny_all("keep the notes"))
+    decide(platform.rpc(), third, wire.approve_all())
+    assert "Delete of report.md: deleted" in status_text(finished(third))
+    assert "delete_file" in json.dumps(finished(second)) and (tools.sandbox / "notes.txt").exists()
+    assert len(tools.executions("delete_file", "report.md")) == 1 and tools.executions("delete_file", "notes.txt") == []
+
+    # 2. Postgres (a real server on the host, reached at the pods' gateway) from a Secret, two replicas.
+    bin_dir = find_bin_dir()
+    assert bin_dir is not None, "no PostgreSQL binaries (initdb): make postgres-bin installs them"
+    with running_postgres(bin_dir, also_listen=realnode.GATEWAY, allow_from=realnode.POD_SUBNET) as pg:
+        url = pg.create_database().replace("127.0.0.1", realnode.GATEWAY)
+        apply(cluster, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "agent-db", "namespace": NS},
+                        "data": {"url": base64.b64encode(url.encode()).decode()}})
+        before = {p["metadata"]["name"] for p in _ready_agent_pods(cluster)}
+        cluster.kubectl("patch", "agent", AGENT, "-n", NS, "--type=merge", "-p", json.dumps({"spec": {
+            "state": {"sqlite": None, "postgres": {"urlSecretRef": {"name": "agent-db"}}}, "deployment": {"replicas": 2}}}))
+        pods = wait("two runtime pods on Postgres", lambda: _rolled(cluster, before, 2), 300)
+        strategy = json.loads(cluster.kubectl("get", "deployment", AGENT, "-n", NS, "-o", "json").stdout)["spec"]["strategy"]
+        assert strategy["type"] == "RollingUpdate", strategy
+        # Paused through one replica, approved through the other while the pods roll: one store, one run.
+        first, other = (Rpc(f"http://{p['status']['podIP']}:8080", platform.token) for p in pods)
+        fourth, pending = paused(first, "delete a.txt")
+        assert state(other.get_task(fourth["id"])) == "TASK_STATE_INPUT_REQUIRED"
+        before = {p["metadata"]["name"] for p in pods}
+        cluster.kubectl("patch", "agent", AGENT, "-n", NS, "--type=merge", "-p",
+                        json.dumps({"spec": {"description": "Edited again: a rolling update."}}))
+        wait("a new pod Ready while the rolling update runs", lambda: any(
+            p["metadata"]["name"] not in before for p in _ready_agent_pods(cluster)), 240)
+        live = {p["metadata"]["name"] for p in _ready_agent_pods(cluster)}
+        decide(other if pods[1]["metadata"]["name"] in live else platform.rpc(), fourth, wire.approve_all())
+        done = finished(fourth)
+        assert "Delete of a.txt: deleted" in status_text(done), done
+        assert len(tools.executions("delete_file", "a.txt")) == 1 and not (tools.sandbox / "a.txt").exists()
+        wait(f"{pending} Approved", lambda: cluster.kubectl("get", "toolapproval", pending, "-n", NS, "-o",
+                                                            "jsonpath={.status.phase}").stdout == "Approved", 30)
+        wait("the rolling update done", lambda: _rolled(cluster, before, 2), 300)
+        # Deleted while its database still runs: the real garbage collector removes its children.
+        cluster.kubectl("delete", "agent", AGENT, "-n", NS, "--timeout=90s", timeout=120)
+    wait("the runtime's Deployment collected by the garbage collector", lambda: cluster.kubectl(
+        "get", "deployment", AGENT, "-n", NS).returncode != 0, 90)
