@@ -366,3 +366,25 @@ def test_calls_pending_through_a_recreate_rollout_and_a_rolling_move_to_postgres
         cluster.kubectl("delete", "agent", AGENT, "-n", NS, "--timeout=90s", timeout=120)
     wait("the runtime's Deployment collected by the garbage collector", lambda: cluster.kubectl(
         "get", "deployment", AGENT, "-n", NS).returncode != 0, 90)
+
+
+def test_the_slack_bridge_switched_on_by_its_value_runs_restricted(platform: Platform) -> None:
+    """The chart's Slack bridge (the project's image) under ``restricted`` on the real node, as the platform story
+    switches it on: its Secret, ``helm upgrade --set slack.enabled=true``, Ready."""
+    cluster = platform.cluster
+    made = cluster.kubectl("create", "secret", "generic", "gatehouse-slack", "-n", "gatehouse-system",
+                           "--from-literal=bot-token=xoxb-test", "--from-literal=signing-secret=test-signing-secret")
+    assert made.returncode == 0, made.stderr
+    repository, tag = realnode.GATEHOUSE_IMAGE.rsplit(":", 1)
+    upgraded = helm(cluster, "upgrade", "gh", str(CHART), "-n", "gatehouse-system", "--reuse-values",
+                    "--set", "slack.enabled=true", "--set", f"slack.namespaces={{{NS}}}",
+                    "--set", f"image.repository={repository}", "--set", f"image.tag={tag}")
+    assert upgraded.returncode == 0, upgraded.stdout + upgraded.stderr
+    rollout = cluster.kubectl("rollout", "status", "deployment", "gh-gatehouse-slack", "-n", "gatehouse-system",
+                              "--timeout=150s", timeout=170)
+    assert rollout.returncode == 0, rollout.stdout + rollout.stderr
+    bridge = ready_pod(cluster, "gatehouse-system", "app.kubernetes.io/component=slack")
+    assert bridge is not None and bridge["spec"]["nodeName"] == platform.node.name, bridge
+    exec_id = cluster.kubectl("exec", "-n", "gatehouse-system", bridge["metadata"]["name"], "--", "sh", "-c",
+                              "id -u; touch /etc/x", timeout=60)
+    assert exec_id.stdout.splitlines()[0] == "10001" and "Read-only file system" in exec_id.stderr, exec_id
