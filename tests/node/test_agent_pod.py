@@ -293,10 +293,15 @@ def _rolled(cluster: Cluster, before: set[str], replicas: int) -> list[dict[str,
 def test_calls_pending_through_a_recreate_rollout_and_a_rolling_move_to_postgres_run_once(platform: Platform) -> None:
     """The platform story's rollouts on the real node (tests/cluster/test_story.py tells it on the stand-in): sqlite on
     the claim (Recreate) with two calls waiting, then Postgres from a Secret with two replicas (RollingUpdate) with a
-    call waiting, decided over A2A by the requester (the Agent names no other approvers; the gateway test above decides
-    with ``kubectl gatehouse``); each approved call runs once, the denied one never, and each ToolApproval is Pending in
-    the real API meanwhile."""
+    call waiting. The first edit also names alice (group sre, bound to ``gatehouse-approver``) among the approvers:
+    the calls paused before it keep the approvers they were asked under and are decided over A2A by the requester; the
+    one paused after it is approved by alice with ``kubectl gatehouse``, through the chart's admission policy. Each
+    approved call runs once, the denied one never, and each ToolApproval is Pending in the real API meanwhile."""
     cluster, tools = platform.cluster, platform.tools
+    apply(cluster, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                    "metadata": {"name": "sre-approves", "namespace": NS},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gatehouse-approver"},
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "sre"}]})
     for name in ("notes.txt", "report.md", "a.txt"):
         (tools.sandbox / name).write_text(name)
 
@@ -321,8 +326,8 @@ def test_calls_pending_through_a_recreate_rollout_and_a_rolling_move_to_postgres
     rpc = platform.rpc()
     (second, _), (third, _) = paused(rpc, "delete notes.txt"), paused(rpc, "delete report.md")
     before = {p["metadata"]["name"] for p in _ready_agent_pods(cluster)}
-    cluster.kubectl("patch", "agent", AGENT, "-n", NS, "--type=merge", "-p",
-                    json.dumps({"spec": {"description": "Edited: rolls the pods."}}))
+    cluster.kubectl("patch", "agent", AGENT, "-n", NS, "--type=merge", "-p", json.dumps({"spec": {"approval": {
+        "approvers": {"users": [f"{AGENT}-admin", "alice"]}}}}))
     wait("the runtime's pod replaced", lambda: _rolled(cluster, before, 1), 240)
     strategy = json.loads(cluster.kubectl("get", "deployment", AGENT, "-n", NS, "-o", "json").stdout)["spec"]["strategy"]
     assert strategy["type"] == "Recreate", strategy
@@ -345,7 +350,7 @@ def test_calls_pending_through_a_recreate_rollout_and_a_rolling_move_to_postgres
         pods = wait("two runtime pods on Postgres", lambda: _rolled(cluster, before, 2), 300)
         strategy = json.loads(cluster.kubectl("get", "deployment", AGENT, "-n", NS, "-o", "json").stdout)["spec"]["strategy"]
         assert strategy["type"] == "RollingUpdate", strategy
-        # Paused through one replica, approved through the other while the pods roll: one store, one run.
+        # Paused through one replica, seen waiting through the other, approved by alice while the pods roll.
         first, other = (Rpc(f"http://{p['status']['podIP']}:8080", platform.token) for p in pods)
         fourth, pending = paused(first, "delete a.txt")
         assert state(other.get_task(fourth["id"])) == "TASK_STATE_INPUT_REQUIRED"
@@ -354,8 +359,8 @@ def test_calls_pending_through_a_recreate_rollout_and_a_rolling_move_to_postgres
                         json.dumps({"spec": {"description": "Edited again: a rolling update."}}))
         wait("a new pod Ready while the rolling update runs", lambda: any(
             p["metadata"]["name"] not in before for p in _ready_agent_pods(cluster)), 240)
-        live = {p["metadata"]["name"] for p in _ready_agent_pods(cluster)}
-        decide(other if pods[1]["metadata"]["name"] in live else platform.rpc(), fourth, wire.approve_all())
+        voted = _kubectl_gatehouse(cluster, "alice", "approve", pending)
+        assert voted.returncode == 0, voted.stdout + voted.stderr
         done = finished(fourth)
         assert "Delete of a.txt: deleted" in status_text(done), done
         assert len(tools.executions("delete_file", "a.txt")) == 1 and not (tools.sandbox / "a.txt").exists()
