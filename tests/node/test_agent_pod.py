@@ -31,7 +31,7 @@ from agent_runtime.contract import wire
 from agent_runtime.kube.objects import approval_name
 from tests.support.cluster import Cluster, realnode
 from tests.support.cluster.chart import CHART, helm
-from tests.support.cluster.steps import apply, ready_pod, wait
+from tests.support.cluster.steps import apply, ready_pod, ready_pods, wait
 from tests.support.postgres import find_bin_dir, running_postgres
 from tests.support.processes import GATEHOUSE_CMD, free_port, running
 from tests.support.runtime import Rpc, Tools, ended, request_ids, state, status_text, write_manifests
@@ -275,12 +275,71 @@ def _text(result: Any) -> str:
     return "\n".join(getattr(c, "text", "") for c in result.content)
 
 
-def _ready_agent_pods(cluster: Cluster) -> list[dict[str, Any]]:
-    got = cluster.kubectl("get", "pods", "-n", NS, "-l", f"gatehouse.dev/agent={AGENT}", "-o", "json")
-    pods = json.loads(got.stdout)["items"] if got.returncode == 0 else []
-    return [p for p in pods if p["metadata"].get("deletionTimestamp") is None
-            and {c["type"]: c["status"] for c in p.get("status", {}).get("conditions", [])}.get("Ready") == "True"]
+def test_the_slack_bridge_switched_on_by_its_value_runs_restricted(platform: Platform) -> None:
+    """The chart's Slack bridge (the project's image) under ``restricted`` on the real node, as the platform story
+    switches it on: its Secret, ``helm upgrade --set slack.enabled=true``, Ready."""
+    cluster = platform.cluster
+    made = cluster.kubectl("create", "secret", "generic", "gatehouse-slack", "-n", "gatehouse-system",
+                           "--from-literal=bot-token=xoxb-test", "--from-literal=signing-secret=test-signing-secret")
+    assert made.returncode == 0, made.stderr
+    repository, tag = realnode.GATEHOUSE_IMAGE.rsplit(":", 1)
+    upgraded = helm(cluster, "upgrade", "gh", str(CHART), "-n", "gatehouse-system", "--reuse-values",
+                    "--set", "slack.enabled=true", "--set", f"slack.namespaces={{{NS}}}",
+                    "--set", f"image.repository={repository}", "--set", f"image.tag={tag}")
+    assert upgraded.returncode == 0, upgraded.stdout + upgraded.stderr
+    rollout = cluster.kubectl("rollout", "status", "deployment", "gh-gatehouse-slack", "-n", "gatehouse-system",
+                              "--timeout=150s", timeout=170)
+    assert rollout.returncode == 0, rollout.stdout + rollout.stderr
+    bridge = ready_pod(cluster, "gatehouse-system", "app.kubernetes.io/component=slack")
+    assert bridge is not None and bridge["spec"]["nodeName"] == platform.node.name, bridge
+    exec_id = cluster.kubectl("exec", "-n", "gatehouse-system", bridge["metadata"]["name"], "--", "sh", "-c",
+                              "id -u; touch /etc/x", timeout=60)
+    assert exec_id.stdout.splitlines()[0] == "10001" and "Read-only file system" in exec_id.stderr, exec_id
 
+
+def test_an_in_cluster_client_pod_asks_with_the_token_the_kubelet_projected_for_gatehouse(platform: Platform) -> None:
+    """As docs/operator.md tells a client pod to: a ServiceAccount token for the audience ``gatehouse.dev/a2a``,
+    projected by the real kubelet, read on each call. The runtime's TokenReview on the real API accepts it and the
+    pause is the ServiceAccount's; the pod's own API-server token is refused (401)."""
+    cluster = platform.cluster
+    apply(cluster, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "a2a-client", "namespace": NS}})
+    pod = realnode.busybox_client("a2a-client", NS, platform.node.name, {"gatehouse.dev/test": "a2a-client"})
+    pod["spec"].update(serviceAccountName="a2a-client", automountServiceAccountToken=True, volumes=[{
+        "name": "gatehouse-token", "projected": {"sources": [{"serviceAccountToken": {
+            "audience": "gatehouse.dev/a2a", "expirationSeconds": 600, "path": "token"}}]}}])
+    pod["spec"]["containers"][0]["volumeMounts"] = [
+        {"name": "gatehouse-token", "mountPath": "/var/run/secrets/gatehouse.dev/a2a", "readOnly": True}]
+    apply(cluster, pod)
+    wait("the client pod Ready", lambda: ready_pod(cluster, NS, "gatehouse.dev/test=a2a-client"), 120)
+    agent = wait("the Agent's pod Ready", lambda: _agent_pod(cluster), 240)
+    body = json.dumps({"jsonrpc": "2.0", "id": "1", "method": "SendMessage", "params": {"message": {
+        "messageId": "m-in-cluster", "role": "ROLE_USER", "parts": [{"text": "delete in-cluster.txt"}]}}})
+    (platform.tools.sandbox / "in-cluster.txt").write_text("x")
+
+    def ask(token_file: str) -> str:
+        script = (f"wget -q -O - --header \"Authorization: Bearer $(cat {token_file})\" --header 'A2A-Version: 1.0' "
+                  f"--header 'Content-Type: application/json' --post-data '{body}' "
+                  f"http://{agent['status']['podIP']}:8080/ 2>&1; echo EXIT=$?")
+        done = cluster.kubectl("exec", "-n", NS, "a2a-client", "--", "sh", "-c", script, timeout=90)
+        return done.stdout + done.stderr
+
+    refused = ask("/var/run/secrets/kubernetes.io/serviceaccount/token")
+    assert "401" in refused and "EXIT=0" not in refused, refused
+    answered = ask("/var/run/secrets/gatehouse.dev/a2a/token")
+    assert "EXIT=0" in answered, answered
+    task = json.loads(answered.rsplit("EXIT=", 1)[0])["result"]["task"]
+    assert state(task) == "TASK_STATE_INPUT_REQUIRED", task
+    (request,) = request_ids(task)
+    name = approval_name(AGENT, request)
+    wait(f"{name} Pending", lambda: cluster.kubectl("get", "toolapproval", name, "-n", NS, "-o",
+                                                     "jsonpath={.status.phase}").stdout == "Pending", 30)
+    got = json.loads(cluster.kubectl("get", "toolapproval", name, "-n", NS, "-o", "json").stdout)
+    assert "system:serviceaccount:default:a2a-client" in json.dumps(got), got
+    assert platform.tools.executions("delete_file", "in-cluster.txt") == []
+
+
+def _ready_agent_pods(cluster: Cluster) -> list[dict[str, Any]]:
+    return ready_pods(cluster, NS, f"gatehouse.dev/agent={AGENT}")
 
 def _rolled(cluster: Cluster, before: set[str], replicas: int) -> list[dict[str, Any]] | None:
     """The Agent's pods once ``replicas`` of them are Ready and none of ``before`` is left (a rollout done)."""
@@ -371,25 +430,3 @@ def test_calls_pending_through_a_recreate_rollout_and_a_rolling_move_to_postgres
         cluster.kubectl("delete", "agent", AGENT, "-n", NS, "--timeout=90s", timeout=120)
     wait("the runtime's Deployment collected by the garbage collector", lambda: cluster.kubectl(
         "get", "deployment", AGENT, "-n", NS).returncode != 0, 90)
-
-
-def test_the_slack_bridge_switched_on_by_its_value_runs_restricted(platform: Platform) -> None:
-    """The chart's Slack bridge (the project's image) under ``restricted`` on the real node, as the platform story
-    switches it on: its Secret, ``helm upgrade --set slack.enabled=true``, Ready."""
-    cluster = platform.cluster
-    made = cluster.kubectl("create", "secret", "generic", "gatehouse-slack", "-n", "gatehouse-system",
-                           "--from-literal=bot-token=xoxb-test", "--from-literal=signing-secret=test-signing-secret")
-    assert made.returncode == 0, made.stderr
-    repository, tag = realnode.GATEHOUSE_IMAGE.rsplit(":", 1)
-    upgraded = helm(cluster, "upgrade", "gh", str(CHART), "-n", "gatehouse-system", "--reuse-values",
-                    "--set", "slack.enabled=true", "--set", f"slack.namespaces={{{NS}}}",
-                    "--set", f"image.repository={repository}", "--set", f"image.tag={tag}")
-    assert upgraded.returncode == 0, upgraded.stdout + upgraded.stderr
-    rollout = cluster.kubectl("rollout", "status", "deployment", "gh-gatehouse-slack", "-n", "gatehouse-system",
-                              "--timeout=150s", timeout=170)
-    assert rollout.returncode == 0, rollout.stdout + rollout.stderr
-    bridge = ready_pod(cluster, "gatehouse-system", "app.kubernetes.io/component=slack")
-    assert bridge is not None and bridge["spec"]["nodeName"] == platform.node.name, bridge
-    exec_id = cluster.kubectl("exec", "-n", "gatehouse-system", bridge["metadata"]["name"], "--", "sh", "-c",
-                              "id -u; touch /etc/x", timeout=60)
-    assert exec_id.stdout.splitlines()[0] == "10001" and "Read-only file system" in exec_id.stderr, exec_id

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from tests.support.cluster.launcher import Cluster
 
-__all__ = ["apply", "ready_pod", "wait"]
+__all__ = ["apply", "ready_pod", "ready_pods", "wait"]
 
 T = TypeVar("T")
 
@@ -29,11 +29,14 @@ def apply(cluster: Cluster, *docs: dict[str, Any]) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
-def ready_pod(cluster: Cluster, namespace: str, selector: str, *, ready: bool = True) -> dict[str, Any] | None:
-    """A pod matching ``selector`` that is not being deleted and (with ``ready``) is Ready; None while there is none."""
+def ready_pods(cluster: Cluster, namespace: str, selector: str, *, ready: bool = True) -> list[dict[str, Any]]:
+    """The pods matching ``selector`` that are not being deleted and (with ``ready``) are Ready."""
     got = cluster.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json")
-    for pod in json.loads(got.stdout)["items"] if got.returncode == 0 else []:
-        conditions = {c["type"]: c["status"] for c in pod.get("status", {}).get("conditions", [])}
-        if pod["metadata"].get("deletionTimestamp") is None and (conditions.get("Ready") == "True" or not ready):
-            return pod
-    return None
+    pods = json.loads(got.stdout)["items"] if got.returncode == 0 else []
+    return [pod for pod in pods if pod["metadata"].get("deletionTimestamp") is None and (not ready or {
+        c["type"]: c["status"] for c in pod.get("status", {}).get("conditions", [])}.get("Ready") == "True")]
+
+
+def ready_pod(cluster: Cluster, namespace: str, selector: str, *, ready: bool = True) -> dict[str, Any] | None:
+    """The first of :func:`ready_pods`; None while there is none."""
+    return next(iter(ready_pods(cluster, namespace, selector, ready=ready)), None)
