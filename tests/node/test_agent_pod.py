@@ -312,29 +312,41 @@ def test_an_in_cluster_client_pod_asks_with_the_token_the_kubelet_projected_for_
     apply(cluster, pod)
     wait("the client pod Ready", lambda: ready_pod(cluster, NS, "gatehouse.dev/test=a2a-client"), 120)
     agent = wait("the Agent's pod Ready", lambda: _agent_pod(cluster), 240)
-    body = json.dumps({"jsonrpc": "2.0", "id": "1", "method": "SendMessage", "params": {"message": {
-        "messageId": "m-in-cluster", "role": "ROLE_USER", "parts": [{"text": "delete in-cluster.txt"}]}}})
     (platform.tools.sandbox / "in-cluster.txt").write_text("x")
 
-    def ask(token_file: str) -> str:
+    def ask(token_file: str, message: dict[str, Any]) -> str:
+        body = json.dumps({"jsonrpc": "2.0", "id": "1", "method": "SendMessage", "params": {"message": {
+            "role": "ROLE_USER", **message}}})
         script = (f"wget -q -O - --header \"Authorization: Bearer $(cat {token_file})\" --header 'A2A-Version: 1.0' "
                   f"--header 'Content-Type: application/json' --post-data '{body}' "
                   f"http://{agent['status']['podIP']}:8080/ 2>&1; echo EXIT=$?")
         done = cluster.kubectl("exec", "-n", NS, "a2a-client", "--", "sh", "-c", script, timeout=90)
         return done.stdout + done.stderr
 
-    refused = ask("/var/run/secrets/kubernetes.io/serviceaccount/token")
+    question = {"messageId": "m-in-cluster", "parts": [{"text": "delete in-cluster.txt"}]}
+    refused = ask("/var/run/secrets/kubernetes.io/serviceaccount/token", question)
     assert "401" in refused and "EXIT=0" not in refused, refused
-    answered = ask("/var/run/secrets/gatehouse.dev/a2a/token")
+    token = "/var/run/secrets/gatehouse.dev/a2a/token"
+    answered = ask(token, question)
     assert "EXIT=0" in answered, answered
     task = json.loads(answered.rsplit("EXIT=", 1)[0])["result"]["task"]
     assert state(task) == "TASK_STATE_INPUT_REQUIRED", task
     (request,) = request_ids(task)
     name = approval_name(AGENT, request)
-    wait(f"{name} Pending", lambda: cluster.kubectl("get", "toolapproval", name, "-n", NS, "-o",
-                                                     "jsonpath={.status.phase}").stdout == "Pending", 30)
+
+    def phase() -> str:
+        return cluster.kubectl("get", "toolapproval", name, "-n", NS, "-o", "jsonpath={.status.phase}").stdout
+
+    wait(f"{name} Pending", lambda: phase() == "Pending", 30)
     got = json.loads(cluster.kubectl("get", "toolapproval", name, "-n", NS, "-o", "json").stdout)
     assert "system:serviceaccount:default:a2a-client" in json.dumps(got), got
+    assert platform.tools.executions("delete_file", "in-cluster.txt") == []
+    # The requester alone may decide it (the Agent names no one else for it): the client denies its own call, so
+    # nothing stays pending (a pending call holds the next test's move to Postgres).
+    denied = ask(token, {"messageId": "m-in-cluster-deny", "taskId": task["id"], "contextId": task["contextId"],
+                         "parts": [{"data": {"decision_type": "deny", "reason": "only showing the token"}}]})
+    assert "EXIT=0" in denied, denied
+    wait(f"{name} Denied", lambda: phase() == "Denied", 30)
     assert platform.tools.executions("delete_file", "in-cluster.txt") == []
 
 
@@ -349,6 +361,7 @@ def _rolled(cluster: Cluster, before: set[str], replicas: int) -> list[dict[str,
     return ready if len(ready) == replicas and not (names & before) else None
 
 
+@pytest.mark.timeout(1200)  # two rollouts and a move to another store, each waiting for the real controllers
 def test_calls_pending_through_a_recreate_rollout_and_a_rolling_move_to_postgres_run_once(platform: Platform) -> None:
     """The platform story's rollouts on the real node (tests/cluster/test_story.py tells it on the stand-in): sqlite on
     the claim (Recreate) with two calls waiting, then Postgres from a Secret with two replicas (RollingUpdate) with a
