@@ -300,7 +300,8 @@ def test_the_slack_bridge_switched_on_by_its_value_runs_restricted(platform: Pla
 def test_an_in_cluster_client_pod_asks_with_the_token_the_kubelet_projected_for_gatehouse(platform: Platform) -> None:
     """As docs/operator.md tells a client pod to: a ServiceAccount token for the audience ``gatehouse.dev/a2a``,
     projected by the real kubelet, read on each call. The runtime's TokenReview on the real API accepts it and the
-    pause is the ServiceAccount's; the pod's own API-server token is refused (401)."""
+    pause is the ServiceAccount's; the pod's own API-server token is refused (401); the ServiceAccount may not approve
+    its own call (no approvers name it) but may cancel it."""
     cluster = platform.cluster
     apply(cluster, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "a2a-client", "namespace": NS}})
     pod = realnode.busybox_client("a2a-client", NS, platform.node.name, {"gatehouse.dev/test": "a2a-client"})
@@ -314,20 +315,19 @@ def test_an_in_cluster_client_pod_asks_with_the_token_the_kubelet_projected_for_
     agent = wait("the Agent's pod Ready", lambda: _agent_pod(cluster), 240)
     (platform.tools.sandbox / "in-cluster.txt").write_text("x")
 
-    def ask(token_file: str, message: dict[str, Any]) -> str:
-        body = json.dumps({"jsonrpc": "2.0", "id": "1", "method": "SendMessage", "params": {"message": {
-            "role": "ROLE_USER", **message}}})
+    def call(token_file: str, method: str, params: dict[str, Any]) -> str:
+        body = json.dumps({"jsonrpc": "2.0", "id": "1", "method": method, "params": params})
         script = (f"wget -q -O - --header \"Authorization: Bearer $(cat {token_file})\" --header 'A2A-Version: 1.0' "
                   f"--header 'Content-Type: application/json' --post-data '{body}' "
                   f"http://{agent['status']['podIP']}:8080/ 2>&1; echo EXIT=$?")
         done = cluster.kubectl("exec", "-n", NS, "a2a-client", "--", "sh", "-c", script, timeout=90)
         return done.stdout + done.stderr
 
-    question = {"messageId": "m-in-cluster", "parts": [{"text": "delete in-cluster.txt"}]}
-    refused = ask("/var/run/secrets/kubernetes.io/serviceaccount/token", question)
+    question = {"message": {"messageId": "m-in-cluster", "role": "ROLE_USER", "parts": [{"text": "delete in-cluster.txt"}]}}
+    refused = call("/var/run/secrets/kubernetes.io/serviceaccount/token", "SendMessage", question)
     assert "401" in refused and "EXIT=0" not in refused, refused
     token = "/var/run/secrets/gatehouse.dev/a2a/token"
-    answered = ask(token, question)
+    answered = call(token, "SendMessage", question)
     assert "EXIT=0" in answered, answered
     task = json.loads(answered.rsplit("EXIT=", 1)[0])["result"]["task"]
     assert state(task) == "TASK_STATE_INPUT_REQUIRED", task
@@ -340,13 +340,16 @@ def test_an_in_cluster_client_pod_asks_with_the_token_the_kubelet_projected_for_
     wait(f"{name} Pending", lambda: phase() == "Pending", 30)
     got = json.loads(cluster.kubectl("get", "toolapproval", name, "-n", NS, "-o", "json").stdout)
     assert "system:serviceaccount:default:a2a-client" in json.dumps(got), got
+    # A ServiceAccount is never "the requester alone" who may decide: it decides only where approvers name it.
+    approve = {"message": {"messageId": "m-in-cluster-approve", "role": "ROLE_USER", "taskId": task["id"],
+                           "contextId": task["contextId"], "parts": [{"data": {"decision_type": "approve"}}]}}
+    vote = call(token, "SendMessage", approve)
+    assert "a ServiceAccount decides only where approvers name it" in vote and phase() == "Pending", vote
     assert platform.tools.executions("delete_file", "in-cluster.txt") == []
-    # The requester alone may decide it (the Agent names no one else for it): the client denies its own call, so
-    # nothing stays pending (a pending call holds the next test's move to Postgres).
-    denied = ask(token, {"messageId": "m-in-cluster-deny", "taskId": task["id"], "contextId": task["contextId"],
-                         "parts": [{"data": {"decision_type": "deny", "reason": "only showing the token"}}]})
-    assert "EXIT=0" in denied, denied
-    wait(f"{name} Denied", lambda: phase() == "Denied", 30)
+    # It may cancel its own task: nothing stays pending (a pending call would hold the next test's move to Postgres).
+    canceled = call(token, "CancelTask", {"id": task["id"]})
+    assert "TASK_STATE_CANCELED" in canceled, canceled
+    wait(f"{name} Canceled", lambda: phase() == "Canceled", 30)
     assert platform.tools.executions("delete_file", "in-cluster.txt") == []
 
 
