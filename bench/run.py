@@ -97,7 +97,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "quick 4)")
     p.add_argument("--loss-levels", default="20,40,60", help="concurrency levels of the loss scenario")
     p.add_argument("--loss-conversations", type=int, help="conversations per loss level (default 500, quick 100)")
-    p.add_argument("--cold-starts", type=int, help="cold-start samples per target (default 3, quick 1)")
+    p.add_argument("--cold-starts", type=int, help="cold-start samples per target, interleaved (default 7, quick 1)")
     p.add_argument("--settle", type=float, default=1.0, help="seconds a server idles before its RSS is read")
     p.add_argument("--targets", default=",".join(ALL), help=f"comma list of {', '.join(ALL)}")
     p.add_argument("--backlog", help="paused conversations one runtime holds, ascending (default 100,1000,10000; "
@@ -192,7 +192,7 @@ def settings_from(args: argparse.Namespace) -> scenarios.Settings:
         rounds=args.rounds or (4 if q else 5),
         loss_levels=tuple(int(x) for x in args.loss_levels.split(",") if x.strip()),
         loss_conversations=args.loss_conversations or (100 if q else 500),
-        cold_starts=args.cold_starts or (1 if q else 3),
+        cold_starts=args.cold_starts or (1 if q else 7),
         settle=args.settle,
         backlog=tuple(sorted(int(x) for x in (args.backlog or ("100,300,1000" if q else "100,1000,10000")).split(",")
                              if x.strip() and int(x) > 0)),
@@ -507,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     overhead = report.auth_overhead(results, reasons, noisy)
     kinds = bars.child_kinds()
     judged = [] if args.only == "real-model" else bars.build_bars(results.get("gatehouse"), floor, operator, noisy, kinds,
-                                                                   operator_cp)
+                                                                   operator_cp, results.get(bars.ADK_TWIN))
     gatehouse = results.get("gatehouse") or {}
     compared = bars.emulator_differences({"kubectl": gatehouse.get("kubectl"), "operator": operator},
                                          {"kubectl": gatehouse.get("kubectl_cp"), "operator": operator_cp})
