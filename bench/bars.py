@@ -116,7 +116,7 @@ def share_bars(latency: Mapping[str, Any] | None, floors: Mapping[str, Any] | No
                         None if share is None else share <= limit, sections, noisy,
                         measured="" if share is None else f"{p50:.2f} - {floor:.2f} ms"
                         + (" (in the floors' rounds)" if source is ours else "")
-                        + ("" if tight is None else f"; each library alone in a loop: floor {tight:.2f} ms, "
+                        + ("" if tight is None or p50 is None else f"; each library alone in a loop: floor {tight:.2f} ms, "
                                                     f"share {p50 - tight:.2f} ms")))
         was = ROUND_TWO_TIGHT_SHARE_MS[phase]
         tight_share = None if p50 is None or tight is None else p50 - tight
