@@ -6,6 +6,7 @@ resync is an hour away, so whatever the operator does, its claim watch did.
 
 - An operator started over an Agent and its unbound claim (an upgrade: the claim made before it ran) follows the
   claim from then on: the start-up reconcile reads it, its binding shows with a read of the Agent and a status patch.
+  Its list and watch of claims carry a label selector: the API server sends it no other claim.
 - A claim deleted by hand while its Agent stands is made anew at once, not at the next resync.
 """
 
@@ -50,6 +51,13 @@ def test_an_operator_started_over_an_existing_unbound_claim_follows_it(
             if s != ("PATCH", "persistentvolumeclaims", "status") and s[1] != "clusterrolebindings"]
     assert sorted(sent) == [("GET", "agents", None), ("PATCH", "agents", "status")], sent
     assert _state_ready(cluster) == ("True", "ClaimBound")
+    # the operator's list and watch of claims ask for ours alone: the API server sends no other claim
+    selectors = {(r.params.get("watch") is not None, r.params.get("labelSelector"))
+                 for r in kube_api.emulator.requests_since(0)
+                 if r.resource is not None and r.resource.plural == "persistentvolumeclaims" and r.name is None
+                 and str(r.method.value) == "GET"}
+    assert selectors == {(False, "app.kubernetes.io/managed-by=gatehouse-operator"),
+                         (True, "app.kubernetes.io/managed-by=gatehouse-operator")}, selectors
 
 
 def test_a_claim_deleted_by_hand_is_made_anew_at_once(
