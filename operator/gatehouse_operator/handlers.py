@@ -343,7 +343,9 @@ def _follow_deployment_status(state: OperatorState, namespace: str, name: str, b
     if record is None or not deployment_status.status_only(record, body):
         return False
     ready = status.ready_condition(dict(body))
-    if ready != record.ready and _refreshed(state, namespace, agent, [ready], logger, of):
+    if ready != record.ready:
+        if not _refreshed(state, namespace, agent, [ready], logger, of):
+            return True
         state.deployment_applied(namespace, agent, record.with_ready(ready))
     if version:
         state.saw("Deployment", namespace, name, version)
@@ -422,7 +424,9 @@ async def claim_event(type: str | None, body: kopf.Body, memo: kopf.Memo, logger
     that), was lost or grew. Decided in the event loop while it changes nothing the Agent was told -- the usual case:
     our own label patch, the volume controller's annotations, a claim that is not its Agent's current one -- else in
     a worker thread (:func:`_follow_claim`). The initial listing (and a relist after the watch broke off) is compared
-    the same way: a claim no reconcile of this process has read yet is left to that reconcile."""
+    the same way. A claim of an Agent no reconcile of this process has applied (none yet, one refused, or the Agent
+    gone: a claim outlives it by default) is left alone, unless a reconcile of it is in flight: that one may have read
+    the claim before this event, so the event waits for it and is compared with what it recorded."""
     state: OperatorState = memo.state
     meta = body.metadata
     of = builders.GATEWAY if builders.GATEWAY_LABEL in meta.labels else builders.AGENT
@@ -433,6 +437,6 @@ async def claim_event(type: str | None, body: kopf.Body, memo: kopf.Memo, logger
     if record is not None and (not claim_status.is_recorded(record, body)
                                or (type != "DELETED" and claim_status.follow(record, body) is None)):
         return
-    if record is None and type == "DELETED":  # no reconcile of it yet: the first one makes the claim
-        return
+    if record is None and (type == "DELETED" or not state.lock_held(meta.namespace, agent)):
+        return  # the next reconcile of it reads (or makes) the claim as it is then
     await asyncio.to_thread(_follow_claim, type, body, agent, memo, logger, kwargs, of)

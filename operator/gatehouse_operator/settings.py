@@ -191,6 +191,13 @@ class OperatorState:
         with self._guard:
             return self._locks.setdefault((namespace, name), threading.Lock())
 
+    def lock_held(self, namespace: str, name: str) -> bool:
+        """Whether the lock of ``name`` is held now (a reconcile or refresh in flight), without making one: a claim may
+        outlive its Agent, and its events must not leave a lock behind for a name no Agent has."""
+        with self._guard:
+            lock = self._locks.get((namespace, name))
+        return lock is not None and lock.locked()
+
     def forget(self, kind: str, namespace: str, name: str) -> None:
         """The object is gone: no more resyncs or Secret checks of it (its lock goes once no other kind holds the
         name)."""
