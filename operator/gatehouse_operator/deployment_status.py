@@ -18,11 +18,9 @@ What tells a status-only change apart, against what the last reconcile left (:cl
 Anything else -- another generation, an edited label, a deletion, an object without a generation, a Deployment no
 reconcile of this process has applied -- is left to a full reconcile, as before.
 
-One thing a status-only event still reads: the state claim, while the last reconcile (or such an event) found it not
-``Bound``. No watch follows claims (:mod:`gatehouse_operator.claims`), and a Deployment event is when a reconcile used
-to read it again: one GET of the claim, and when its phase moved (:func:`claim_moved`) ``StateReady`` is brought up
-to date with ``Ready`` (:func:`state_ready`, from what the last reconcile found: the state's layout and what it
-could not do to the claim), so that it shows a claim that bound meanwhile. A bound claim costs nothing.
+No child is read, the state claim included: the operator watches the claims it labels, and a claim's event brings
+``StateReady`` up to date (:mod:`gatehouse_operator.claim_status`, from what the record keeps: the claim's name, the
+state's layout, what the last reconcile could not do to the claim, and the ``StateReady`` the Agent was last told).
 """
 
 from __future__ import annotations
@@ -34,69 +32,42 @@ from dataclasses import dataclass
 from typing import Any
 
 from gatehouse_operator.apply import owned_equal
-from gatehouse_operator.claims import state_condition
 from gatehouse_operator.status import StatusCondition, ready_condition
 from gatehouse_operator.storage import StateLayout
 
-__all__ = ["AppliedDeployment", "applied", "claim_moved", "claim_phase", "state_ready", "status_only"]
+__all__ = ["AppliedDeployment", "applied", "status_only"]
 
 
 @dataclass(frozen=True)
 class AppliedDeployment:
     """A Deployment as a reconcile left it: its generation, the metadata rendered for it, and the ``Ready`` condition
-    derived from it (before the runtime's own reason is folded in); and the state claim's name and phase while it
-    was found not ``Bound`` (``None``: bound, or no claim), with what ``StateReady`` is derived from besides the claim
-    (the state's layout, and the notes of what the reconcile could not do to it). Kept per Agent: a few hundred
-    bytes."""
+    derived from it (before the runtime's own reason is folded in); and what ``StateReady`` is derived from besides
+    the claim (the state claim's name, the state's layout, the notes of what the reconcile could not do to the claim)
+    with the ``StateReady`` the Agent was last told, which a claim's event compares with
+    (:mod:`gatehouse_operator.claim_status`). Kept per Agent: a few hundred bytes."""
 
     generation: int | None
     metadata: Mapping[str, Any]
     ready: StatusCondition
     claim: str | None = None
-    claim_phase: str | None = None
+    state_ready: StatusCondition | None = None
     layout: StateLayout | None = None
     notes: tuple[str, ...] = ()
 
     def with_ready(self, ready: StatusCondition) -> AppliedDeployment:
         return dataclasses.replace(self, ready=ready)
 
-    def with_claim(self, claim: Mapping[str, Any]) -> AppliedDeployment:
-        """The record once ``claim`` was read again: no more reads once it is bound."""
-        phase = claim_phase(claim)
-        return dataclasses.replace(self, claim=self.claim if phase != "Bound" else None,
-                                   claim_phase=phase if phase != "Bound" else None)
-
-
-def claim_phase(claim: Mapping[str, Any] | None) -> str | None:
-    """A claim's phase as ``StateReady`` reads it (a claim just created has no status yet: ``Pending``); ``None``: no
-    claim."""
-    if claim is None:
-        return None
-    return str((claim.get("status") or {}).get("phase") or "Pending")
-
 
 def applied(desired: Mapping[str, Any], actual: Mapping[str, Any], layout: StateLayout | None = None,
-            claim: Mapping[str, Any] | None = None, notes: tuple[str, ...] = ()) -> AppliedDeployment:
+            state_ready: StatusCondition | None = None, notes: tuple[str, ...] = ()) -> AppliedDeployment:
     """The record of a Deployment rendered as ``desired`` and answered by the API server as ``actual``, beside the
-    state's ``layout`` and its ``claim`` as the same reconcile read or made it, with the ``notes`` it made of it."""
+    state's ``layout``, the ``StateReady`` the same reconcile derived from its claim, and the ``notes`` it made of the
+    claim."""
     generation = (actual.get("metadata") or {}).get("generation")
-    record = AppliedDeployment(generation if isinstance(generation, int) else None,
-                               copy.deepcopy(dict(desired.get("metadata") or {})), ready_condition(dict(actual)),
-                               layout=layout, notes=notes)
-    if claim is None or layout is None or layout.claim is None:
-        return record
-    return dataclasses.replace(record, claim=layout.claim).with_claim(claim)
-
-
-def claim_moved(record: AppliedDeployment, claim: Mapping[str, Any]) -> bool:
-    """Whether the state claim, as just read, is no longer in the phase ``record`` found it in."""
-    return claim_phase(claim) != record.claim_phase
-
-
-def state_ready(record: AppliedDeployment, claim: Mapping[str, Any]) -> StatusCondition:
-    """``StateReady`` for the state claim as just read, as the reconcile that left ``record`` would say it."""
-    assert record.layout is not None, "a claim is recorded only with its layout"
-    return state_condition(record.layout, dict(claim), record.notes)
+    return AppliedDeployment(generation if isinstance(generation, int) else None,
+                             copy.deepcopy(dict(desired.get("metadata") or {})), ready_condition(dict(actual)),
+                             claim=layout.claim if layout is not None else None, state_ready=state_ready,
+                             layout=layout, notes=notes)
 
 
 def status_only(record: AppliedDeployment | None, event: Mapping[str, Any]) -> bool:

@@ -21,8 +21,12 @@ agent_event            an Agent added, deleted or its spec changed              
 deployment_event       a Deployment we manage edited or deleted by hand            its Agent (or
                        (another generation, a rendered label changed); its status  MCPGateway); a status
                        alone (the Deployment controller's writes: nothing drifted, change: no reconcile;
-                       :mod:`gatehouse_operator.deployment_status`; an unbound     ``Ready`` (``StateReady``)
-                       state claim is read again)                                  refreshed when it changed
+                       :mod:`gatehouse_operator.deployment_status`; no child read) ``Ready`` refreshed when
+                                                                                   it changed
+claim_event            a state PersistentVolumeClaim we label: bound, lost, grown  its Agent (or MCPGateway),
+                       (:mod:`gatehouse_operator.claim_status`), or deleted        when deleted; else no
+                                                                                   reconcile: ``StateReady``
+                                                                                   refreshed when it changed
 gateway_create/update/ an MCPGateway itself, at start-up, its deletion (as for     that MCPGateway
 resume/delete          an Agent; its children by the Agent's builders and steps)
 gateway_event          an MCPGateway added, deleted or changed: as agent_event     that MCPGateway (when its
@@ -47,10 +51,10 @@ and the periodic Secret check notices a rotated, created or deleted one -- the g
 has no config Secret yet, costs no request.
 
 The event handlers skip kopf's initial listing (``type is None``): ``agent_resume`` already covers every
-Agent at start-up. Other children (Service, ServiceAccount, Role, RoleBinding, the state PersistentVolumeClaim)
-are not watched, to keep the operator from caching every such object in the cluster: the periodic resync restores
-them (its Secrets: the Secret check; a claim's phase is read by each reconcile, and by a Deployment's status-only
-event while the claim is not bound). The Agent
+Agent at start-up (``claim_event`` compares it too: cheap, and a relist after a broken watch may carry a claim that
+bound meanwhile). The state PersistentVolumeClaim is watched because nothing else tells when it binds: no pod has
+to run for that, so no Deployment event follows. Other children (Service, ServiceAccount, Role, RoleBinding) are
+not watched: the periodic resync restores them (its Secrets: the Secret check). The Agent
 handlers are synchronous (kopf runs them in worker threads). The event handlers are ``async`` and decide in
 the event loop whether there is anything to do -- most events are echoes of our own writes -- and only a
 reconcile goes to a worker thread.
@@ -68,7 +72,7 @@ from typing import Any
 import kopf
 
 from agent_runtime.contract.resources import GROUP, VERSION
-from gatehouse_operator import builders, deployment_status, periodic, state_switch, status, tokenreview
+from gatehouse_operator import builders, claim_status, deployment_status, periodic, state_switch, status, tokenreview
 from gatehouse_operator.dependencies import Dependencies
 from gatehouse_operator.kube import ApiException
 from gatehouse_operator.reconcile import reconcile, refresh_conditions
@@ -82,6 +86,7 @@ __all__ = [
     "agent_event",
     "agent_resume",
     "agent_update",
+    "claim_event",
     "deployment_event",
     "gateway_create",
     "gateway_delete",
@@ -331,38 +336,58 @@ def _follow_deployment_status(state: OperatorState, namespace: str, name: str, b
                               agent: str, logger: kopf.Logger, of: builders.OwnerKind) -> bool:
     """Whether the Deployment's event changed nothing but what its controller writes (its status; see
     :mod:`gatehouse_operator.deployment_status`) and is handled: nothing to do while what ``Ready`` is derived from
-    is the same, else ``Ready`` brought up to date alone (:func:`reconcile.refresh_conditions`). No child is read --
-    none drifted -- but the state claim while it was found unbound: when its phase moved, ``StateReady`` is brought
-    up to date too; when it is gone, a full reconcile makes it anew. A refresh that fails is retried as a full
-    reconcile by the periodic loop (kopf retries no event handler). Called under the Agent's lock."""
+    is the same, else ``Ready`` brought up to date alone (:func:`reconcile.refresh_conditions`). No child is read:
+    none drifted, and the state claim's own events keep ``StateReady`` (:func:`claim_event`). A refresh that fails is
+    retried as a full reconcile by the periodic loop (kopf retries no event handler). Called under the Agent's lock."""
     record = state.applied_deployment(namespace, agent)
     if record is None or not deployment_status.status_only(record, body):
         return False
     ready = status.ready_condition(dict(body))
-    refresh = [ready] if ready != record.ready else []
-    after = record.with_ready(ready)
-    if record.claim is not None:
-        try:
-            claim = state.kube.get("PersistentVolumeClaim", namespace, record.claim)
-        except Exception:  # the full reconcile reads it again, and is retried if the API is in trouble
-            return False
-        if claim is None:
-            return False
-        if deployment_status.claim_moved(record, claim):
-            refresh.append(deployment_status.state_ready(record, claim))
-            after = after.with_claim(claim)
-    if refresh:
-        try:
-            refresh_conditions(state, namespace, agent, refresh, of)
-        except Exception as exc:  # an API error, or the API unreachable
-            delay = state.reconcile_failed(of.kind, namespace, agent)
-            logger.warning("%s of %s %s/%s not brought up to date (%s): reconciling it in %.0fs",
-                           "/".join(c.type for c in refresh), of.kind, namespace, agent, exc, delay)
+    if ready != record.ready:
+        if not _refreshed(state, namespace, agent, [ready], logger, of):
             return True
-        state.deployment_applied(namespace, agent, after)
+        state.deployment_applied(namespace, agent, record.with_ready(ready))
     if version:
         state.saw("Deployment", namespace, name, version)
     return True
+
+
+def _refreshed(state: OperatorState, namespace: str, agent: str, conditions: list[status.StatusCondition],
+               logger: kopf.Logger, of: builders.OwnerKind) -> bool:
+    """:func:`reconcile.refresh_conditions`; whether it went through. One that fails (an API error, or the API
+    unreachable) schedules a full reconcile with backoff instead: kopf retries no event handler."""
+    try:
+        refresh_conditions(state, namespace, agent, conditions, of)
+    except Exception as exc:
+        delay = state.reconcile_failed(of.kind, namespace, agent)
+        logger.warning("%s of %s %s/%s not brought up to date (%s): reconciling it in %.0fs",
+                       "/".join(c.type for c in conditions), of.kind, namespace, agent, exc, delay)
+        return False
+    return True
+
+
+def _follow_claim(type: str | None, body: kopf.Body, agent: str, memo: kopf.Memo, logger: kopf.Logger,
+                  kwargs: dict[str, Any], of: builders.OwnerKind) -> None:
+    """A state claim's event, under its Agent's lock (a reconcile in flight records the claim it read before it lets
+    go, so the event is compared with that): ``StateReady`` brought up to date when it changed
+    (:mod:`gatehouse_operator.claim_status`); the claim deleted while its Agent stands: a full reconcile, which
+    makes it anew."""
+    state: OperatorState = memo.state
+    namespace = str(body.metadata.namespace)
+    with state.lock_for(namespace, agent):
+        record = state.applied_deployment(namespace, agent)
+        if type == "DELETED":
+            if not claim_status.is_recorded(record, body):
+                return
+        else:
+            after = claim_status.follow(record, body)
+            if after is not None and after.state_ready is not None:
+                if _refreshed(state, namespace, agent, [after.state_ready], logger, of):
+                    state.deployment_applied(namespace, agent, after)
+            return
+    logger.info("PersistentVolumeClaim %s/%s deleted: reconciling %s %s/%s", namespace, body.metadata.name, of.kind,
+                namespace, agent)
+    _run(memo, namespace, agent, logger, kwargs, of=of)
 
 
 async def _owner_changed(kind: str, type: str | None, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger,
@@ -391,3 +416,27 @@ async def _owner_changed(kind: str, type: str | None, body: kopf.Body, memo: kop
 async def deployment_event(type: str | None, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger,
                            **kwargs: Any) -> None:
     await _owner_changed("Deployment", type, body, memo, logger, kwargs)
+
+
+@kopf.on.event("v1", "persistentvolumeclaims", labels={"app.kubernetes.io/managed-by": builders.MANAGED_BY})
+async def claim_event(type: str | None, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **kwargs: Any) -> None:
+    """An event of a state claim we label: nothing else tells the operator that it bound (no pod has to run for
+    that), was lost or grew. Decided in the event loop while it changes nothing the Agent was told -- the usual case:
+    our own label patch, the volume controller's annotations, a claim that is not its Agent's current one -- else in
+    a worker thread (:func:`_follow_claim`). The initial listing (and a relist after the watch broke off) is compared
+    the same way. A claim of an Agent no reconcile of this process has applied (none yet, one refused, or the Agent
+    gone: a claim outlives it by default) is left alone, unless a reconcile of it is in flight: that one may have read
+    the claim before this event, so the event waits for it and is compared with what it recorded."""
+    state: OperatorState = memo.state
+    meta = body.metadata
+    of = builders.GATEWAY if builders.GATEWAY_LABEL in meta.labels else builders.AGENT
+    agent = meta.labels.get(of.label)
+    if not agent or not meta.namespace:
+        return
+    record = state.applied_deployment(meta.namespace, agent)
+    if record is not None and (not claim_status.is_recorded(record, body)
+                               or (type != "DELETED" and claim_status.follow(record, body) is None)):
+        return
+    if record is None and (type == "DELETED" or not state.lock_held(meta.namespace, agent)):
+        return  # the next reconcile of it reads (or makes) the claim as it is then
+    await asyncio.to_thread(_follow_claim, type, body, agent, memo, logger, kwargs, of)

@@ -2,8 +2,9 @@
 
 Every trigger ends here: the Agent's own create/update/resume handlers, a changed dependency
 (ModelConfig, RemoteMCPServer, an Agent it uses as a tool; a Secret, found by the periodic Secret check), an event
-of its Deployment that changed more than its status, and the periodic resync. (A status-only change of the
-Deployment is no reconcile: :func:`refresh_conditions` brings ``Ready`` alone up to date, when it changed.) Each run
+of its Deployment that changed more than its status, the deletion of its state claim, and the periodic resync. (A
+status-only change of the Deployment is no reconcile, nor is any other event of the claim: :func:`refresh_conditions`
+brings ``Ready``, or ``StateReady``, alone up to date, when it changed.) Each run
 
 1. reads the Agent fresh from the API (under a per-Agent lock, so triggers never interleave) -- or, for the Agent's
    own create/update/resume, takes it as kopf's watch event just showed it;
@@ -275,7 +276,7 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
         try:
             if child["kind"] == "PersistentVolumeClaim":
                 claim = claims.ensure_claim(state.kube, child, create_first=create_first)
-                applied.append(claim.applied)  # not watched: nothing to record
+                applied.append(claim.applied)  # its events are compared by StateReady (claim_status), not version
             else:
                 _record(state, agent, apply.ensure(state.kube, child, create_first=create_first), applied)
         except ApiException as exc:
@@ -296,14 +297,13 @@ def _reconcile(state: OperatorState, deps: Dependencies, body: dict[str, Any], l
     deployment = next(a.obj for a in applied if a.kind == "Deployment")
     # what a later event of it is compared with, to tell a status-only change (deployment_status)
     layout = storage.layout(agent)
+    notes = claim.notes if claim else ()
+    state_ready = claims.state_condition(layout, claim.applied.obj if claim else None, notes)
     state.deployment_applied(agent.namespace, agent.name, deployment_status.applied(
-        next(c for c in children if c["kind"] == "Deployment"), deployment, layout,
-        claim.applied.obj if claim else None, claim.notes if claim else ()))
+        next(c for c in children if c["kind"] == "Deployment"), deployment, layout, state_ready, notes))
     accepted = status.StatusCondition("Accepted", True, "Reconciled",
                                       f"{type(config).__name__} {digest[:12]} is applied")
-    conditions = (storage.durable_condition(agent), claims.state_condition(
-        layout, claim.applied.obj if claim else None, claim.notes if claim else ()),
-        approvers.approvers_condition(config))
+    conditions = (storage.durable_condition(agent), state_ready, approvers.approvers_condition(config))
     written = _write_status(state, body, accepted, status.ready_condition(deployment), digest, now, admission, conditions)
     changes = tuple(str(a) for a in applied if a.action != "unchanged")
     if changes:

@@ -10,7 +10,8 @@ One ``@kopf.on.startup`` handler tunes kopf and builds the :class:`OperatorState
   nothing to an Agent. The finalizer name stays ``gatehouse.dev/finalizer``: Agents of releases that added it still
   carry it, and kopf removes a finalizer of that name that no handler requires, once, when it first sees the Agent;
 - log lines are not mirrored as Kubernetes Events: the operator posts its own where they tell something;
-- watches end server-side every 5 minutes and resume from their resourceVersion (no silently stuck streams).
+- watches end server-side every 5 minutes and resume from their resourceVersion (no silently stuck streams);
+- the watch of PersistentVolumeClaims asks the API server for ours alone (a label selector): the state claims.
 
 Environment variables (all optional):
 
@@ -55,7 +56,7 @@ import kopf
 
 from agent_runtime.contract.durations import parse_duration
 from gatehouse_operator.admission import PolicyVerdict
-from gatehouse_operator.builders import config_secret_name
+from gatehouse_operator.builders import MANAGED_BY, config_secret_name
 from gatehouse_operator.dependencies import ReferencedSecrets
 from gatehouse_operator.deployment_status import AppliedDeployment
 from gatehouse_operator.kube import ChildrenApi, connect
@@ -189,6 +190,13 @@ class OperatorState:
         an Agent and an MCPGateway of one name, which would write the same children)."""
         with self._guard:
             return self._locks.setdefault((namespace, name), threading.Lock())
+
+    def lock_held(self, namespace: str, name: str) -> bool:
+        """Whether the lock of ``name`` is held now (a reconcile or refresh in flight), without making one: a claim may
+        outlive its Agent, and its events must not leave a lock behind for a name no Agent has."""
+        with self._guard:
+            lock = self._locks.get((namespace, name))
+        return lock is not None and lock.locked()
 
     def forget(self, kind: str, namespace: str, name: str) -> None:
         """The object is gone: no more resyncs or Secret checks of it (its lock goes once no other kind holds the
@@ -368,6 +376,9 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf.Log
     # 500 Agents handled twice). Waiting longer costs nothing when the watch is on time.
     settings.persistence.consistency_timeout = 30
     settings.watching.server_timeout = 300  # re-list/re-watch regularly instead of trusting one stream forever
+    # The state claims are watched (handlers.claim_event) for their binding: the API server sends only ours, not every
+    # claim of the namespaces served (one whose label is removed by hand drops out until a reconcile puts it back).
+    settings.watching.label_selectors["v1", "persistentvolumeclaims"] = f"app.kubernetes.io/managed-by={MANAGED_BY}"
     # Reconciles are synchronous and mostly wait on the API: more of them in flight than kopf's default thread pool
     # (cores + 4) keeps the API busy when thousands of Agents arrive at once.
     settings.execution.max_workers = 16

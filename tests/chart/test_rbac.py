@@ -29,8 +29,9 @@ OPERATOR_NEEDS: list[tuple[str, str, tuple[str, ...]]] = [
     # Secrets: read by name (those Agents, ModelConfigs and RemoteMCPServers reference), and written (<agent>-config,
     # <agent>-access); never listed or watched, checked below
     ("", "secrets", ("get", "create", "patch")),
-    # an Agent's state claim: by name, never listed; deleted by the garbage collector when the Agent owns it
-    ("", "persistentvolumeclaims", ("get", "create", "patch")),
+    # an Agent's state claim: by name, and watched (when it binds: StateReady); deleted by the garbage collector
+    # when the Agent owns it
+    ("", "persistentvolumeclaims", ("get", "list", "watch", "create", "patch")),
     # children of an Agent
     ("", "serviceaccounts", ("get", "list", "watch", "create", "patch", "delete")),
     ("", "services", ("get", "list", "watch", "create", "patch", "delete")),

@@ -1,11 +1,14 @@
-"""What tells a Deployment's status-only event apart (:mod:`gatehouse_operator.deployment_status`): pure functions."""
+"""What tells a Deployment's status-only event apart (:mod:`gatehouse_operator.deployment_status`), and what a state
+claim's event changes in ``StateReady`` (:mod:`gatehouse_operator.claim_status`): pure functions."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-from gatehouse_operator.deployment_status import applied, claim_moved, state_ready, status_only
+from gatehouse_operator.claim_status import follow, is_recorded
+from gatehouse_operator.claims import state_condition
+from gatehouse_operator.deployment_status import applied, status_only
 from gatehouse_operator.status import StatusCondition
 from gatehouse_operator.storage import StateLayout
 
@@ -51,15 +54,35 @@ def test_a_new_generation_an_edited_label_or_owner_a_deletion_are_not() -> None:
     assert not status_only(unknown, {"metadata": {}})
 
 
-def test_an_unbound_claim_is_recorded_until_it_binds() -> None:
-    assert applied(DESIRED, _actual(), SQLITE, _claim("Bound")).claim is None  # bound: never read again
-    assert applied(DESIRED, _actual(), StateLayout("postgres")).claim is None
-    record = applied(DESIRED, _actual(), SQLITE, _claim(None), ("it cannot shrink",))  # just created: no status yet
-    assert (record.claim, record.claim_phase) == ("files-state", "Pending")
-    assert not claim_moved(record, _claim("Pending"))
-    assert claim_moved(record, _claim("Bound"))
-    assert state_ready(record, _claim("Bound")) == StatusCondition(
+def _recorded(phase: str | None, notes: tuple[str, ...] = ()) -> Any:
+    """The record a reconcile leaves when it found the claim in ``phase``: StateReady as it wrote it."""
+    return applied(DESIRED, _actual(), SQLITE, state_condition(SQLITE, _claim(phase), notes), notes)
+
+
+def test_a_claim_event_changes_state_ready_only_when_what_it_says_changed() -> None:
+    record = _recorded(None, ("it cannot shrink",))  # just created: no status yet, Pending
+    assert record.claim == "files-state" and record.state_ready is not None
+    assert record.state_ready.reason == "ClaimPending"
+    assert follow(record, _claim(None)) is None  # our own label patch, the controller's annotations: nothing
+    assert follow(record, _claim("Pending")) is None
+    bound = follow(record, _claim("Bound"))  # it bound, with no pod running: StateReady says so, as a reconcile would
+    assert bound is not None and bound.state_ready == StatusCondition(
         "StateReady", True, "ClaimBound",
         "PersistentVolumeClaim files-state is Bound (1Gi, StorageClass standard); it cannot shrink")
-    assert record.with_claim(_claim("Bound")).claim is None
-    assert record.with_claim(_claim("Lost")).claim_phase == "Lost"
+    assert bound.state_ready == state_condition(SQLITE, _claim("Bound"), ("it cannot shrink",))
+    assert (bound.generation, bound.metadata, bound.ready, bound.notes) == (
+        record.generation, record.metadata, record.ready, record.notes)  # the rest of the record as it was
+    assert follow(bound, _claim("Bound")) is None  # told already: a bound claim's later events cost nothing
+    lost = follow(bound, _claim("Lost"))
+    assert lost is not None and lost.state_ready is not None
+    assert (lost.state_ready.status, lost.state_ready.reason) == (False, "ClaimLost")
+
+
+def test_a_claim_that_is_not_the_records_changes_nothing() -> None:
+    record = _recorded("Pending")
+    other = {**_claim("Bound"), "metadata": {"name": "someone-elses-state"}}
+    assert not is_recorded(record, other) and follow(record, other) is None
+    assert is_recorded(record, _claim("Bound"))
+    assert follow(None, _claim("Bound")) is None  # no reconcile of the Agent yet: the first one reads the claim
+    postgres = applied(DESIRED, _actual(), StateLayout("postgres"))  # the state moved off the claim
+    assert postgres.claim is None and not is_recorded(postgres, _claim("Bound")) and follow(postgres, _claim("Bound")) is None

@@ -1,5 +1,6 @@
 """The child-event handler: an event that only echoes the operator's own write does not start a reconcile; the
-periodic loop: a Secret check reconciles only when a Secret the Agent uses changed, costs no request for an Agent
+claim-event handler: a claim's event waits for a reconcile in flight and is compared with what it recorded, costs
+nothing for an Agent no reconcile applied, and a deleted claim reconciles its Agent; the periodic loop: a Secret check reconciles only when a Secret the Agent uses changed, costs no request for an Agent
 that uses none, and comes one interval after the reconcile that read them; a resync one period after the last
 reconcile; Agents and MCPGateways alike, each by its own kind's reconcile (a failed one retried with backoff); a
 gateway's held calls counted for its state switch."""
@@ -14,7 +15,7 @@ import time
 import kopf
 import pytest
 
-from gatehouse_operator import builders, handlers, periodic, state_switch
+from gatehouse_operator import builders, claims, deployment_status, handlers, periodic, state_switch, storage
 from gatehouse_operator.kube import ApiException
 from gatehouse_operator.reconcile import reconcile
 from gatehouse_operator.settings import OperatorConfig, OperatorState
@@ -71,6 +72,85 @@ def test_a_change_by_someone_else_reconciles_the_agent(reconciled: list[str], ev
 def test_the_initial_listing_is_left_to_resume(reconciled: list[str]) -> None:
     asyncio.run(handlers._owner_changed("Deployment", None, _child_event("7"), _memo(), logging.getLogger("test"), {}))
     assert reconciled == []
+
+
+class _Agents:
+    """The Agent ``ns/a`` as the API answers a GET, with the status patches it was sent."""
+
+    def __init__(self) -> None:
+        self.gets = 0
+        self.patches: list[dict[str, object]] = []
+
+    def get_agent(self, namespace: str, name: str, plural: str = "agents") -> dict[str, object]:
+        self.gets += 1
+        return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": "5"},
+                "status": {"observedGeneration": 1, "conditions": []}}
+
+    def patch_agent_status(self, namespace: str, name: str, patch: dict[str, object], version: str | None,
+                           plural: str = "agents") -> None:
+        self.patches.append(patch)
+
+
+CLAIM_LAYOUT = storage.StateLayout("sqlite", claim="a-state")
+
+
+def _claim_event(phase: str) -> kopf.Body:
+    return kopf.Body({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "a-state", "namespace": "ns", "resourceVersion": "9",
+                     "labels": {builders.AGENT_LABEL: "a", "app.kubernetes.io/managed-by": builders.MANAGED_BY}},
+        "spec": {"storageClassName": "standard"}, "status": {"phase": phase, "capacity": {"storage": "1Gi"}},
+    })
+
+
+def _record(phase: str) -> deployment_status.AppliedDeployment:
+    """What a reconcile that found the claim in ``phase`` records."""
+    claim = dict(_claim_event(phase))
+    return deployment_status.applied({"metadata": {}}, {"metadata": {"generation": 1}}, CLAIM_LAYOUT,
+                                     claims.state_condition(CLAIM_LAYOUT, claim))
+
+
+def test_a_claim_event_while_a_reconcile_is_in_flight_is_compared_with_what_it_records() -> None:
+    """The reconcile read the claim Pending just before it bound: the binding's event waits for it, then shows."""
+    memo, kube = kopf.Memo(), _Agents()
+    state = memo.state = OperatorState(config=OperatorConfig(), kube=kube)  # type: ignore[arg-type]
+    lock = state.lock_for("ns", "a")
+    lock.acquire()  # a reconcile of Agent a is running: it read the claim Pending ...
+
+    def finish() -> None:
+        time.sleep(0.3)
+        state.deployment_applied("ns", "a", _record("Pending"))  # ... and records it before it lets go
+        lock.release()
+
+    thread = threading.Thread(target=finish)
+    thread.start()
+    asyncio.run(handlers.claim_event("MODIFIED", _claim_event("Bound"), memo, logging.getLogger("test")))
+    thread.join()
+    assert kube.gets == 1 and len(kube.patches) == 1
+    (condition,) = kube.patches[0]["conditions"]  # type: ignore[misc]
+    assert (condition["type"], condition["status"], condition["reason"]) == ("StateReady", "True", "ClaimBound")
+    record = state.applied_deployment("ns", "a")
+    assert record is not None and record.state_ready is not None and record.state_ready.reason == "ClaimBound"
+    # told: the claim's next events cost nothing
+    asyncio.run(handlers.claim_event("MODIFIED", _claim_event("Bound"), memo, logging.getLogger("test")))
+    assert kube.gets == 1 and len(kube.patches) == 1
+
+
+@pytest.mark.parametrize("event", [None, "MODIFIED", "DELETED"])
+def test_a_claim_of_an_agent_no_reconcile_applied_costs_nothing(reconciled: list[str], event: str | None) -> None:
+    """None yet, one refused, or the Agent gone (its claim outlives it by default): no request, and no lock left."""
+    memo, kube = kopf.Memo(), _Agents()
+    state = memo.state = OperatorState(config=OperatorConfig(), kube=kube)  # type: ignore[arg-type]
+    asyncio.run(handlers.claim_event(event, _claim_event("Bound"), memo, logging.getLogger("test")))
+    assert (kube.gets, kube.patches, reconciled) == (0, [], [])
+    assert not state.lock_held("ns", "a") and ("ns", "a") not in state._locks
+
+
+def test_a_claim_deleted_while_its_agent_stands_reconciles_it(reconciled: list[str]) -> None:
+    memo = _memo()
+    memo.state.deployment_applied("ns", "a", _record("Bound"))
+    asyncio.run(handlers.claim_event("DELETED", _claim_event("Bound"), memo, logging.getLogger("test")))
+    assert reconciled == ["ns/a"]
 
 
 class _Secrets:

@@ -69,10 +69,11 @@ checks.
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, create, patch]
-# an Agent's state claim (<agent>-state): read by name, created, grown; deleted only by the garbage collector
+# an Agent's state claim (<agent>-state): read by name, created, grown; listed and watched, since nothing else tells
+# when one binds (StateReady); deleted only by the garbage collector
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
-  verbs: [get, create, patch]
+  verbs: [get, list, watch, create, patch]
 - apiGroups: [""]
   resources: [serviceaccounts, services]
   verbs: [get, list, watch, create, patch, delete]
