@@ -182,6 +182,16 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
+class Told:
+    """The progress notifications one call's client was told."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[float, float | None, str | None]] = []
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        self.seen.append((progress, total, message))
+
+
 async def _run(url: str) -> tuple[list[Any], list[Any], list[Any]]:
     """Each call's result (or error), the progress its client was told, and the raw answers on the wire."""
     results: list[Any] = []
@@ -189,18 +199,13 @@ async def _run(url: str) -> tuple[list[Any], list[Any], list[Any]]:
     async with recorded(url) as (client, wire):
         await client.list_tools()
         for tool, args in CALLS:
-            told: list[tuple[float, float | None, str | None]] = []
-
-            async def on_progress(done: float, total: float | None, message: str | None,
-                                  told: list[tuple[float, float | None, str | None]] = told) -> None:
-                told.append((done, total, message))
-
+            told = Told()
             try:
-                result = await client.call_tool(tool, args, progress_callback=on_progress)
+                result = await client.call_tool(tool, args, progress_callback=told)
                 results.append(result.model_dump(mode="json", by_alias=True))
             except Exception as exc:  # an MCP error: compared as the client reads it
                 results.append({"raised": type(exc).__name__, "text": str(exc)})
-            progress.append(told)
+            progress.append(told.seen)
         raw = [(status, kind, _messages(kind, body)) for headers, sent, status, kind, body in wire.exchanges
                if b'"tools/call"' in sent]
     return results, progress, raw
