@@ -56,7 +56,7 @@ apiVersion: gatehouse.dev/v1alpha1
 kind: MCPGateway
 metadata: {{name: diff-gate}}
 spec:
-  upstream: {{name: diff-tools, toolNames: [echo, add, fails, counts, denied]}}
+  upstream: {{name: diff-tools, toolNames: [echo, add, fails, counts, slow, denied]}}
   approval:
     rules: [{{tool: denied, action: deny}}, {{tool: echo, when: {{arg: text, glob: "secret*"}}, action: deny}}]
 """
@@ -92,6 +92,12 @@ def _upstream() -> MCPServer:
             await ctx.report_progress(i + 1, n, f"step {i + 1}")
             await ctx.info(f"counted {i + 1}")
         return f"counted to {n}"
+
+    @server.tool()
+    async def slow(seconds: float) -> str:
+        """Runs past the SDK's SSE deferral window."""
+        await asyncio.sleep(seconds)
+        return f"slept {seconds}"
 
     @server.tool()
     def denied() -> str:
@@ -223,6 +229,27 @@ async def test_the_same_calls_through_the_fast_path_and_the_sdks_server_answer_a
     assert results[3]["content"][0]["text"] == "counted to 3"
     assert results[6]["isError"] and results[7]["isError"]
     assert [status for status, _, _ in fast[2]] == [200] * len(CALLS)
+
+
+async def _slow(url: str) -> tuple[Any, list[tuple[int, str, bytes]]]:
+    async with recorded(url) as (client, wire):
+        result = await client.call_tool("slow", {"seconds": SLOW})
+    return result.model_dump(mode="json", by_alias=True), [(status, kind, body) for _, sent, status, kind, body
+                                                          in wire.exchanges if b'"tools/call"' in sent]
+
+
+SLOW = 16.0  # seconds: past the SDK's 15 s deferral, after which a call's answer is an event stream with pings
+
+
+async def test_a_call_past_the_deferral_window_becomes_an_event_stream_with_pings_on_both(both: Both) -> None:
+    """Decided before forwarding, never mid-stream: a forwarded call that runs long is answered as the SDK answers
+    it, ``text/event-stream`` committed after 15 s, kept alive with a ping, ending with the result."""
+    (fast, fast_wire), (sdk, sdk_wire) = await asyncio.gather(_slow(both.fast), _slow(both.sdk))
+    assert fast == sdk and fast["content"][0]["text"] == f"slept {SLOW}"
+    assert [(status, kind, _messages(kind, body)) for status, kind, body in fast_wire] == \
+        [(status, kind, _messages(kind, body)) for status, kind, body in sdk_wire]
+    (status, kind, body), = fast_wire
+    assert status == 200 and kind == "text/event-stream" and body.startswith(b": ping\r\n\r\n"), body[:80]
 
 
 async def _envelope(url: str) -> tuple[dict[str, str], dict[str, Any]]:
