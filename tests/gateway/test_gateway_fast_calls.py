@@ -3,12 +3,14 @@ server does. A real upstream MCP server on 127.0.0.1 and two real ``gatehouse-ru
 it: one as shipped (the fast path on), one with an OpenTelemetry tracer provider installed, which turns the fast path
 off (the SDK's server span must then be recorded), so every request there is the SDK's. The same calls, with the MCP
 SDK's own client, give the same results, errors, ``isError`` results, structured content, progress notifications and
-the same bytes on the wire; malformed requests are refused alike. In-process, with the same pieces: an ungated call
+the same bytes on the wire; malformed requests are refused alike; a long call turns into an event stream and a
+disconnect cancels the call on both. In-process, with the same pieces: an ungated call
 never reaches the SDK's session manager and everything else does."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import threading
@@ -56,10 +58,13 @@ apiVersion: gatehouse.dev/v1alpha1
 kind: MCPGateway
 metadata: {{name: diff-gate}}
 spec:
-  upstream: {{name: diff-tools, toolNames: [echo, add, fails, counts, slow, denied]}}
+  upstream: {{name: diff-tools, toolNames: [echo, add, fails, counts, slow, linger, denied]}}
   approval:
     rules: [{{tool: denied, action: deny}}, {{tool: echo, when: {{arg: text, glob: "secret*"}}, action: deny}}]
 """
+
+
+LINGERED: list[str] = []  # what the upstream's linger tool did
 
 
 class Sum(BaseModel):
@@ -98,6 +103,14 @@ def _upstream() -> MCPServer:
         """Runs past the SDK's SSE deferral window."""
         await asyncio.sleep(seconds)
         return f"slept {seconds}"
+
+    @server.tool()
+    async def linger(tag: str) -> str:
+        """Runs 2 s, noting whether it started and whether it finished (the upstream runs in this process)."""
+        LINGERED.append(f"{tag} started")
+        await asyncio.sleep(2.0)
+        LINGERED.append(f"{tag} finished")
+        return tag
 
     @server.tool()
     def denied() -> str:
@@ -293,6 +306,25 @@ async def test_malformed_calls_are_refused_alike(both: Both) -> None:
     assert answers["fast"] == answers["sdk"]
     statuses = [status for status, _, _ in answers["fast"]]
     assert statuses[2] == 202 and all(s >= 400 for n, s in enumerate(statuses) if n != 2), statuses  # 202: a notification
+
+
+async def test_a_client_that_disconnects_cancels_its_call_on_both(both: Both) -> None:
+    """The client goes away mid-call: the gateway drops its upstream exchange, so the upstream cancels the tool,
+    on the fast path as on the SDK's."""
+    headers, call = await _envelope(both.fast)
+    for side, url in (("fast", both.fast), ("sdk", both.sdk)):
+        body = {**call, "params": {**call["params"], "name": "linger", "arguments": {"tag": side}}}
+        async with httpx2.AsyncClient(timeout=30) as http:
+            posted = asyncio.create_task(http.post(url, json=body, headers={**headers, "mcp-name": "linger"}))
+            for _ in range(100):
+                if f"{side} started" in LINGERED:
+                    break
+                await asyncio.sleep(0.05)
+            posted.cancel()  # the connection is closed under the waiting call
+            with contextlib.suppress(asyncio.CancelledError):
+                await posted
+    await asyncio.sleep(3.0)  # past the tool's 2 s, had it not been cancelled
+    assert LINGERED == ["fast started", "sdk started"], LINGERED
 
 
 # In-process: which requests the SDK's session manager serves.
