@@ -64,6 +64,10 @@ from agent_runtime.gateway.upstream import Upstream
 
 log = logging.getLogger(__name__)
 
+# The SDK's own pieces this path runs (private to it, checked once: a release without them leaves every request to
+# the SDK's server, as before this path existed, rather than failing a call).
+_SDK_PARTS = ("_mcp_param_rejection", "_to_jsonrpc_response", "_write", "_sse_event", "_SSE_HEADERS",
+              "_SSE_PING_INTERVAL")
 _VERSION_HEADER = MCP_PROTOCOL_VERSION_HEADER.lower().encode("ascii")
 _SESSION_HEADER = MCP_SESSION_ID_HEADER.lower().encode("ascii")
 
@@ -101,6 +105,10 @@ class FastCalls:
         # Only for its ``_serialize``, which reads the server (cache hints, the serverInfo stamp) and the version it
         # is given, never the connection: one runner for every call instead of one Connection per call.
         self._shaper = ServerRunner(server, Connection.from_envelope(LATEST_MODERN_VERSION, None, None), None)
+        self.enabled = all(hasattr(modern, part) for part in _SDK_PARTS) and hasattr(self._shaper, "_serialize")
+        if not self.enabled:
+            log.warning("gateway %s: this MCP SDK lacks what the fast path for ungated calls runs; every request "
+                        "goes to the SDK's server", config.name)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self._may_be_hot(scope):
@@ -115,7 +123,7 @@ class FastCalls:
 
     def _may_be_hot(self, scope: Scope) -> bool:
         """From the headers alone: a POST on the 2026-07-28 protocol outside any session."""
-        if scope["type"] != "http" or scope["method"] != "POST" or _tracing_installed():
+        if not self.enabled or scope["type"] != "http" or scope["method"] != "POST" or _tracing_installed():
             return False
         version = None
         for key, value in scope["headers"]:
