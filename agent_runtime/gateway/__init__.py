@@ -7,5 +7,6 @@ refused one comes back as a tool error saying why. See docs/gateway.md.
 - :mod:`.upstream` — the gateway's own MCP client to the upstream;
 - :mod:`.bindings` — an MCP session belongs to the principal that opened it;
 - :mod:`.server` — the MCP server side (tools/list, tools/call) over streamable HTTP;
+- :mod:`.fast_calls` — an ungated ``tools/call`` answered without the MCP SDK's HTTP server, everything else by it;
 - :mod:`.app` — the ASGI app: authentication, session binding, probes.
 """

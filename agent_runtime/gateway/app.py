@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp.server.transport_security import RequestBodyLimitMiddleware
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -34,6 +34,7 @@ from agent_runtime.approvals import ApprovalService, Resolution
 from agent_runtime.contract.agent_config import GatewayConfig
 from agent_runtime.gateway.bindings import BindSessions
 from agent_runtime.gateway.events import RecentEvents
+from agent_runtime.gateway.fast_calls import FastCalls
 from agent_runtime.gateway.held import KEEPALIVE_SECONDS, HeldCalls
 from agent_runtime.gateway.server import build_server
 from agent_runtime.gateway.upstream import Upstream
@@ -190,8 +191,11 @@ def build_gateway_app(settings: GatewaySettings, upstream: Upstream | None = Non
     hook = Route(HOOK_PATH, HookEndpoint(config, held, approvals).handle, methods=["POST"])  # agent CLIs' PreToolUse
     # /mcp first and straight to the SDK's session manager: not through the SDK's own Starlette app (its middleware
     # and router again) nor past every REST and inbox route (bench `gateway` section, docs/gateway.md "Speed").
-    mcp_routes = [Route(MCP_PATH, BindSessions(StreamableHTTPASGIApp(server.session_manager)))] \
-        if server is not None else []
+    # Behind the binding and the SDK's body-size limit: an ungated tools/call answered without the SDK's server,
+    # everything else by it (agent_runtime/gateway/fast_calls.py).
+    mcp_routes = [Route(MCP_PATH, BindSessions(RequestBodyLimitMiddleware(
+        FastCalls(config, upstream, server, server.session_manager), server.session_manager.max_request_body_size)))] \
+        if server is not None and upstream is not None else []
     inner = Starlette(routes=[*mcp_routes, *rest.routes, hook, *inbox.routes])  # /mcp, /approvals…, /hooks…, /ui…
     guarded: ASGIApp = RequirePrincipal(inner, authenticator=authenticator, sessions=sessions,
                                         proxy=settings.access.proxy)

@@ -24,6 +24,7 @@ a failure after it was written is an error, the call's outcome unknown.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Mapping
@@ -107,8 +108,11 @@ class HttpExchanges:
             message["params"] = dict(params)
         headers = {"content-type": "application/json", "accept": _ACCEPT, **opts.get("headers", {})}
         timeout = opts.get("timeout")
+        # No timeout asked (the SDK's default for a call): no cancel scope either. anyio's fail_after(None) never fires
+        # but still costs a cancel scope per call (about 0.05 ms of the gateway's CPU; docs/gateway.md "Speed").
+        deadline = anyio.fail_after(timeout) if timeout is not None else contextlib.nullcontext()
         try:
-            with anyio.fail_after(timeout):
+            with deadline:
                 return await self._exchange(json.dumps(message, separators=(",", ":")), headers, request_id, opts)
         except TimeoutError:
             raise MCPError(REQUEST_TIMEOUT, f"Request {method!r} timed out") from None

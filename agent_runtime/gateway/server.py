@@ -60,6 +60,23 @@ def _progress(ctx: ServerRequestContext[Any]) -> Progress | None:
     return tell
 
 
+async def pass_through(
+    config: GatewayConfig, upstream: Upstream, params: mcp_types.CallToolRequestParams
+) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+    """An allowed call, sent upstream as it came (an answer to an upstream's question included): the one piece of code
+    both the SDK's server and :mod:`.fast_calls` run for it."""
+    try:
+        return await upstream.call_tool(
+            params.name, dict(params.arguments or {}), input_responses=params.input_responses,
+            request_state=params.request_state,
+        )
+    except Exception as exc:  # the upstream failed or could not be reached: the model reads that, not a crash
+        log.warning("gateway %s: upstream call %s failed: %s", config.name, params.name, exc)
+        upstream_name = config.upstream.name if config.upstream is not None else ""
+        return _error(f"The upstream tool server {upstream_name!r} failed on {params.name}: {exc}. "
+                      "The call may or may not have run there.")
+
+
 def build_server(config: GatewayConfig, upstream: Upstream, held: HeldCalls | None = None) -> Server[Any]:
     """``held``: where gated calls wait for a decision; None: a gated call is refused (fails closed)."""
     upstream_name = config.upstream.name if config.upstream is not None else ""
@@ -97,14 +114,7 @@ def build_server(config: GatewayConfig, upstream: Upstream, held: HeldCalls | No
         if route.kind != "forward":
             log.info("gateway %s: %s %s for %s", config.name, route.kind, params.name, who.id)
             return _error(NOT_HELD_YET.format(message=route.message) if route.kind == "hold" else route.message)
-        try:
-            return await upstream.call_tool(
-                params.name, args, input_responses=params.input_responses, request_state=params.request_state
-            )
-        except Exception as exc:  # the upstream failed or could not be reached: the model reads that, not a crash
-            log.warning("gateway %s: upstream call %s failed: %s", config.name, params.name, exc)
-            return _error(f"The upstream tool server {upstream_name!r} failed on {params.name}: {exc}. "
-                          "The call may or may not have run there.")
+        return await pass_through(config, upstream, params)
 
     def input_schema(name: str) -> dict[str, Any] | None:
         """For the SDK's ``Mcp-Param-*`` header check: the offered tool's schema from the upstream's last listing,
@@ -122,4 +132,4 @@ def build_server(config: GatewayConfig, upstream: Upstream, held: HeldCalls | No
     )
 
 
-__all__ = ["build_server", "caller"]
+__all__ = ["build_server", "caller", "pass_through"]

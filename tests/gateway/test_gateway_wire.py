@@ -18,7 +18,7 @@ import httpx2
 import pytest
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, REQUEST_TIMEOUT
 
 from agent_runtime.gateway.exchange import HttpExchanges
 from agent_runtime.gateway.wire import AiohttpTransport
@@ -243,3 +243,18 @@ async def test_an_idle_connection_is_dropped_after_the_keepalive_not_reused() ->
         await asyncio.sleep(2.5)
         await client.post(url, content=b"{}")
     assert seen.connections == 2
+
+
+async def test_a_request_past_its_timeout_is_an_error_and_one_without_waits_for_its_answer() -> None:
+    """A caller's timeout (``CallOptions["timeout"]``) ends the exchange with REQUEST_TIMEOUT; without one the answer is
+    awaited however long it takes (the SDK's default for a call)."""
+    async def slow(writer: asyncio.StreamWriter, n: int) -> bool:
+        await asyncio.sleep(0.5)
+        return await _json(writer, n)
+
+    async with http_server(slow) as (url, seen), aiohttp.ClientSession() as http:
+        exchanges = _exchanges(http, url)
+        with pytest.raises(MCPError) as late:
+            await exchanges.send_raw_request("tools/call", {"name": "echo"}, {"timeout": 0.1})
+        assert await exchanges.send_raw_request("tools/call", {"name": "echo"}) == {}
+    assert late.value.code == REQUEST_TIMEOUT and len(seen.requests) == 2
