@@ -1,10 +1,10 @@
-"""The child-event handler: an event that only echoes the operator's own write does not start a reconcile; the claim-
-event handler: a claim's event waits for a reconcile in flight and is compared with what it recorded, costs nothing
-for an Agent no reconcile applied, and a deleted claim reconciles its Agent; the periodic loop: a Secret check
-reconciles only when a Secret the Agent uses changed, costs no request for an Agent that uses none, and comes one
-interval after the reconcile that read them; a resync one period after the last reconcile; Agents and MCPGateways
-alike, each by its own kind's reconcile (a failed one retried with backoff); a gateway's held calls counted for its
-state switch."""
+"""The child-event handler: an event that only echoes the operator's own write does not start a reconcile; the
+claim-event handler: a claim's event waits for a reconcile in flight and is compared with what it recorded, costs
+nothing for an Agent no reconcile applied, and a deleted claim reconciles its Agent; the periodic loop: a Secret
+check reconciles only when a Secret the Agent uses changed, costs no request for an Agent that uses none, and
+comes one interval after the reconcile that read them; a resync one period after the last reconcile; Agents and
+MCPGateways alike, each by its own kind's reconcile (a failed one retried with backoff); a gateway's held calls
+counted for its state switch."""
 
 from __future__ import annotations
 
