@@ -59,7 +59,7 @@ def install() -> None:
     if sys.version_info < (3, 13):
         event_queue_v2.create_async_queue = acyclic_async_queue  # type: ignore[attr-defined]
         active_task.create_async_queue = acyclic_async_queue  # type: ignore[attr-defined]
-    active_task.EventQueueSource = AcyclicEventQueueSource  # type: ignore[misc]
+    active_task.EventQueueSource = AcyclicEventQueueSource  # type: ignore[attr-defined]
 
 
 __all__ = ["AcyclicEventQueueSource", "acyclic_async_queue", "install"]

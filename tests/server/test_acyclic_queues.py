@@ -10,6 +10,7 @@ import asyncio
 import gc
 import time
 from pathlib import Path
+from typing import Any
 
 import culsans
 import pytest
@@ -38,18 +39,18 @@ async def _released(deadline: float = 10.0) -> None:
     assert _alive((ActiveTask,)) == 0, "a2a-sdk still holds an ActiveTask"
 
 
-async def _pause(app: InProcessApp, name: str) -> dict:  # type: ignore[type-arg]
+async def _pause(app: InProcessApp, name: str) -> dict[str, Any]:
     (app.tools.sandbox / name).write_text(name)
-    task = (await app.send(f"delete {name}"))["task"]
+    task: dict[str, Any] = (await app.send(f"delete {name}"))["task"]
     assert interrupt(task)["action_requests"], task
-    return task  # type: ignore[no-any-return]
+    return task
 
 
 async def test_paused_and_decided_tasks_leave_no_queue_for_the_collector(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("GOOGLE_API_USE_CLIENT_CERTIFICATE", "false")
-    async with served(tmp_path) as app:
+    async with served(tmp_path, app_type=InProcessApp) as app:
         first = await _pause(app, "warm.txt")  # warm-up: what the first requests build once
         assert state((await app.send(data=wire.approve_all(), task=first))["task"]) == "TASK_STATE_COMPLETED"
         await _released()
