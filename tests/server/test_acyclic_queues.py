@@ -37,7 +37,7 @@ def _alive(kinds: tuple[type, ...]) -> int:
 
 
 async def _released(deadline: float = 10.0) -> None:
-    """Until a2a-sdk has let go of every ActiveTask (an idle paused one after its 1 s ``interrupted_task_timeout``)."""
+    """Until a2a-sdk has let go of every ActiveTask (an idle paused one after its ``interrupted_task_timeout``, 0.1 s)."""
     end = time.monotonic() + deadline
     while _alive((ActiveTask,)) and time.monotonic() < end:
         await asyncio.sleep(0.1)
