@@ -1,10 +1,11 @@
 """a2a-sdk's per-task event queues, freed by reference counting when their task is done (issue 40, bar 2).
 
-Every message a2a-sdk 1.x handles builds an ``ActiveTask`` with five async queues (its request queue; the agent's
-event source, its incoming queue and default sink; the subscribers' source and one tap per request). Two things
-put each of them in a reference cycle, so none is freed when the task is released: they wait for the garbage
+Every message a2a-sdk 1.x handles builds an ``ActiveTask`` with five async queues (its request queue; the incoming
+queue of the agent's event source and that of its default sink; the incoming queue of the subscribers' source and
+that of the request's tap on it). Two things put them in reference cycles, so none is freed when the task is released: they wait for the garbage
 collector, whose serving thresholds are high on purpose (``clients/cli.py``), and with 1,000 paused conversations
-~44,000 such objects (6.8 MB) were waiting (bench/README.md, "Round four"):
+~44,000 such objects (6.8 MB) were waiting (bench/README.md, "Issue 40, bar 2: what a pause leaves for the
+collector"):
 
 - on Python < 3.13 a2a-sdk's queues are ``culsans`` queues, and a culsans queue made without a ``sizer`` keeps its
   own bound method (``self._isize = self.__isize``): queue → method → queue. Given a plain function as the sizer
