@@ -378,8 +378,11 @@ def build_runtime(settings: RuntimeSettings) -> Runtime:
         kinds=kinds,
         request_context_builder=SimpleRequestContextBuilder(task_id_generator=fresh, context_id_generator=fresh),
         # a2a-sdk keeps an ActiveTask (queues, producer and consumer tasks: ~40 KB) per paused task until it is idle
-        # this long; the store keeps the task, and a decision or a subscription recreates it from there.
-        interrupted_task_timeout=1.0,
+        # this long; the store keeps the task, and a decision or a subscription recreates it from there. A person
+        # decides seconds later at the soonest, so holding it longer only raises the peak of a burst of pauses (1 s:
+        # ~60 held at once in the bench's fill, +2.3 MB RSS with 1,000 paused; bench/README.md, "Issue 40, bar 2:
+        # what a pause leaves for the collector").
+        interrupted_task_timeout=0.1,
     )
     resumer = Resumer(handler, task_store.owner_of)
     # a decision continues its pause through the kind: a taskless kind's callback, else the A2A resumer (pauses/)

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, bindparam, select
 
 from agent_runtime.approvals.tables import deciders  # on the approvals' own metadata: created with them at start-up
 from agent_runtime.infra.database import Database
 from agent_runtime.infra.prepared import Prepared
 
 _INSERT = Prepared(deciders.insert())  # built once: a statement made per call with .values() is rebuilt and re-keyed each time
+# Built once, the list expanded at execution (one built per call also left a reference cycle for the collector).
+_FOR_REQUESTS = select(deciders.c.request_id, deciders.c.decided_by).where(
+    deciders.c.request_id.in_(bindparam("ids", expanding=True)))
 
 
 def record(conn: Connection, request_id: str, decided_by: str, decided_at: float) -> None:
@@ -29,8 +32,7 @@ async def lookup(db: Database, request_ids: Iterable[str]) -> dict[str, str]:
     ids = list(request_ids)
     if not ids:
         return {}
-    stmt = select(deciders.c.request_id, deciders.c.decided_by).where(deciders.c.request_id.in_(ids))
-    return await db.run(lambda conn: {row[0]: row[1] for row in conn.execute(stmt)}, write=False)
+    return await db.run(lambda conn: {row[0]: row[1] for row in conn.execute(_FOR_REQUESTS, {"ids": ids})}, write=False)
 
 
 __all__ = ["deciders", "lookup", "record"]

@@ -32,6 +32,9 @@ _WITH_REQUEST = select(
 ).join(approvals, approvals.c.id == votes.c.request_id)
 _INSERT = Prepared(votes.insert())  # built once: a statement made per call with .values() is rebuilt and re-keyed each time
 _FOR_REQUEST = Prepared(_WITH_REQUEST.where(votes.c.request_id == bindparam("request_id")).order_by(votes.c.id))
+# Built once too (the list expanded at execution): one made per call (every pause reads its requests' votes) also left
+# its cloned column in a reference cycle (SQLAlchemy's ``_cloned_set``) for the garbage collector.
+_FOR_REQUESTS = _WITH_REQUEST.where(votes.c.request_id.in_(bindparam("ids", expanding=True))).order_by(votes.c.id)
 
 
 @dataclass(frozen=True)
@@ -77,11 +80,10 @@ async def lookup(db: Database, request_ids: Iterable[str]) -> dict[str, list[Cas
     ids = list(request_ids)
     if not ids:
         return {}
-    stmt = _WITH_REQUEST.where(votes.c.request_id.in_(ids)).order_by(votes.c.id)
 
     def read(conn: Connection) -> dict[str, list[CastVote]]:
         found: dict[str, list[CastVote]] = {}
-        for row in mappings(conn, stmt):
+        for row in mappings(conn, _FOR_REQUESTS, {"ids": ids}):
             found.setdefault(row["request_id"], []).append(_row(row))
         return found
 

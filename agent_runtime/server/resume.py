@@ -42,6 +42,7 @@ from google.protobuf.json_format import MessageToDict
 from agent_runtime.approvals import AlreadyDecided, ApprovalService, Resolution
 from agent_runtime.contract import kagent_hitl
 from agent_runtime.pauses.registry import PauseKinds
+from agent_runtime.server import acyclic_queues
 from agent_runtime.server.batches import OUTCOME_LABEL
 from agent_runtime.server.executor import (
     DECIDED_ELSEWHERE,
@@ -60,6 +61,7 @@ class GatehouseRequestHandler(DefaultRequestHandler):
         self, *args: Any, approvals: ApprovalService, kinds: PauseKinds | None = None, **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        acyclic_queues.install()  # each task's queues freed when it is done, not left to the collector
         self._approvals = approvals
         self._kinds = kinds if kinds is not None else PauseKinds()  # the other kinds of paused call (pauses/)
         self._task_locks: dict[str, tuple[asyncio.Lock, int]] = {}

@@ -348,7 +348,7 @@ def test_cancel_a_paused_task_refuses_its_requests(rpc: Rpc, tools: Tools) -> No
 
 
 def test_cancel_long_after_the_pause_still_refuses_its_requests(rpc: Rpc, tools: Tools) -> None:
-    """a2a-sdk lets go of a paused task's run after a second idle (interrupted_task_timeout): a cancel then must still
+    """a2a-sdk lets go of a paused task's run once idle (interrupted_task_timeout, 0.1 s): a cancel then must still
     deny what is pending, or a REST decision could approve a call of a canceled task."""
     target = _file(tools, "cancel-later.txt")
     task = _pause(rpc, "delete cancel-later.txt")

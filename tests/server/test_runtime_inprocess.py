@@ -91,7 +91,7 @@ async def test_a_paused_conversation_dropped_from_memory_resumes_with_its_histor
     assert [state(t) for t in tasks] == ["TASK_STATE_INPUT_REQUIRED"] * 3
     first = tasks[0]
     registry = runtime.handler._active_task_registry
-    for _ in range(100):  # released after interrupted_task_timeout (1 s)
+    for _ in range(100):  # released after interrupted_task_timeout (0.1 s)
         if all([await registry.get(t["id"]) is None for t in tasks]):
             break
         await asyncio.sleep(0.1)
