@@ -2,10 +2,10 @@
 
 Every message a2a-sdk 1.x handles builds an ``ActiveTask`` with five async queues (its request queue; the incoming
 queue of the agent's event source and that of its default sink; the incoming queue of the subscribers' source and
-that of the request's tap on it). Two things put them in reference cycles, so none is freed when the task is released: they wait for the garbage
-collector, whose serving thresholds are high on purpose (``clients/cli.py``), and with 1,000 paused conversations
-~44,000 such objects (6.8 MB) were waiting (bench/README.md, "Issue 40, bar 2: what a pause leaves for the
-collector"):
+that of the request's tap on it). Two things put them in reference cycles, so none is freed when the task is
+released: they wait for the garbage collector, whose serving thresholds are high on purpose (``clients/cli.py``), and
+with 1,000 paused conversations ~44,000 such objects (6.8 MB) were waiting (bench/README.md, "Issue 40, bar 2: what a
+pause leaves for the collector"):
 
 - on Python < 3.13 a2a-sdk's queues are ``culsans`` queues, and a culsans queue made without a ``sizer`` keeps its
   own bound method (``self._isize = self.__isize``): queue → method → queue. Given a plain function as the sizer
@@ -45,6 +45,25 @@ def acyclic_async_queue(maxsize: int = 0) -> Any:
     return culsans.Queue(maxsize=maxsize, sizer=_one_per_item).async_q
 
 
+class _WeakParent:
+    """What a sink asks of its parent (``remove_sink`` when it closes, ``tap``), through a weak reference: a sink
+    closed after its source is gone has nothing to leave, and a tap of it says why it cannot."""
+
+    def __init__(self, source: event_queue_v2.EventQueueSource) -> None:
+        self._source = weakref.ref(source)
+
+    async def remove_sink(self, sink: event_queue_v2.EventQueueSink) -> None:
+        source = self._source()
+        if source is not None:
+            await source.remove_sink(sink)
+
+    async def tap(self, **kwargs: Any) -> event_queue_v2.EventQueueSink:
+        source = self._source()
+        if source is None:
+            raise RuntimeError("the event source of this sink is gone: nothing to tap")
+        return await source.tap(**kwargs)
+
+
 class AcyclicEventQueueSource(event_queue_v2.EventQueueSource):
     """a2a-sdk's event source whose default sink holds it weakly (the source keeps the sink, not the other way)."""
 
@@ -52,7 +71,7 @@ class AcyclicEventQueueSource(event_queue_v2.EventQueueSource):
         super().__init__(*args, **kwargs)
         sink = self._default_sink
         if sink is not None:
-            sink._parent = weakref.proxy(self)  # only used while the source is alive: remove_sink, tap
+            sink._parent = _WeakParent(self)  # type: ignore[assignment]  # what a sink calls on its parent, weakly
 
 
 def install() -> None:

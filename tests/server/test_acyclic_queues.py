@@ -75,3 +75,24 @@ async def test_paused_and_decided_tasks_leave_no_queue_or_statement_for_the_coll
         assert [p.name for p in sorted(app.tools.sandbox.glob("p*.txt"))] == [f"p{i}.txt" for i in range(5, 10)]
         assert left[0] <= 0, f"{left[0]} of a2a-sdk's queue objects from 15 requests are waiting for the collector"
         assert left[1] <= 0, f"{left[1]} SQLAlchemy bind parameters from 15 requests are waiting for the collector"
+
+
+async def test_a_default_sink_closed_after_its_source_is_gone_has_nothing_to_leave() -> None:
+    """The default sink holds its source weakly: once the source is closed and dropped it is freed by reference
+    counting alone; the sink then closes without error (there is no set of sinks left to leave), and a tap says why it
+    cannot instead of failing on a dead reference."""
+    import weakref
+
+    from agent_runtime.server.acyclic_queues import AcyclicEventQueueSource
+
+    source = AcyclicEventQueueSource()
+    sink = source._default_sink
+    assert sink is not None
+    await source.close(immediate=True)
+    freed = weakref.ref(source)
+    del source
+    await asyncio.sleep(0)
+    assert freed() is None, "the source outlived its last strong reference"
+    await sink.close(immediate=True)
+    with pytest.raises(RuntimeError, match="gone"):
+        await sink.tap()
