@@ -13,7 +13,10 @@ can grant anyone is TokenReviews.
 - :meth:`~TokenReviewBinding.grant` / :meth:`~TokenReviewBinding.revoke`: the binding is read once and kept with its
   resourceVersion; a subject already there (or already absent) costs no request. A change is a merge patch of the
   whole ``subjects`` list guarded by that resourceVersion (409: read again and retry), under one lock, so the
-  operator's own writes never race each other;
+  operator's own writes never race each other. The changes asked for while a write is in flight go out together in
+  the next one (a group commit): with thousands of Agents reconciled at once, one patch per Agent of a list that
+  grows with every Agent was a write per reconcile and a serial queue on the one lock. Each caller returns once its
+  own change is written (or found made), and says whether a write carried it;
 - :meth:`~TokenReviewBinding.refresh` (the periodic loop, every resync period) reads it again, noticing an edit by
   hand, and the loop revokes the subjects whose Agent is gone (:func:`gatehouse_operator.periodic.collect_bindings`).
 
@@ -83,8 +86,11 @@ class TokenReviewBinding:
 
     def __init__(self, kube: ChildrenApi, name: str) -> None:
         self._kube, self.name = kube, name
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one writer of the binding at a time
         self._seen: dict[str, Any] | None = None  # as last read or written
+        self._queued = threading.Lock()  # guards the two below (held briefly, never while a request is in flight)
+        self._pending: dict[Key, bool] = {}  # wishes not yet written: present (True) or absent
+        self._carried: dict[Key, bool] = {}  # wishes written by another caller's patch: whether it changed the subject
 
     def _desired(self) -> dict[str, Any]:
         return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": BINDING,
@@ -124,25 +130,49 @@ class TokenReviewBinding:
         return self._change(namespace, name, present=False)
 
     def _change(self, namespace: str, name: str, *, present: bool) -> bool:
+        key = (namespace, name)
+        with self._queued:
+            self._pending[key] = present  # the latest wish for a subject wins
         with self._lock:
-            current = self._seen if self._seen is not None else self._read()
-            for _ in range(ATTEMPTS):
-                if ((namespace, name) in service_accounts(current)) == present:
-                    return False  # as wanted already (perhaps written by someone else in between)
-                subjects = [s for s in current.get("subjects") or [] if not _names(s, namespace, name)]
-                if present:
-                    subjects.append(_subject(namespace, name))
-                patch = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": BINDING,
-                         "metadata": {"name": self.name, "resourceVersion": current["metadata"].get("resourceVersion")},
-                         "subjects": subjects}
-                try:
-                    self._seen = current = self._kube.patch(patch)
-                    return True
-                except ApiException as exc:
-                    if exc.status not in (404, 409):
-                        raise
-                    current = self._read()  # someone else wrote it (or deleted it) in between
-            raise ApiException(status=409, reason=f"{BINDING} {self.name} kept changing: gave up after {ATTEMPTS} writes")
+            with self._queued:
+                if key in self._carried:  # written by the caller who held the lock before
+                    return self._carried.pop(key)
+                if key not in self._pending:  # carried too; another caller for the same subject took the answer
+                    return False
+                batch, self._pending = self._pending, {}
+            try:
+                written = self._write(batch)
+            except BaseException:
+                with self._queued:  # the others' wishes go back, for the next holder of the lock to write
+                    for other, wish in batch.items():
+                        if other != key:
+                            self._pending.setdefault(other, wish)
+                raise
+            with self._queued:
+                self._carried.update((k, k in written) for k in batch if k != key)
+            return key in written
+
+    def _write(self, batch: Mapping[Key, bool]) -> set[Key]:
+        """Bring every subject of ``batch`` to its wish in one patch (under the lock); the subjects it changed."""
+        current = self._seen if self._seen is not None else self._read()
+        for _ in range(ATTEMPTS):
+            named = service_accounts(current)
+            changes = {k: wish for k, wish in batch.items() if (k in named) != wish}
+            if not changes:
+                return set()  # as wanted already (perhaps written by someone else in between)
+            subjects = [s for s in current.get("subjects") or [] if not any(_names(s, *k) for k in changes)]
+            subjects += [_subject(*k) for k, wish in changes.items() if wish]
+            patch = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": BINDING,
+                     "metadata": {"name": self.name, "resourceVersion": current["metadata"].get("resourceVersion")},
+                     "subjects": subjects}
+            try:
+                self._seen = current = self._kube.patch(patch)
+                return set(changes)
+            except ApiException as exc:
+                if exc.status not in (404, 409):
+                    raise
+                current = self._read()  # someone else wrote it (or deleted it) in between
+        raise ApiException(status=409, reason=f"{BINDING} {self.name} kept changing: gave up after {ATTEMPTS} writes")
 
     def migrate(self, legacy: Mapping[str, Any], wanted: bool) -> bool:
         """An earlier release's binding of one Agent: grant its ServiceAccount here first (``wanted``: its Agent exists

@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import copy
 import os
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -217,6 +219,64 @@ def test_a_write_in_between_is_read_again_and_kept() -> None:
     kube.someone_else_writes("gh-tokenreview", [_sa("team", "a"), {"kind": "User", "name": "admin"}])
     assert binding.grant("team", "b")  # 409, read again, patched
     assert kube.objects["gh-tokenreview"]["subjects"] == [_sa("team", "a"), {"kind": "User", "name": "admin"}, _sa("team", "b")]
+
+
+class SlowFirstPatch(FakeBindings):
+    """The first patch waits until it is released: meanwhile other reconciles ask for their changes."""
+
+    def __init__(self, *objects: dict[str, Any]) -> None:
+        super().__init__(*objects)
+        self.in_flight, self.release = threading.Event(), threading.Event()
+
+    def patch(self, obj: dict[str, Any]) -> dict[str, Any]:
+        if not self.in_flight.is_set():
+            self.in_flight.set()
+            assert self.release.wait(10)
+        return super().patch(obj)
+
+
+def test_changes_asked_for_during_a_write_go_out_together_in_the_next() -> None:
+    """A group commit: while one grant's patch is in flight, eight more grants and a revoke wait; the next patch carries
+    all of them, and each caller learns whether a write carried its change (the revoke of a subject never named: no)."""
+    kube = SlowFirstPatch(_role_binding())
+    binding = tokenreview.TokenReviewBinding(kube, "gh-tokenreview")  # type: ignore[arg-type]
+    results: dict[str, bool] = {}
+
+    def ask(name: str, present: bool = True) -> None:
+        results[name] = binding.grant("team", name) if present else binding.revoke("team", name)
+
+    first = threading.Thread(target=ask, args=("a0",))
+    first.start()
+    assert kube.in_flight.wait(10)
+    others = [threading.Thread(target=ask, args=(f"a{i}",)) for i in range(1, 9)]
+    others.append(threading.Thread(target=ask, args=("never", False)))
+    for t in others:
+        t.start()
+    deadline = time.monotonic() + 10
+    while len(binding._pending) < len(others) and time.monotonic() < deadline:  # all nine asked, none written yet
+        time.sleep(0.01)
+    kube.release.set()
+    for t in [first, *others]:
+        t.join(10)
+    assert [c for c in kube.calls if c.startswith("patch")] == ["patch gh-tokenreview"] * 2
+    assert kube.objects["gh-tokenreview"]["subjects"] == [_sa("team", f"a{i}") for i in range(9)]
+    assert results == {**{f"a{i}": True for i in range(9)}, "never": False}
+    assert not binding.grant("team", "a5") and len(kube.calls) == 3  # there already: no request
+
+
+def test_a_failed_group_write_leaves_the_others_wishes_for_the_next_writer() -> None:
+    """The caller whose patch fails gets the error; the changes it carried for others are not lost with it."""
+    kube = FakeBindings(_role_binding())
+    binding = tokenreview.TokenReviewBinding(kube, "gh-tokenreview")  # type: ignore[arg-type]
+    binding._pending[("team", "waiting")] = True  # asked by a reconcile still waiting for the lock
+    broken = kube.patch
+    kube.patch = lambda obj: (_ for _ in ()).throw(ApiException(status=500, reason="boom"))  # type: ignore[method-assign]
+    with pytest.raises(ApiException):
+        binding.grant("team", "a")
+    kube.patch = broken  # type: ignore[method-assign]
+    assert binding._pending == {("team", "waiting"): True}
+    assert binding.grant("team", "b")
+    assert kube.objects["gh-tokenreview"]["subjects"] == [_sa("team", "waiting"), _sa("team", "b")]
 
 
 def test_a_binding_of_another_role_is_never_written() -> None:
