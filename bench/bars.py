@@ -66,6 +66,9 @@ OPERATOR_FULL, OPERATOR_SECONDS, OPERATOR_BASE_REQUESTS = 2000, 60.0, 8
 # The child kinds when issue 19 was filed: its "at most 8" allows one more request per kind added since.
 OPERATOR_KINDS_AT_FILING = ("Deployment", "Role", "RoleBinding", "Secret", "Service", "ServiceAccount")
 BUILDERS = Path(__file__).resolve().parents[1] / "operator" / "gatehouse_operator" / "builders.py"
+# The one ClusterRoleBinding whose subjects the operator keeps for every Agent (its runtime's TokenReview right): not a
+# child built per Agent, but written for Agents (a share of a patch each, the group commit), so counted as a kind.
+TOKENREVIEW = BUILDERS.with_name("tokenreview.py")
 
 
 def _num(value: Any) -> float | None:
@@ -288,10 +291,11 @@ def start_bars(gatehouse: Mapping[str, Any] | None, adk: Mapping[str, Any] | Non
     return out
 
 
-def child_kinds(builders: Path = BUILDERS) -> list[str]:
-    """The kinds of the objects the operator creates for an Agent: every dict literal with ``apiVersion`` and a
+def child_kinds(builders: Path = BUILDERS, shared: Path | None = TOKENREVIEW) -> list[str]:
+    """The kinds of the objects the operator writes for an Agent: every dict literal with ``apiVersion`` and a
     constant ``kind`` in a ``build_*`` function of ``builders.py`` (references such as ``roleRef`` and ``subjects``
-    carry no ``apiVersion``), distinct, in source order."""
+    carry no ``apiVersion``), distinct, in source order; then the shared TokenReview binding's kind (the constant
+    ``BINDING`` of ``tokenreview.py``), which the operator patches for Agents without building it."""
     tree = ast.parse(builders.read_text())
     kinds: list[str] = []
     for fn in tree.body:
@@ -306,6 +310,12 @@ def child_kinds(builders: Path = BUILDERS) -> list[str]:
             if "apiVersion" in keys and isinstance(kind, ast.Constant) and isinstance(kind.value, str):
                 if kind.value not in kinds:
                     kinds.append(kind.value)
+    if shared is not None:
+        for node in ast.parse(shared.read_text()).body:
+            if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "BINDING" for t in node.targets)
+                    and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+                    and node.value.value not in kinds):
+                kinds.append(node.value.value)
     return kinds
 
 
