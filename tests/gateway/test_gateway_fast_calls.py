@@ -47,7 +47,10 @@ SDK_PATH_CMD = [sys.executable, "-c", "from opentelemetry import trace; from ope
                 "from agent_runtime.clients.cli import runtime_main; runtime_main()"]
 
 
-def _manifests(upstream_url: str) -> str:
+def _manifests(upstream_url: str, tools: str = "echo, add, fails, counts, slow, linger, denied",
+               rules: str = '{tool: denied, action: deny}, {tool: echo, when: {arg: text, glob: "secret*"}, action: deny}'
+               ) -> str:
+    """The upstream and the gateway before it: ``tools`` offered, ``rules`` its approval rules (YAML flow lists)."""
     return f"""
 apiVersion: gatehouse.dev/v1alpha1
 kind: RemoteMCPServer
@@ -58,9 +61,9 @@ apiVersion: gatehouse.dev/v1alpha1
 kind: MCPGateway
 metadata: {{name: diff-gate}}
 spec:
-  upstream: {{name: diff-tools, toolNames: [echo, add, fails, counts, slow, linger, denied]}}
+  upstream: {{name: diff-tools, toolNames: [{tools}]}}
   approval:
-    rules: [{{tool: denied, action: deny}}, {{tool: echo, when: {{arg: text, glob: "secret*"}}, action: deny}}]
+    rules: [{rules}]
 """
 
 
@@ -340,24 +343,9 @@ class Watched:
         await self.manager.handle_request(scope, receive, send)
 
 
-DOCS = """
-apiVersion: gatehouse.dev/v1alpha1
-kind: RemoteMCPServer
-metadata: {{name: diff-tools}}
-spec: {{url: "{url}"}}
----
-apiVersion: gatehouse.dev/v1alpha1
-kind: MCPGateway
-metadata: {{name: diff-gate}}
-spec:
-  upstream: {{name: diff-tools, toolNames: [echo, denied]}}
-  approval:
-    rules: [{{tool: denied, action: deny}}]
-"""
-
-
 async def test_an_ungated_call_is_answered_without_the_sdks_server_and_everything_else_with_it(both: Both) -> None:
-    remote, gateway = (parse_resource(d) for d in yaml.safe_load_all(DOCS.format(url=both.upstream)))
+    docs = _manifests(both.upstream, "echo, denied", "{tool: denied, action: deny}")
+    remote, gateway = (parse_resource(d) for d in yaml.safe_load_all(docs))
     assert isinstance(remote, RemoteMCPServer) and isinstance(gateway, MCPGateway)
     config = translate_gateway(gateway, {"diff-tools": remote})
     assert config.upstream is not None
