@@ -38,6 +38,12 @@ class GatewayAndBridge:
     bridge_url: str
     bridge_log: Path
 
+    def first_pending(self, token: str) -> str | None:
+        """The id of the first pending request the bearer of ``token`` sees over REST (a requester sees her own)."""
+        listed = httpx.get(f"http://127.0.0.1:{self.port}/approvals", params={"state": "pending"},
+                           headers={"Authorization": f"Bearer {token}"}, timeout=10).json()["approvals"]
+        return str(listed[0]["id"]) if listed else None
+
 
 @contextlib.contextmanager
 def gateway_and_bridge(

@@ -75,12 +75,7 @@ def test_a_gateways_held_call_is_posted_naming_the_gateway_and_a_slack_click_run
             result=mcp_call(f"http://127.0.0.1:{port}/mcp", "delete_file", {"path": "old.log"})), daemon=True)
         caller.start()
 
-        def held() -> str | None:  # the requester sees her own request over REST
-            listed = httpx.get(f"http://127.0.0.1:{port}/approvals", params={"state": "pending"},
-                               headers={"Authorization": "Bearer tok-carol"}, timeout=10).json()["approvals"]
-            return str(listed[0]["id"]) if listed else None
-
-        name = approval_name(GATEWAY, wait_for(held, 30, "the held call"))
+        name = approval_name(GATEWAY, wait_for(lambda: stack.first_pending("tok-carol"), 30, "the held call"))
         wait_for(lambda: api.emulator.get_object(TA, "default", name), 30, "the held call's ToolApproval")
         assert api.emulator.get_object(TA, "default", name)["spec"]["gatewayRef"] == GATEWAY
         wait_for(lambda: ANNOTATION in (api.emulator.get_object(TA, "default", name)["metadata"].get(

@@ -70,12 +70,7 @@ def test_an_ask_user_question_is_answered_by_a_slack_option_and_the_hook_reads_t
             "tok-dave", 120))), daemon=True)
         hook.start()
 
-        def held() -> str | None:  # the requester sees his own request over REST
-            listed = httpx.get(f"http://127.0.0.1:{port}/approvals", params={"state": "pending"},
-                               headers={"Authorization": "Bearer tok-dave"}, timeout=10).json()["approvals"]
-            return str(listed[0]["id"]) if listed else None
-
-        name = approval_name(GATEWAY, wait_for(held, 30, "the held question"))
+        name = approval_name(GATEWAY, wait_for(lambda: stack.first_pending("tok-dave"), 30, "the held question"))
 
         def approval() -> dict[str, Any]:
             return api.emulator.get_object(TA, "default", name) or {}
