@@ -10,8 +10,10 @@ One demo-tools server (the run's, with its journal) is the upstream. Started for
 Then, per iteration, the order alternating every iteration so a slow stretch of the machine falls on both sides:
 
 - **pass-through**: one ``read_file`` with the MCP SDK's own client (``mcp.Client``, a ``ClientSession`` over
-  streamable HTTP, each side's session opened once before the loop) straight to the demo tools, and one through the
-  gateway; ratio = through / direct, p50 (bar: at most 1.3x);
+  streamable HTTP, each side's session opened once before the loop) straight to the demo tools, one through the
+  gateway, and one through a forwarding proxy that does nothing else (``bench/bare_proxy.py``: the hop's own floor,
+  what any Python proxy in the gateway's place costs at least; not judged); ratio = through / direct, p50 (bar: at
+  most 1.3x), beside it bare / direct;
 - **decision to result**: a gated ``delete_file`` through the gateway, held; once it is pending (``GET
   /approvals``), ``POST /approvals/{id}/decision`` is sent, timed to the waiting client's ``tools/call`` result;
   and an A2A pause on the runtime, its decision (the ``approve`` ``SendMessage``) timed to the completed task, the
@@ -34,6 +36,7 @@ import asyncio
 import os
 import secrets
 import statistics
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -58,6 +61,7 @@ __all__ = ["GatewayTarget", "gateway_results"]
 
 PROBE = "gateway-probe.txt"  # what every pass-through call reads
 PENDING_TIMEOUT = 30.0  # seconds a held call may take to appear in GET /approvals
+BARE = "bare"  # the side through bench/bare_proxy.py
 
 
 @dataclass
@@ -91,6 +95,19 @@ spec:
 
     def request_headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_token}"}
+
+
+@dataclass
+class BareProxyTarget(Target):
+    """``bench/bare_proxy.py`` in front of the run's demo tools: one HTTP hop and nothing else."""
+
+    key: str = "bare_proxy"
+    label: str = "bare forwarding proxy"
+    protocol: Protocol = "gatehouse"
+    ready_path: str = "/healthz"
+
+    def command(self, port: int, state_dir: Path, tools_url: str, work: Path) -> list[str]:
+        return [sys.executable, "-m", "bench.bare_proxy", tools_url, "--port", str(port)]
 
 
 def _ok(result: mcp_types.CallToolResult | Any, what: str) -> None:
@@ -137,11 +154,12 @@ async def gateway_results(a2a_target: Target, work: Path, tools: ToolsServer, it
     gateway = GatewayTarget()
     names = {kind: [f"gateway-{kind}-{i}.txt" for i in range(warmup + iterations)] for kind in ("held", "a2a")}
     tools.touch([PROBE, *names["held"], *names["a2a"]])
-    times: dict[str, list[float]] = {"direct": [], "through": [], "gateway_decision": [], "a2a_decision": []}
+    times: dict[str, list[float]] = {"direct": [], "through": [], BARE: [], "gateway_decision": [], "a2a_decision": []}
     errors: Counter[str] = Counter()
     try:
         with ExitStack() as servers:
             gw = servers.enter_context(running(gateway, work, tools.url, "gateway"))
+            bare_proxy = servers.enter_context(running(BareProxyTarget(), work, tools.url, "bare-proxy"))
             a2a = servers.enter_context(running(a2a_target, work, tools.url, "gateway-a2a"))
             if check is not None:
                 check("gateway")
@@ -152,16 +170,21 @@ async def gateway_results(a2a_target: Target, work: Path, tools: ToolsServer, it
                 direct = await stack.enter_async_context(Client(streamable_http_client(tools.url, http_client=direct_http)))
                 through = await stack.enter_async_context(
                     Client(streamable_http_client(f"{gw.url}/mcp", http_client=through_http)))
+                bare_http = await stack.enter_async_context(create_mcp_http_client())
+                bare = await stack.enter_async_context(
+                    Client(streamable_http_client(f"{bare_proxy.url}/mcp", http_client=bare_http)))
                 http = await stack.enter_async_context(client())
-                await direct.list_tools()  # as a client does before calling (the SDK validates results against it)
-                await through.list_tools()
+                callers = {"direct": direct, "through": through, BARE: bare}
+                for each in callers.values():  # as a client does before calling (the SDK validates results against it)
+                    await each.list_tools()
+                sides = list(callers)
                 for i in range(warmup + iterations):
                     keep = i >= warmup
-                    for side in (("direct", "through") if i % 2 == 0 else ("through", "direct")):
+                    order = sides[i % len(sides):] + sides[:i % len(sides)]  # rotating, and reversed every other
+                    for side in reversed(order) if i % 2 else order:
                         start = time.perf_counter()
                         try:
-                            _ok(await (direct if side == "direct" else through).call_tool("read_file", {"path": PROBE}),
-                                side)
+                            _ok(await callers[side].call_tool("read_file", {"path": PROBE}), side)
                         except Exception as exc:  # StepError, and the MCP client's own errors: counted, not timed
                             errors[f"{side}:{getattr(exc, 'kind', type(exc).__name__)}"] += 1
                             continue
@@ -184,10 +207,12 @@ async def gateway_results(a2a_target: Target, work: Path, tools: ToolsServer, it
     runs = journal_runs(tools.journal)
     once = sum(runs[name] == 1 for kind in names for name in names[kind])
     out: dict[str, Any] = {"iterations": iterations, "direct_ms": stats(times["direct"]),
-                           "through_ms": stats(times["through"]), "gateway_decision_ms": stats(times["gateway_decision"]),
+                           "through_ms": stats(times["through"]), "bare_ms": stats(times[BARE]),
+                           "gateway_decision_ms": stats(times["gateway_decision"]),
                            "a2a_decision_ms": stats(times["a2a_decision"]), "ran_once": once,
                            "ran_twice": sum(runs[n] > 1 for kind in names for n in names[kind]), "errors": dict(errors)}
     out["passthrough_ratio"] = _ratio(out["through_ms"], out["direct_ms"])
+    out["bare_ratio"] = _ratio(out["bare_ms"], out["direct_ms"])  # the hop's floor, beside the bar
     out["decision_ratio"] = _ratio(out["gateway_decision_ms"], out["a2a_decision_ms"])
     return out
 
@@ -205,10 +230,11 @@ def _cpu_seconds(pid: int) -> float:
 async def passthrough_ab(trees: dict[str, Path], iterations: int, warmup: int = 20) -> str:
     """The pass-through of each tree's gateway against direct calls, interleaved (see the module's docstring)."""
     work = Path(tempfile.mkdtemp(prefix="gateway-ab-"))
-    times: dict[str, list[float]] = {"direct": [], **{label: [] for label in trees}}
+    times: dict[str, list[float]] = {"direct": [], **{label: [] for label in trees}, BARE: []}
     with ExitStack() as servers:
         tools = servers.enter_context(tools_server(work))
         tools.touch([PROBE])
+        bare_proxy = servers.enter_context(running(BareProxyTarget(), work, tools.url, "bare-proxy"))
         gateways = {}
         for label, tree in trees.items():
             target = GatewayTarget()
@@ -222,9 +248,12 @@ async def passthrough_ab(trees: dict[str, Path], iterations: int, warmup: int = 
                 http = await stack.enter_async_context(create_mcp_http_client(headers=target.request_headers()))
                 clients[label] = await stack.enter_async_context(
                     Client(streamable_http_client(f"{server.url}/mcp", http_client=http)))
+            clients[BARE] = await stack.enter_async_context(Client(streamable_http_client(
+                f"{bare_proxy.url}/mcp", http_client=await stack.enter_async_context(create_mcp_http_client()))))
             for each in clients.values():
                 await each.list_tools()
-            pids = {"demo-tools": tools.proc.pid, **{label: server.proc.pid for label, (_, server) in gateways.items()}}
+            pids = {"demo-tools": tools.proc.pid, **{label: server.proc.pid for label, (_, server) in gateways.items()},
+                    BARE: bare_proxy.proc.pid}
             names = list(clients)
             for i in range(warmup + iterations):
                 if i == warmup:

@@ -33,6 +33,18 @@ def test_the_two_ratios_are_judged_on_their_p50s() -> None:
     assert {b["verdict"] for b in bars.gateway_bars(section(through=6.4), ["gateway"])} == {"noisy"}
 
 
+def test_the_hops_floor_is_shown_beside_the_pass_through_not_judged() -> None:
+    measured = {**section(through=6.0, direct=3.0), "bare_ms": {"p50": 3.9}, "bare_ratio": 1.3}
+    passthrough, decision = bars.gateway_bars(measured, [])
+    assert passthrough["measured"] == "6 / 3 ms; the hop alone (bench/bare_proxy.py): 3.9 ms, 1.3x"
+    assert (passthrough["value"], passthrough["verdict"]) == (2.0, "fail")  # judged on the gateway alone, as before
+    assert "bare" not in decision["measured"]
+    # a results file from before the hop was measured (bench/results/20261127T165920Z.json) is judged as it was
+    old = json.loads((REPO / "bench/results/20261127T165920Z.json").read_text())
+    judged = bars.gateway_bars(old["results"]["gatehouse"]["gateway"], [])[0]
+    assert (judged["value"], judged["measured"]) == (1.718, "4.93 / 2.87 ms")
+
+
 def test_not_measured_says_why() -> None:
     assert [b["reason"] for b in bars.gateway_bars(None, [])] == ["not run"] * 2
     failed = bars.gateway_bars({"reason": "RuntimeError: MCPGateway (default) exited with 2 before ready"}, [])
@@ -66,11 +78,12 @@ def test_only_gateway_with_tiny_counts(tmp_path: Path) -> None:
     gateway = report["results"]["gatehouse"]["gateway"]
     assert "reason" not in gateway, gateway
     assert gateway["errors"] == {}
-    for key in ("direct_ms", "through_ms", "gateway_decision_ms", "a2a_decision_ms"):
+    for key in ("direct_ms", "through_ms", "bare_ms", "gateway_decision_ms", "a2a_decision_ms"):
         assert gateway[key]["n"] == 3 and gateway[key]["p50"] > 0, key
     assert (gateway["ran_once"], gateway["ran_twice"]) == (8, 0)  # 4 held + 4 A2A deletes (warm-up included), once each
     assert gateway["passthrough_ratio"] == pytest.approx(gateway["through_ms"]["p50"] / gateway["direct_ms"]["p50"],
                                                          abs=0.01)
+    assert gateway["bare_ratio"] == pytest.approx(gateway["bare_ms"]["p50"] / gateway["direct_ms"]["p50"], abs=0.01)
     judged = {b["key"]: b for b in report["bars"]}
     assert judged["gateway_passthrough"]["verdict"] in ("pass", "fail", "noisy")
     assert judged["gateway_decision"]["verdict"] in ("pass", "fail", "noisy")
