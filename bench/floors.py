@@ -32,10 +32,12 @@ through the section, each warm, none beside other servers at work (the latency s
 targets costs each of them CPU caches: a comparison table, not a floor's conditions).
 ``decisions_per_second_ceiling`` is what one process (one core) could decide if a decision cost only the libraries'
 CPU: the a2a-sdk server's per request, the ADK resume turn (in memory it is all CPU) and the MCP client's per call,
-from the composed pairs. Each round gives a ceiling; ``decisions_per_second_ceiling`` is their median (bar 2's
-denominator, as its numerator is the median of the held section's rounds), ``decisions_per_second_ceiling_rounds``
-each round's, ``decisions_per_second_ceiling_pooled`` the same sum over every round at once. The floors are p50s
-over every round.
+from the composed pairs. Each round gives a ceiling; ``decisions_per_second_ceiling`` is their median (shown, and
+bar 2's denominator for results without the held section's own), ``decisions_per_second_ceiling_rounds`` each
+round's, ``decisions_per_second_ceiling_pooled`` the same sum over every round at once. The floors are p50s over
+every round. Bar 2 judges the ceiling rounds the held section measures right beside its own
+(:meth:`Libraries.ceiling_round`, the same composed pairs): the floors run minutes before it, and the machine's speed
+drifts.
 
     python -m bench.floors --serve-a2a --port 8000      # the do-nothing a2a-sdk server (the bench starts it)
 """

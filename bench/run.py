@@ -19,7 +19,8 @@ Order of a run (one demo-tools MCP server, with a journal, serves every target):
 3. loss at each concurrency level, one target after the other (order rotates per level);
 4. stop them; extra cold starts (``--cold-starts``), interleaved;
 5. per target, a fresh server holds N paused conversations (RSS); then the N decisions in ``--rounds`` rounds, the
-   targets taking turns (decisions/s: the median of the rounds; bar 2, over the floors' ceiling, also a median);
+   targets taking turns (decisions/s: the median of the rounds); each ``gatehouse`` round right after a library
+   ceiling round (bar 2: the median of the rounds' ratios);
 6. ``gatehouse`` only: the backlog, one fresh server per size holding 100, 1,000 and 10,000 paused conversations,
    probed in turn (bar 3);
 7. ``gatehouse`` only: restarts, start to the first pause served, against the import floor (bar 5);
