@@ -32,10 +32,12 @@ through the section, each warm, none beside other servers at work (the latency s
 targets costs each of them CPU caches: a comparison table, not a floor's conditions).
 ``decisions_per_second_ceiling`` is what one process (one core) could decide if a decision cost only the libraries'
 CPU: the a2a-sdk server's per request, the ADK resume turn (in memory it is all CPU) and the MCP client's per call,
-from the composed pairs. Each round gives a ceiling; ``decisions_per_second_ceiling`` is their median (bar 2's
-denominator, as its numerator is the median of the held section's rounds), ``decisions_per_second_ceiling_rounds``
-each round's, ``decisions_per_second_ceiling_pooled`` the same sum over every round at once. The floors are p50s
-over every round.
+from the composed pairs. Each round gives a ceiling; ``decisions_per_second_ceiling`` is their median (shown, and
+bar 2's denominator for results without the held section's own), ``decisions_per_second_ceiling_rounds`` each
+round's, ``decisions_per_second_ceiling_pooled`` the same sum over every round at once. The floors are p50s over
+every round. Bar 2 judges the ceiling rounds the held section measures right beside its own
+(:meth:`Libraries.ceiling_round`, the same composed pairs): the floors run minutes before it, and the machine's speed
+drifts.
 
     python -m bench.floors --serve-a2a --port 8000      # the do-nothing a2a-sdk server (the bench starts it)
 """
@@ -49,7 +51,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,7 +65,7 @@ from bench.scenarios import client, percentile, split_rounds
 from bench.targets import ADK_CARD as AGENT_CARD
 from bench.targets import Target, ToolsServer, running
 
-__all__ = ["measure"]
+__all__ = ["Libraries", "libraries", "measure"]
 
 OURS_WARMUP = 20  # unrecorded pairs before ``ours``' first round: its server is fresh (lazy imports, first statements)
 
@@ -362,6 +364,47 @@ def _summary(parts: Mapping[str, _Samples], ceilings: list[float]) -> dict[str, 
     }
 
 
+@dataclass
+class Libraries:
+    """The libraries alone, running: the do-nothing a2a-sdk server (``url``, its CPU ``cpu``), google-adk's turns and
+    an MCP session on the run's demo tools; ``start`` numbers the next conversation (each used once)."""
+
+    http: httpx.AsyncClient
+    url: str
+    cpu: Callable[[], float]
+    turns: _AdkTurns
+    session: Any
+    start: int = 0
+
+    async def composed(self, count: int) -> tuple[_Samples, _Samples, _Samples]:
+        """One round of ``count`` composed pairs (:func:`_composed_round`); :func:`ceiling` of it is that round's
+        ceiling. The one way both the floors and the held section (:meth:`ceiling_round`) measure it."""
+        pairs = await _composed_round(self.http, self.url, self.cpu, self.turns, self.session, self.start, count)
+        self.start += count
+        return pairs
+
+    async def ceiling_round(self, count: int, warmup: int = 0) -> float:
+        """The ceiling of one round of ``count`` composed pairs, after ``warmup`` unrecorded ones."""
+        if warmup:
+            await self.composed(warmup)
+        return ceiling(*await self.composed(count))
+
+
+@contextlib.asynccontextmanager
+async def libraries(tools: ToolsServer, work: Path, name: str = "a2a-floor") -> AsyncIterator[Libraries]:
+    """:class:`Libraries` for the block: the a2a-sdk floor server started (stopped after), a fresh ADK runner, an HTTP
+    client and an MCP session; on leaving, checks ADK ran the confirmed function once per resumed turn."""
+    from mcp import Client
+
+    tools.touch(["floor.txt"])
+    turns = _AdkTurns()
+    with running(_A2aFloorTarget(), work, tools.url, name) as a2a_server:
+        async with client() as http, Client(tools.url) as session:
+            yield Libraries(http, a2a_server.url + "/", cpu_reader(a2a_server.pid), turns, session)
+    if turns.ran != turns.expected:
+        raise RuntimeError(f"the confirmed tool did not run once per turn: {turns.ran[:5]}...")
+
+
 async def measure(tools: ToolsServer, work: Path, iterations: int, warmup: int, rounds: int = 1,
                   ours: Callable[[int, int], Awaitable[None]] | None = None) -> dict[str, Any]:
     """The composed floors (bar 1's floors and bar 2's ceiling) and, under ``tight``, the same from each library
@@ -370,39 +413,29 @@ async def measure(tools: ToolsServer, work: Path, iterations: int, warmup: int, 
     ``iterations`` are split into ``rounds``; each round runs a2a-sdk, google-adk and the MCP client each in a tight
     loop (the warm-up before the first), then the composed pairs, then ``ours(count, warmup)`` when given, so a slow
     stretch of the machine falls on one round of all of them. The floors are the p50s over every round; the ceilings
-    the median of the rounds' ceilings (bar 2 divides by the composed one)."""
-    from mcp import Client
-
+    the median of the rounds' ceilings (shown; bar 2 judges the ceilings the held section measures beside its rounds,
+    :meth:`Libraries.ceiling_round`, when a result has them)."""
     counts = split_rounds(iterations, rounds)
     kinds = ("a2a", "adk", "mcp")
     tight: dict[str, _Samples] = {k: _Samples() for k in kinds}
     composed: dict[str, _Samples] = {k: _Samples() for k in kinds}
     tight_ceilings: list[float] = []
     composed_ceilings: list[float] = []
-    tools.touch(["floor.txt"])
-    turns = _AdkTurns()
-    with running(_A2aFloorTarget(), work, tools.url, "a2a-floor") as a2a_server:
-        cpu = cpu_reader(a2a_server.pid)
-        url = a2a_server.url + "/"
-        async with client() as http, Client(tools.url) as session:
-            start = 0
-            for r, count in enumerate(counts):
-                warm = warmup if r == 0 else 0
-                loops = (await _a2a_round(http, url, cpu, start, count, warm),
-                         await _adk_round(turns, start, count, warm),
-                         await _mcp_round(session, count, warm))
-                start += warm + count
-                pairs = await _composed_round(http, url, cpu, turns, session, start, count)
-                start += count
-                if ours is not None:
-                    await ours(count, max(warm, OURS_WARMUP) if r == 0 else 0)
-                tight_ceilings.append(ceiling(*loops))
-                composed_ceilings.append(ceiling(*pairs))
-                for key, loop, pair in zip(kinds, loops, pairs, strict=True):
-                    tight[key].add(loop)
-                    composed[key].add(pair)
-    if turns.ran != turns.expected:
-        raise RuntimeError(f"the confirmed tool did not run once per turn: {turns.ran[:5]}...")
+    async with libraries(tools, work) as libs:
+        for r, count in enumerate(counts):
+            warm = warmup if r == 0 else 0
+            loops = (await _a2a_round(libs.http, libs.url, libs.cpu, libs.start, count, warm),
+                     await _adk_round(libs.turns, libs.start, count, warm),
+                     await _mcp_round(libs.session, count, warm))
+            libs.start += warm + count
+            pairs = await libs.composed(count)
+            if ours is not None:
+                await ours(count, max(warm, OURS_WARMUP) if r == 0 else 0)
+            tight_ceilings.append(ceiling(*loops))
+            composed_ceilings.append(ceiling(*pairs))
+            for key, loop, pair in zip(kinds, loops, pairs, strict=True):
+                tight[key].add(loop)
+                composed[key].add(pair)
     return {**_summary(composed, composed_ceilings), "rounds": len(counts), "tight": _summary(tight, tight_ceilings)}
 
 

@@ -19,7 +19,8 @@ Order of a run (one demo-tools MCP server, with a journal, serves every target):
 3. loss at each concurrency level, one target after the other (order rotates per level);
 4. stop them; extra cold starts (``--cold-starts``), interleaved;
 5. per target, a fresh server holds N paused conversations (RSS); then the N decisions in ``--rounds`` rounds, the
-   targets taking turns (decisions/s: the median of the rounds; bar 2, over the floors' ceiling, also a median);
+   targets taking turns (decisions/s: the median of the rounds); each ``gatehouse`` round right after a library
+   ceiling round (bar 2: the median of the rounds' ratios);
 6. ``gatehouse`` only: the backlog, one fresh server per size holding 100, 1,000 and 10,000 paused conversations,
    probed in turn (bar 3);
 7. ``gatehouse`` only: restarts, start to the first pause served, against the import floor (bar 5);
@@ -56,7 +57,8 @@ import statistics
 import sys
 import tempfile
 import time
-from contextlib import ExitStack
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack, ExitStack
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -81,6 +83,8 @@ ONLY = ("operator", "real-model", "backlog", "restart", "kubectl", "held", "gate
 KUBECTL = ("kubectl", "mirror")  # what --only kubectl runs
 KUBECTL_CP = ("kubectl_cp", "mirror_cp")  # --only kubectl-cp: the same on the real control plane (bench/kubectl_cp.py)
 CONTROL_PLANE = (*KUBECTL_CP, "operator_cp")  # what --no-control-plane leaves out
+CEILINGS = "decisions_per_second_ceiling_rounds"  # in the held result of the target the ceilings were beside
+HELD_CEILING_WARMUP = 10  # unrecorded composed pairs before the held section's first ceiling round (a fresh server)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -355,7 +359,23 @@ async def measure(targets: list[Target], reasons: dict[str, str], s: scenarios.S
             quiet.check("held")
             log(f"held: a server per target holding {s.paused:,} paused, then {s.paused:,} decisions at concurrency "
                 f"{s.concurrency} in {s.rounds} rounds, the targets in turn")
-            held = await scenarios.paused_then_decided(live, work, tools, s.paused, s.concurrency, s.rounds, s.settle)
+            async with AsyncExitStack() as held_stack:
+                beside: Callable[[int], Awaitable[float]] | None = None
+                if any(t.key == "gatehouse" for t in live):
+                    try:  # without it the held rounds still stand (and bar 2 falls back to the floors' ceiling)
+                        libs = await held_stack.enter_async_context(floors.libraries(tools, work, "a2a-floor-held"))
+                        pairs = max(1, s.iterations // s.rounds)  # as many composed pairs as a floors round
+                        log(f"  each gatehouse round beside a library ceiling round of {pairs} composed pairs "
+                            f"(+{HELD_CEILING_WARMUP} warm-up before the first)")
+
+                        async def ceiling_round(r: int, libs: floors.Libraries = libs, pairs: int = pairs) -> float:
+                            return await libs.ceiling_round(pairs, HELD_CEILING_WARMUP if r == 0 else 0)
+
+                        beside = ceiling_round
+                    except (RuntimeError, OSError, StepError) as exc:
+                        log(f"  the library ceiling beside the held rounds did not start ({type(exc).__name__}: {exc})")
+                held = await scenarios.paused_then_decided(live, work, tools, s.paused, s.concurrency, s.rounds,
+                                                           s.settle, ceiling=beside)
             for key, value in held.items():
                 results[key]["held"] = value
                 if value.get("reason"):
@@ -364,6 +384,8 @@ async def measure(targets: list[Target], reasons: dict[str, str], s: scenarios.S
                     f"decisions in {value['decisions_seconds']}s, median {value['decisions_per_second']}/s of "
                     f"{', '.join(str(x) for x in value['decisions_per_second_rounds'])}; errors "
                     f"{value['pause_errors']} {value['decision_errors']}"
+                    + (f"; library ceiling beside each round {', '.join(str(x) for x in value[CEILINGS])}/s"
+                       if value.get(CEILINGS) else "")
                     + (f"; WARNING: {value['tool_not_run']} decided without the tool having run (the journal; see "
                        f"the server log under --work)" if value["tool_not_run"] else ""))
         default = next((t for t in live if t.key == "gatehouse"), None)

@@ -265,14 +265,21 @@ async def loss(server: Server, tools: ToolsServer, level: int, conversations: in
 
 
 async def paused_then_decided(targets: Sequence[Target], work: Path, tools: ToolsServer, n: int, concurrency: int,
-                              rounds: int, settle: float = 1.0) -> dict[str, dict[str, Any]]:
+                              rounds: int, settle: float = 1.0,
+                              ceiling: Callable[[int], Awaitable[float]] | None = None,
+                              beside: str = "gatehouse") -> dict[str, dict[str, Any]]:
     """A fresh server per target holds ``n`` paused conversations (RSS), then they are decided at ``concurrency`` in
     ``rounds`` rounds of about ``n / rounds``, the targets taking turns (the order rotating every round, so a slow
     stretch of the machine falls on one round of each target rather than on one target's whole figure).
 
     ``decisions_per_second`` is the median of the rounds' rates (bar 2's numerator), ``decisions_per_second_rounds``
     each round's in order, ``decisions_per_second_overall`` every decision over the rounds' summed seconds; a target
-    whose server does not start gets ``reason``."""
+    whose server does not start gets ``reason``.
+
+    ``ceiling(r)``, when given, measures the library ceiling of round ``r`` (``floors.Libraries.ceiling_round``)
+    immediately before target ``beside`` decides its round ``r``, so both sides of bar 2's ratio come from the same
+    minute of the machine: ``decisions_per_second_ceiling_rounds`` of ``beside``'s result, one per entry of its
+    ``decisions_per_second_rounds``."""
     keys = [t.key for t in targets]
     names = {t.key: _names(t.key, "held", n) for t in targets}
     out: dict[str, dict[str, Any]] = {}
@@ -313,10 +320,13 @@ async def paused_then_decided(targets: Sequence[Target], work: Path, tools: Tool
         sizes: dict[str, list[int]] = {k: [] for k in live}
         seconds: dict[str, list[float]] = {k: [] for k in live}
         errors: dict[str, Counter[str]] = {k: Counter() for k in live}
+        ceilings: list[float] = []
         for r in range(max((len(c) for c in chunks.values()), default=0)):
             for key in _rotated(live, r):
                 if r >= len(chunks[key]) or not chunks[key][r]:
                     continue
+                if ceiling is not None and key == beside:
+                    ceilings.append(await ceiling(r))
                 done, decision_errors, took = await _decide(clients[key], servers[key].endpoint, chunks[key][r],
                                                             concurrency)
                 errors[key].update(decision_errors)
@@ -324,7 +334,8 @@ async def paused_then_decided(targets: Sequence[Target], work: Path, tools: Tool
                 seconds[key].append(round(took, 3))
                 rates[key].append(round(done / took, 2) if took > 0 else 0.0)
             _log(f"  round {r + 1}: " + ", ".join(f"{k} {rates[k][-1]}/s" for k in _rotated(live, r)
-                                                   if len(rates[k]) > r))
+                                                   if len(rates[k]) > r)
+                 + (f"; library ceiling beside {beside} {ceilings[-1]}/s" if ceiling is not None and ceilings else ""))
     runs = journal_runs(tools.journal)
     for key in live:
         result = out[key]
@@ -345,6 +356,8 @@ async def paused_then_decided(targets: Sequence[Target], work: Path, tools: Tool
         })
         # decided without an error, yet the journal has no run (e.g. the runtime's MCP call failed): counted, not hidden
         result["tool_not_run"] = max(0, decided - result["tool_ran_once"] - result["tool_ran_twice"])
+        if ceiling is not None and key == beside:
+            result["decisions_per_second_ceiling_rounds"] = ceilings
     return out
 
 

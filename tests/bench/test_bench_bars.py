@@ -4,6 +4,8 @@ Also the import floor's module census (``scenarios.imported_modules``)."""
 
 from __future__ import annotations
 
+import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +100,8 @@ def test_throughput_judges_the_median_of_the_rounds() -> None:
               "decisions_per_second_ceiling_rounds": [120.0, 192.0, 190.0, 195.0, 199.0]}
     bar = bars.throughput_bar(held, floors, [])
     assert (bar["value"], bar["verdict"]) == (0.75, "pass")  # 144 / 192; the means would give 0.71, the best 0.74
-    assert bar["measured"] == "144.0/s of 192.0/s (medians of 5 and 5 rounds)"
+    assert bar["measured"] == ("144.0/s of 192.0/s (medians of 5 and 5 rounds, the sections apart: no ceiling beside "
+                               "each held round in this result)")
     slow = {**held, "decisions_per_second_rounds": [60.0, 61.0, 144.0, 147.0, 146.0]}  # two slow rounds of five: still
     assert bars.throughput_bar(slow, floors, [])["verdict"] == "pass"
     assert bars.throughput_bar({**held, "decisions_per_second_rounds": [60.0, 61.0, 62.0, 147.0, 146.0]}, floors,
@@ -109,6 +112,63 @@ def test_throughput_judges_the_median_of_the_rounds() -> None:
     assert bars.median_of_rounds({"decisions_per_second": 58.5}, "decisions_per_second_rounds",
                                  "decisions_per_second") == (58.5, 1)
     assert bars.median_of_rounds(None, "decisions_per_second_rounds", "decisions_per_second") == (None, 0)
+
+
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
+
+
+def test_throughput_is_the_median_of_each_rounds_rate_over_the_ceiling_beside_it() -> None:
+    """Each held round is divided by the ceiling measured right before it, then the median of those ratios: not the
+    ratio of the medians (70 / 100 = 0.7 here), not the floors' ceiling (measured minutes apart)."""
+    held = {"concurrency": 20, "decisions_per_second_rounds": [60.0, 70.0, 80.0],
+            "decisions_per_second_ceiling_rounds": [100.0, 70.0, 160.0]}  # 0.6, 1.0, 0.5
+    floors = {**FLOORS, "decisions_per_second_ceiling_rounds": [100.0, 100.0, 100.0],
+              "tight": {"decisions_per_second_ceiling_rounds": [200.0]}}
+    bar = bars.throughput_bar(held, floors, [])
+    assert (bar["value"], bar["verdict"], bar["sections"]) == (0.6, "fail", ["held"])
+    assert bars.round_ratios(held) == [(60.0, 100.0), (70.0, 70.0), (80.0, 160.0)]
+    assert bar["measured"] == ("median of 3 rounds, each beside its own ceiling: 60.0/100.0 = 0.600, 70.0/70.0 = 1.000, "
+                               "80.0/160.0 = 0.500; the sections' medians apart: 70.0/s of the floors' 100.0/s = 0.700; "
+                               "each library alone in a loop: 70.0/s of 200.0/s = 0.350")
+    assert bars.throughput_bar({**held, "decisions_per_second_ceiling_rounds": [80.0, 70.0, 100.0]}, floors,
+                               [])["verdict"] == "pass"  # 0.75, 1.0, 0.8
+    # both sides are the held section's: a noisy floors section does not make it noisy, a noisy held section does
+    assert bars.throughput_bar(held, floors, ["floors"])["verdict"] == "fail"
+    assert bars.throughput_bar(held, floors, ["held"])["verdict"] == "noisy"
+
+
+def test_throughput_on_a_machine_that_drifted_between_the_sections() -> None:
+    """Today's full quiet run (20261127T165920Z): the floors' ceiling rounds read 131-134/s at 16:59, the held rounds
+    57.6-71.9/s at 17:10-17:12, the machine slower by then. With a ceiling beside each held round (here, as slow as
+    the held rounds found the machine) the bar judges the pairs; the medians of the sections would say 0.468."""
+    path = RESULTS / "20261127T165920Z.json"
+    report = json.loads(path.read_text())
+    held, floors = report["results"]["gatehouse"]["held"], report["floors"]
+    assert [round(x, 1) for x in held["decisions_per_second_rounds"]] == [57.6, 58.5, 63.8, 62.3, 71.9]
+    old = bars.throughput_bar(held, floors, [])
+    assert (old["value"], old["sections"]) == (0.468, ["floors", "held"])
+    beside = {**held, "decisions_per_second_ceiling_rounds": [76.0, 79.0, 84.0, 82.0, 95.0]}
+    new = bars.throughput_bar(beside, floors, [])
+    assert new["value"] == round(statistics.median(r / c for r, c in zip(held["decisions_per_second_rounds"],
+                                                                        [76.0, 79.0, 84.0, 82.0, 95.0], strict=True)), 3)
+    assert (new["value"], new["verdict"]) == (0.758, "pass")
+    assert new["measured"].startswith("median of 5 rounds, each beside its own ceiling: 57.6/76.0 = 0.758, ")
+    assert "the sections' medians apart: 62.3/s of the floors' 133.0/s = 0.468" in new["measured"]
+
+
+def test_throughput_of_a_result_without_ceilings_beside_the_rounds_is_judged_as_before() -> None:
+    """Results written before the held section measured a ceiling beside its rounds are still judged, by the medians
+    of the two sections: round three's first full quiet run gave 0.667 and still does. Ceilings that do not pair up
+    with the rounds (a count apart, a missing one) fall back the same way."""
+    report = json.loads((RESULTS / "20261127T150731Z.json").read_text())
+    held, floors = report["results"]["gatehouse"]["held"], report["floors"]
+    bar = bars.throughput_bar(held, floors, report["hygiene"]["noisy"])
+    assert (bar["value"], bar["verdict"], bar["sections"]) == (0.667, "fail", ["floors", "held"])
+    assert bar["measured"].startswith("71.0/s of 106.4/s (medians of 5 and 5 rounds, the sections apart")
+    for ceilings in ([100.0] * 4, [100.0, 100.0, None, 100.0, 100.0], [100.0, 0, 100.0, 100.0, 100.0]):
+        assert bars.round_ratios({**held, "decisions_per_second_ceiling_rounds": ceilings}) == []
+        assert bars.throughput_bar({**held, "decisions_per_second_ceiling_rounds": ceilings}, floors,
+                                   [])["value"] == 0.667
 
 
 def test_split_rounds_shares_the_decisions_out() -> None:

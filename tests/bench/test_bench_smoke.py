@@ -150,7 +150,8 @@ def test_backlog_of_the_default_gatehouse(tmp_path: Path) -> None:
 
 def test_bar_one_is_measured_in_the_floors_rounds(tmp_path: Path) -> None:
     """``--only held`` with the default target: the floors' rounds each end with Gatehouse pause+approve pairs on a
-    server of their own (``floors["gatehouse"]``), and bar 1 is judged on those."""
+    server of their own (``floors["gatehouse"]``), and bar 1 is judged on those; each held round is measured beside a
+    library ceiling round, and bar 4 is judged on those pairs."""
     out = tmp_path / "results"
     cmd = [sys.executable, "-m", "bench.run", "--only", "held", "--targets", "gatehouse", "--iterations", "4",
            "--warmup", "0", "--rounds", "2", "--paused", "4", "--concurrency", "2", "--settle", "0.1",
@@ -166,6 +167,13 @@ def test_bar_one_is_measured_in_the_floors_rounds(tmp_path: Path) -> None:
     assert bars["share_pause"]["value"] == pytest.approx(share, abs=0.01)
     assert bars["share_pause"]["sections"] == ["floors"] and "in the floors' rounds" in bars["share_pause"]["measured"]
     assert "pause+approve pairs (bar 1)" in proc.stdout
+    # bar 4: each held round of the default target beside a ceiling round of the composed libraries, judged in pairs
+    held = report["results"]["gatehouse"]["held"]
+    ceilings = held["decisions_per_second_ceiling_rounds"]
+    assert len(ceilings) == len(held["decisions_per_second_rounds"]) == 2 and all(c > 0 for c in ceilings)
+    ratio = statistics.median(r / c for r, c in zip(held["decisions_per_second_rounds"], ceilings, strict=True))
+    assert bars["throughput"]["value"] == pytest.approx(ratio, abs=0.001) and bars["throughput"]["sections"] == ["held"]
+    assert bars["throughput"]["measured"].startswith("median of 2 rounds, each beside its own ceiling: ")
 
 
 class _NeverReady(GatehouseTarget):
