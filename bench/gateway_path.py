@@ -54,7 +54,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bench.gatehouse_adapter import AUTH_PRINCIPAL, TOKEN_FILE, availability
 from bench.protocols import Protocol, StepError, approve, pause
-from bench.scenarios import client, journal_runs, stats
+from bench.scenarios import client, journal_runs, rotated, stats
 from bench.targets import Target, ToolsServer, running, tools_server
 
 __all__ = ["GatewayTarget", "gateway_results"]
@@ -180,8 +180,7 @@ async def gateway_results(a2a_target: Target, work: Path, tools: ToolsServer, it
                 sides = list(callers)
                 for i in range(warmup + iterations):
                     keep = i >= warmup
-                    order = sides[i % len(sides):] + sides[:i % len(sides)]  # rotating, and reversed every other
-                    for side in reversed(order) if i % 2 else order:
+                    for side in _turn(sides, i):
                         start = time.perf_counter()
                         try:
                             _ok(await callers[side].call_tool("read_file", {"path": PROBE}), side)
@@ -215,6 +214,13 @@ async def gateway_results(a2a_target: Target, work: Path, tools: ToolsServer, it
     out["bare_ratio"] = _ratio(out["bare_ms"], out["direct_ms"])  # the hop's floor, beside the bar
     out["decision_ratio"] = _ratio(out["gateway_decision_ms"], out["a2a_decision_ms"])
     return out
+
+
+def _turn(sides: list[str], i: int) -> list[str]:
+    """Iteration ``i``'s order: who goes first rotates every iteration and the order reverses every other, so no side
+    always follows the same one."""
+    order = rotated(sides, i)
+    return order[::-1] if i % 2 else order
 
 
 def _ratio(top: dict[str, Any], bottom: dict[str, Any]) -> float | None:
@@ -258,8 +264,7 @@ async def passthrough_ab(trees: dict[str, Path], iterations: int, warmup: int = 
             for i in range(warmup + iterations):
                 if i == warmup:
                     before = {k: _cpu_seconds(pid) for k, pid in pids.items()} | {"client": time.process_time()}
-                order = names[i % len(names):] + names[:i % len(names)]
-                for side in reversed(order) if i % 2 else order:
+                for side in _turn(names, i):
                     start = time.perf_counter()
                     _ok(await clients[side].call_tool("read_file", {"path": PROBE}), side)
                     if i >= warmup:

@@ -43,7 +43,7 @@ from bench.targets import Server, Target, ToolsServer, running
 
 __all__ = ["JournalClock", "Settings", "backlog", "cold_start", "decision_paths", "import_floor_seconds",
            "imported_modules", "journal_times", "latency", "loss", "paused_then_decided", "percentile", "restart",
-           "split_rounds", "stats"]
+           "rotated", "split_rounds", "stats"]
 
 REQUEST_TIMEOUT = 120.0
 LISTING_PAGE = 100  # GET /approvals' default limit (agent_runtime.rest.paging.DEFAULT_LIMIT)
@@ -322,7 +322,7 @@ async def paused_then_decided(targets: Sequence[Target], work: Path, tools: Tool
         errors: dict[str, Counter[str]] = {k: Counter() for k in live}
         ceilings: list[float] = []
         for r in range(max((len(c) for c in chunks.values()), default=0)):
-            for key in _rotated(live, r):
+            for key in rotated(live, r):
                 if r >= len(chunks[key]) or not chunks[key][r]:
                     continue
                 if ceiling is not None and key == beside:
@@ -333,7 +333,7 @@ async def paused_then_decided(targets: Sequence[Target], work: Path, tools: Tool
                 sizes[key].append(done)
                 seconds[key].append(round(took, 3))
                 rates[key].append(round(done / took, 2) if took > 0 else 0.0)
-            _log(f"  round {r + 1}: " + ", ".join(f"{k} {rates[k][-1]}/s" for k in _rotated(live, r)
+            _log(f"  round {r + 1}: " + ", ".join(f"{k} {rates[k][-1]}/s" for k in rotated(live, r)
                                                    if len(rates[k]) > r)
                  + (f"; library ceiling beside {beside} {ceilings[-1]}/s" if ceiling is not None and ceilings else ""))
     runs = journal_runs(tools.journal)
@@ -459,7 +459,7 @@ async def backlog(target: Target, work: Path, tools: ToolsServer, sizes: Sequenc
                 _log(f"  backlog {held[size]:,}: filled in {fills[size]['fill_seconds']}s "
                      f"({fills[size]['fill_per_second']}/s), RSS {fills[size]['rss_mb']} MB")
             for i in range(warmup + probes):
-                for size in _rotated(sizes, i):
+                for size in rotated(sizes, i):
                     server = servers[size]
                     name = _names(key, f"backlog{size}-probe", warmup + probes)[i]
                     tools.touch([name])
@@ -503,7 +503,7 @@ async def backlog(target: Target, work: Path, tools: ToolsServer, sizes: Sequenc
             "fill_concurrency": fill_concurrency, "interleaved": True, "steps": steps}
 
 
-def _rotated(items: Sequence[Any], i: int) -> list[Any]:
+def rotated(items: Sequence[Any], i: int) -> list[Any]:
     """``items`` starting at position ``i`` (mod its length): who goes first changes every round."""
     k = i % len(items)
     return [*items[k:], *items[:k]]
